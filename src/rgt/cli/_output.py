@@ -1,0 +1,69 @@
+"""The one output sink of the CLI: human (rich) or ``--json`` (one JSON document on stdout).
+
+Data goes to stdout, chatter (progress, hints, warnings) to stderr, so ``rgt X --json | jq``
+always parses.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Output:
+    def __init__(self, json_mode: bool) -> None:
+        self.json_mode = json_mode
+        self.out = Console(soft_wrap=True, highlight=False)
+        self.err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+    def result(self, data: Any, human: Callable[[Output], None] | None = None) -> None:
+        """Emit the command's result: the JSON document, or the human rendering."""
+        if self.json_mode:
+            sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+            sys.stdout.flush()
+        elif human is not None:
+            human(self)
+        else:
+            self.out.print_json(json.dumps(data, default=str))
+
+    def info(self, message: str) -> None:
+        """Chatter for humans; silent in --json mode (stdout must stay one document)."""
+        if not self.json_mode:
+            self.err.print(message)
+
+    def warn(self, message: str) -> None:
+        self.err.print(f"[yellow]warning:[/] {message}")
+
+    def table(self, columns: Sequence[str], rows: Iterable[Sequence[Any]],
+              title: str | None = None) -> None:
+        table = Table(title=title, show_lines=False)
+        for column in columns:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*("" if v is None else str(v) for v in row))
+        self.out.print(table)
+
+    def line(self, message: str = "") -> None:
+        self.out.print(message)
+
+
+def output_options(func: F) -> F:
+    """Add ``--json`` to a command and pass it an ``out: Output``."""
+
+    @click.option("--json", "json_mode", is_flag=True, help="Print one JSON document on stdout.")
+    @functools.wraps(func)
+    def wrapper(*args: Any, json_mode: bool, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        ctx.meta["rgt.json"] = json_mode
+        return func(*args, out=Output(json_mode), **kwargs)
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,153 @@
+"""The one exception tree of rgt.
+
+Library code raises these; only the CLI (``rgt.cli.main``) turns them into words and exit codes.
+Every error carries a ``fix`` sentence that tells the user what to do next, and fields a caller
+can act on (host, job_id, path, returncode, stderr_tail).
+
+    RgtError                         exit 1 unless a subclass says otherwise
+    ├── UsageError (ValueError)      exit 2: bad input, named field, allowed values
+    │   ├── SpecError                a malformed job spec / results.json / profile field
+    │   ├── UnknownMachineError      no machine by that name in the state DB
+    │   └── UnknownJobError          no job by that id
+    ├── GateRefused                  exit 3: a gate (teardown, approval) said no, with reasons
+    ├── StateError                   the local state DB is unusable (locked, newer schema)
+    ├── TransportError (OSError)     the connection failed; says nothing about the job
+    │   └── HostKeyChangedError      a known machine presented a different host key
+    ├── JobError                     a job failed; carries job_id and the triage label
+    ├── CheckpointError              rgt.ckpt could not save or load
+    │   └── DiskBudgetError          not enough bytes or inodes on the checkpoint mount
+    ├── VerifyError                  an artifact failed load-verification or its hash check
+    └── BackendError                 a backend's API or command failed (returncode, stderr_tail)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class RgtError(Exception):
+    """Base of every error rgt raises on purpose."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = {"error": type(self).__name__, "message": self.message}
+        if self.fix:
+            data["fix"] = self.fix
+        for key, value in vars(self).items():
+            if key not in ("message", "fix") and not key.startswith("_"):
+                data[key] = value
+        return data
+
+
+class UsageError(RgtError, ValueError):
+    """Bad input from the user: a flag, a file, a name. Nothing was changed."""
+
+    exit_code = 2
+
+
+class SpecError(UsageError):
+    """A structured file (job spec, results.json, profile) has a bad field."""
+
+    def __init__(self, message: str, *, path: str | None = None, field: str | None = None,
+                 fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.path = path
+        self.field = field
+
+
+class UnknownMachineError(UsageError):
+    def __init__(self, name: str, known: Sequence[str] = ()) -> None:
+        listing = ", ".join(known) if known else "none registered"
+        super().__init__(
+            f"no machine named {name!r} (known: {listing})",
+            fix="register it first with `rgt up PROFILE --name NAME`, or check `rgt status`",
+        )
+        self.name = name
+
+
+class UnknownJobError(UsageError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job with id {job_id!r}", fix="list jobs with `rgt status`")
+        self.job_id = job_id
+
+
+class GateRefused(RgtError):
+    """A gate refused a destructive or cost-affecting step; ``reasons`` says why."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, reasons: Sequence[str], *, fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.reasons = list(reasons)
+
+
+class StateError(RgtError):
+    """The local state database cannot be used."""
+
+
+class TransportError(RgtError, OSError):
+    """The connection to a machine failed. This is never evidence that a job failed."""
+
+    def __init__(self, message: str, *, host: str | None = None, returncode: int | None = None,
+                 stderr_tail: str = "", fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.host = host
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+
+
+class HostKeyChangedError(TransportError):
+    """A machine we trusted before now presents a different host key."""
+
+
+class JobError(RgtError):
+    def __init__(self, message: str, *, job_id: str, label: str | None = None,
+                 fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.job_id = job_id
+        self.label = label
+
+
+class CheckpointError(RgtError):
+    """rgt.ckpt could not save or load a checkpoint."""
+
+    def __init__(self, message: str, *, path: str | None = None, fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.path = path
+
+
+class DiskBudgetError(CheckpointError, OSError):
+    """Refused to write: the mount lacks the bytes or inodes the checkpoint needs."""
+
+    def __init__(self, message: str, *, path: str, mount: str, need_bytes: int,
+                 free_bytes: int, free_inodes: int | None, fix: str | None = None) -> None:
+        super().__init__(message, path=path, fix=fix)
+        self.mount = mount
+        self.need_bytes = need_bytes
+        self.free_bytes = free_bytes
+        self.free_inodes = free_inodes
+
+
+class VerifyError(RgtError):
+    """An artifact did not load, had non-finite values, or its hash did not match."""
+
+    def __init__(self, message: str, *, path: str | None = None, fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.path = path
+
+
+class BackendError(RgtError):
+    """A backend's command or API call failed."""
+
+    def __init__(self, message: str, *, backend: str, returncode: int | None = None,
+                 stderr_tail: str = "", fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.backend = backend
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail

@@ -1,0 +1,1 @@
+"""Jobs: the on-disk layout on the machine, the local state store, queues and sweeps."""

@@ -1,0 +1,237 @@
+"""The local state database: machines, jobs, pulls and approvals, in SQLite under ``$RGT_HOME``.
+
+Remote state (the agent's status.json) is the truth about jobs; this is a cache of it plus the
+record of what was pulled, verified and approved. Several ``rgt`` processes may use it at once
+(a ``watch`` loop beside a ``pull``): WAL journaling and a busy timeout make that safe, and every
+write is one short transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rgt.config import rgt_home
+from rgt.errors import StateError, UnknownJobError, UnknownMachineError
+from rgt.models import JobRecord, JobSpec, JobState, Machine
+
+BUSY_TIMEOUT_MS = 30_000
+
+# Append-only: a released version is never edited; add a new entry instead.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE machines (
+        name TEXT PRIMARY KEY,
+        backend TEXT NOT NULL,
+        profile TEXT NOT NULL,
+        connection TEXT NOT NULL,
+        durable_root TEXT NOT NULL,
+        price_per_hour REAL,
+        registered TEXT NOT NULL,
+        released TEXT
+    );
+    CREATE TABLE jobs (
+        job_id TEXT PRIMARY KEY,
+        machine TEXT NOT NULL REFERENCES machines(name),
+        spec TEXT NOT NULL,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        label TEXT,
+        created TEXT NOT NULL,
+        ended TEXT
+    );
+    CREATE INDEX jobs_by_machine ON jobs(machine);
+    CREATE TABLE pulls (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id TEXT NOT NULL REFERENCES jobs(job_id),
+        dest TEXT NOT NULL,
+        files TEXT NOT NULL,
+        manifest_sha256 TEXT NOT NULL,
+        verified INTEGER NOT NULL,
+        report TEXT NOT NULL,
+        time TEXT NOT NULL
+    );
+    CREATE INDEX pulls_by_job ON pulls(job_id);
+    CREATE TABLE approvals (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        machine TEXT NOT NULL,
+        action TEXT NOT NULL,
+        approver TEXT NOT NULL,
+        tty TEXT NOT NULL,
+        time TEXT NOT NULL,
+        consumed TEXT
+    );
+    """,
+)
+
+
+def utcnow() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Store:
+    """One connection per thread; open with ``Store.open()`` (default ``$RGT_HOME/state.db``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._migrate()
+
+    @classmethod
+    def open(cls, path: Path | None = None) -> Store:
+        return cls(path or rgt_home() / "state.db")
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
+                                       isolation_level=None)
+                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA foreign_keys=ON")
+            except sqlite3.Error as exc:
+                raise StateError(f"cannot open state DB {self.path}: {exc}",
+                                 fix="check permissions of $RGT_HOME") from exc
+            conn.row_factory = sqlite3.Row
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One short write transaction (BEGIN IMMEDIATE takes the write lock up front)."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self.tx() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > len(MIGRATIONS):
+                raise StateError(
+                    f"state DB {self.path} is schema {version}, this rgt knows "
+                    f"{len(MIGRATIONS)}", fix="upgrade rgt (pip install -U remote-gpu-trainer)")
+            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                for statement in filter(str.strip, script.split(";")):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={number}")
+
+    # -- machines ------------------------------------------------------------------------
+
+    def add_machine(self, machine: Machine) -> None:
+        with self.tx() as conn:
+            conn.execute(
+                "INSERT INTO machines VALUES (?,?,?,?,?,?,?,NULL) ON CONFLICT(name) DO UPDATE SET "
+                "backend=excluded.backend, profile=excluded.profile, "
+                "connection=excluded.connection, durable_root=excluded.durable_root, "
+                "price_per_hour=excluded.price_per_hour, released=NULL",
+                (machine.name, machine.backend, machine.profile, json.dumps(machine.connection),
+                 machine.durable_root, machine.price_per_hour, machine.registered or utcnow()),
+            )
+
+    def machine(self, name: str) -> Machine:
+        row = self._conn().execute("SELECT * FROM machines WHERE name=?", (name,)).fetchone()
+        if row is None:
+            raise UnknownMachineError(name, [m.name for m in self.machines()])
+        return _machine(row)
+
+    def machines(self, *, include_released: bool = True) -> list[Machine]:
+        sql = "SELECT * FROM machines" + ("" if include_released else " WHERE released IS NULL")
+        return [_machine(r) for r in self._conn().execute(sql + " ORDER BY name")]
+
+    def release_machine(self, name: str) -> None:
+        with self.tx() as conn:
+            conn.execute("UPDATE machines SET released=? WHERE name=?", (utcnow(), name))
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    def add_job(self, spec: JobSpec, state: JobState = JobState.QUEUED) -> JobRecord:
+        self.machine(spec.machine)
+        created = spec.created or utcnow()
+        with self.tx() as conn:
+            conn.execute("INSERT INTO jobs VALUES (?,?,?,?,0,NULL,?,NULL)",
+                         (spec.job_id, spec.machine, json.dumps(spec.to_json()), state.value,
+                          created))
+        return self.job(spec.job_id)
+
+    def update_job(self, job_id: str, *, state: JobState, attempts: int,
+                   label: str | None = None, ended: str | None = None) -> None:
+        with self.tx() as conn:
+            conn.execute("UPDATE jobs SET state=?, attempts=?, label=?, ended=? WHERE job_id=?",
+                         (state.value, attempts, label, ended, job_id))
+
+    def job(self, job_id: str) -> JobRecord:
+        row = self._conn().execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+        if row is None:
+            raise UnknownJobError(job_id)
+        return _job(row)
+
+    def jobs(self, machine: str | None = None) -> list[JobRecord]:
+        if machine is None:
+            rows = self._conn().execute("SELECT * FROM jobs ORDER BY created")
+        else:
+            rows = self._conn().execute("SELECT * FROM jobs WHERE machine=? ORDER BY created",
+                                        (machine,))
+        return [_job(r) for r in rows]
+
+    # -- pulls ---------------------------------------------------------------------------
+
+    def record_pull(self, job_id: str, dest: str, files: dict[str, str], manifest_sha256: str,
+                    verified: bool, report: dict[str, Any]) -> None:
+        with self.tx() as conn:
+            conn.execute(
+                "INSERT INTO pulls (job_id, dest, files, manifest_sha256, verified, report, time)"
+                " VALUES (?,?,?,?,?,?,?)",
+                (job_id, dest, json.dumps(files), manifest_sha256, int(verified),
+                 json.dumps(report), utcnow()))
+
+    def last_pull(self, job_id: str) -> dict[str, Any] | None:
+        row = self._conn().execute(
+            "SELECT * FROM pulls WHERE job_id=? ORDER BY id DESC LIMIT 1", (job_id,)).fetchone()
+        if row is None:
+            return None
+        return {"job_id": row["job_id"], "dest": row["dest"], "files": json.loads(row["files"]),
+                "manifest_sha256": row["manifest_sha256"], "verified": bool(row["verified"]),
+                "report": json.loads(row["report"]), "time": row["time"]}
+
+    # -- approvals -----------------------------------------------------------------------
+
+    def add_approval(self, machine: str, action: str, approver: str, tty: str) -> None:
+        with self.tx() as conn:
+            conn.execute("INSERT INTO approvals (machine, action, approver, tty, time) "
+                         "VALUES (?,?,?,?,?)", (machine, action, approver, tty, utcnow()))
+
+    def pending_approval(self, machine: str, action: str) -> dict[str, Any] | None:
+        row = self._conn().execute(
+            "SELECT * FROM approvals WHERE machine=? AND action=? AND consumed IS NULL "
+            "ORDER BY id DESC LIMIT 1", (machine, action)).fetchone()
+        return dict(row) if row else None
+
+    def consume_approval(self, approval_id: int) -> None:
+        with self.tx() as conn:
+            conn.execute("UPDATE approvals SET consumed=? WHERE id=?", (utcnow(), approval_id))
+
+
+def _machine(row: sqlite3.Row) -> Machine:
+    return Machine(name=row["name"], backend=row["backend"], profile=row["profile"],
+                   connection=json.loads(row["connection"]), durable_root=row["durable_root"],
+                   price_per_hour=row["price_per_hour"], registered=row["registered"],
+                   released=row["released"])
+
+
+def _job(row: sqlite3.Row) -> JobRecord:
+    return JobRecord(job_id=row["job_id"], machine=row["machine"],
+                     spec=JobSpec.from_json(json.loads(row["spec"])), state=JobState(row["state"]),
+                     attempts=row["attempts"], created=row["created"], ended=row["ended"],
+                     label=row["label"])
