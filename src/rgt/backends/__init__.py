@@ -1,0 +1,32 @@
+"""Backends by name, imported lazily; a missing optional dependency names the extra to install."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from rgt.errors import UsageError
+
+if TYPE_CHECKING:
+    from rgt.backends.base import Backend
+    from rgt.models import Machine
+
+# name -> (module, class, pip extra that provides its dependencies or None)
+REGISTRY: dict[str, tuple[str, str, str | None]] = {
+    "local": ("rgt.backends.local", "LocalBackend", None),
+}
+
+
+def get_backend(machine: Machine) -> Backend:
+    try:
+        module_name, class_name, extra = REGISTRY[machine.backend]
+    except KeyError:
+        raise UsageError(f"unknown backend {machine.backend!r}",
+                         fix=f"known backends: {', '.join(sorted(REGISTRY))}") from None
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        hint = f"pip install 'remote-gpu-trainer[{extra}]'" if extra else "reinstall rgt"
+        raise UsageError(f"backend {machine.backend!r} needs {exc.name}", fix=hint) from exc
+    backend: Backend = getattr(module, class_name)(machine)
+    return backend

@@ -1,0 +1,157 @@
+"""What every backend provides: a few primitives; everything else is derived here.
+
+A backend binds rgt's verbs to one kind of machine. Its primitives are:
+
+- ``transport`` (run a command, copy files) — given at construction;
+- ``detach(argv, stdin)`` — start the agent so it outlives this process and the connection
+  (``setsid`` here, ``tmux`` or ``sbatch`` elsewhere);
+- ``stop_meter()`` — the profile's meter-stop action; only ever called behind the teardown gate.
+
+Job submission, status, logs, cancel and the manifest are all derived: they talk to the agent's
+files through the transport, so every backend behaves the same (tests/backends/conformance.py).
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import shlex
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rgt.config import rgt_home
+from rgt.errors import BackendError, UnknownJobError
+from rgt.jobs.paths import JobPaths, RootPaths
+from rgt.jobs.snapshot import Snapshot, materialize
+from rgt.models import JobSpec, Machine
+from rgt.transport.base import ProgressFn, Transport
+
+
+class Backend(abc.ABC):
+    kind: ClassVar[str]
+
+    def __init__(self, machine: Machine, transport: Transport) -> None:
+        self.machine = machine
+        self.transport = transport
+        self.root = RootPaths(machine.durable_root)
+        self.python = str(machine.connection.get("python") or "python3")
+
+    # -- primitives ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def detach(self, argv: Sequence[str], *, stdin: bytes | None = None) -> None:
+        """Start ``argv`` on the machine so that it survives this process and connection."""
+
+    @abc.abstractmethod
+    def stop_meter(self) -> str:
+        """Stop what bills (the profile's action). Called only after the teardown gate passed.
+        Returns one sentence saying what was done."""
+
+    # -- derived: the agent ----------------------------------------------------------------
+
+    def install_agent(self) -> str:
+        """Copy the agent zipapp to the machine under its versioned name (once)."""
+        from rgt.agent.build import agent_version, build_agent
+
+        remote = self.root.agent_file(agent_version())
+        if not self.transport.exists(remote):
+            local = build_agent(rgt_home() / "agent")
+            self.transport.mkdir(self.root.agent_dir)
+            self.transport.write_bytes(remote, local.read_bytes())
+        return remote
+
+    def agent_call(self, subcommand: str, job_id: str, timeout: float = 60) -> dict[str, Any]:
+        agent = self.install_agent()
+        job = self.job_paths(job_id)
+        result = self.transport.run([self.python, agent, subcommand, job.root], timeout=timeout)
+        if not result.ok:
+            raise BackendError(f"agent {subcommand} failed for job {job_id}",
+                               backend=self.kind, returncode=result.returncode,
+                               stderr_tail=result.stderr_tail())
+        try:
+            data: dict[str, Any] = json.loads(result.text() or "{}")
+        except json.JSONDecodeError as exc:
+            raise BackendError(f"agent {subcommand} printed no JSON", backend=self.kind,
+                               stderr_tail=result.text()[-2000:]) from exc
+        return data
+
+    # -- derived: code and jobs ------------------------------------------------------------
+
+    def job_paths(self, job_id: str) -> JobPaths:
+        return self.root.job(job_id)
+
+    def push_snapshot(self, snapshot: Snapshot, progress: ProgressFn | None = None) -> str:
+        """Put the code snapshot at ``code/<digest>`` unless it is already there."""
+        remote = self.root.snapshot(snapshot.digest)
+        if self.transport.exists(remote):
+            return remote
+        self.transport.mkdir(self.root.code_dir)
+        with tempfile.TemporaryDirectory(prefix="rgt-snap-") as tmp:
+            local = Path(tmp) / snapshot.digest
+            materialize(snapshot, local)
+            partial = remote + ".partial"
+            self.transport.run(["rm", "-rf", "--", partial])
+            self.transport.put(local, partial, progress=progress)
+        self.transport.check(["mv", "-T", "--", partial, remote])
+        return remote
+
+    def submit(self, spec: JobSpec, secrets: dict[str, str] | None = None) -> JobPaths:
+        """Write the job's spec, link its code snapshot and start the agent detached."""
+        agent = self.install_agent()
+        job = self.job_paths(spec.job_id)
+        if self.transport.exists(job.spec):
+            raise BackendError(f"job {spec.job_id} already exists on {self.machine.name}",
+                               backend=self.kind, fix="job ids are unique; launch a new job")
+        self.transport.mkdir(job.logs_dir)
+        if spec.code_snapshot:
+            target = f"../../code/{spec.code_snapshot}"
+            self.transport.check(["ln", "-sfn", "--", target, job.code])
+        self.transport.write_bytes(job.spec, json.dumps(spec.to_json(), indent=2).encode())
+        argv = [self.python, agent, "run", job.root]
+        if secrets:
+            argv.append("--secrets-stdin")
+        self.detach(argv, stdin=json.dumps(secrets).encode() if secrets else None)
+        return job
+
+    def status(self, job_id: str) -> dict[str, Any]:
+        """The agent's status.json plus liveness (``agent_alive``), read on the machine."""
+        data = self.agent_call("status", job_id)
+        if data.get("exists") is False and not self.transport.exists(
+                self.job_paths(job_id).spec):
+            raise UnknownJobError(job_id)
+        return data
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        return self.agent_call("cancel", job_id, timeout=120)
+
+    def events(self, job_id: str) -> list[dict[str, Any]]:
+        raw = self.transport.read_bytes(self.job_paths(job_id).events) or b""
+        out = []
+        for line in raw.decode("utf-8", "replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line being appended right now; the next read sees it whole
+        return out
+
+    def log(self, job_id: str, attempt: int, offset: int = 0) -> bytes:
+        path = self.job_paths(job_id).log(attempt)
+        if offset == 0:
+            return self.transport.read_bytes(path) or b""
+        result = self.transport.run(["tail", "-c", f"+{offset + 1}", "--", path])
+        return result.stdout if result.ok else b""
+
+    def manifest(self, job_id: str) -> tuple[dict[str, Any], bytes] | None:
+        raw = self.transport.read_bytes(self.job_paths(job_id).manifest)
+        if raw is None:
+            return None
+        return json.loads(raw), raw
+
+    def fetch(self, job_id: str, rel: str, dest: Path, progress: ProgressFn | None = None) -> None:
+        """Copy one artifact (path relative to the job dir) to ``dest``."""
+        self.transport.get(f"{self.job_paths(job_id).root}/{rel}", dest, progress=progress)
+
+    def describe(self) -> str:
+        return f"{self.machine.name} ({self.kind}, {shlex.quote(self.machine.durable_root)})"
