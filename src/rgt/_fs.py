@@ -6,6 +6,7 @@ written here: temp file in the same directory, fsync, rename, fsync of the direc
 reader sees the old content or the new one and never a torn file, even after a power loss.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -41,10 +42,8 @@ def atomic_write_bytes(path, data, mode=0o644):
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     fsync_dir(directory)
 
@@ -57,7 +56,7 @@ def atomic_write_json(path, obj):
 
 def read_json(path):
     # type: (str) -> object
-    with open(path, "r", encoding="utf-8") as handle:
+    with open(path, encoding="utf-8") as handle:
         return json.load(handle)
 
 

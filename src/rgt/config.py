@@ -8,12 +8,17 @@ profile's default > rgt's built-in default.
 from __future__ import annotations
 
 import os
-import tomllib
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rgt.errors import SpecError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 ENV_PREFIX = "RGT_"
 
@@ -28,7 +33,8 @@ def rgt_home() -> Path:
 def _load_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
-            return tomllib.load(handle)
+            data: dict[str, Any] = tomllib.load(handle)
+            return data
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: {exc}", path=str(path), fix="fix the TOML syntax") from exc
 
@@ -58,8 +64,9 @@ class Settings:
             user=_load_toml(user_path) if user_path.is_file() else {},
         )
 
-    def get(self, key: str, *, flag: Any = None, profile_default: Any = None,
-            default: Any = None) -> Any:
+    def get(
+        self, key: str, *, flag: Any = None, profile_default: Any = None, default: Any = None
+    ) -> Any:
         """Resolve dotted ``key`` (e.g. ``"run.probe_seconds"``)."""
         if flag is not None:
             return flag

@@ -23,6 +23,7 @@ can act on (host, job_id, path, returncode, stderr_tail).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 class RgtError(Exception):
@@ -54,8 +55,14 @@ class UsageError(RgtError, ValueError):
 class SpecError(UsageError):
     """A structured file (job spec, results.json, profile) has a bad field."""
 
-    def __init__(self, message: str, *, path: str | None = None, field: str | None = None,
-                 fix: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        field: str | None = None,
+        fix: str | None = None,
+    ) -> None:
         super().__init__(message, fix=fix)
         self.path = path
         self.field = field
@@ -82,9 +89,19 @@ class GateRefused(RgtError):
 
     exit_code = 3
 
-    def __init__(self, message: str, reasons: Sequence[str], *, fix: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        reasons: Sequence[str],
+        *,
+        fix: str | None = None,
+        verdict: dict[str, Any] | None = None,
+        notes: Sequence[str] = (),
+    ) -> None:
         super().__init__(message, fix=fix)
         self.reasons = list(reasons)
+        self.verdict = verdict
+        self.notes = list(notes)
 
 
 class StateError(RgtError):
@@ -94,8 +111,15 @@ class StateError(RgtError):
 class TransportError(RgtError, OSError):
     """The connection to a machine failed. This is never evidence that a job failed."""
 
-    def __init__(self, message: str, *, host: str | None = None, returncode: int | None = None,
-                 stderr_tail: str = "", fix: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        host: str | None = None,
+        returncode: int | None = None,
+        stderr_tail: str = "",
+        fix: str | None = None,
+    ) -> None:
         super().__init__(message, fix=fix)
         self.host = host
         self.returncode = returncode
@@ -107,8 +131,9 @@ class HostKeyChangedError(TransportError):
 
 
 class JobError(RgtError):
-    def __init__(self, message: str, *, job_id: str, label: str | None = None,
-                 fix: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, job_id: str, label: str | None = None, fix: str | None = None
+    ) -> None:
         super().__init__(message, fix=fix)
         self.job_id = job_id
         self.label = label
@@ -125,8 +150,17 @@ class CheckpointError(RgtError):
 class DiskBudgetError(CheckpointError, OSError):
     """Refused to write: the mount lacks the bytes or inodes the checkpoint needs."""
 
-    def __init__(self, message: str, *, path: str, mount: str, need_bytes: int,
-                 free_bytes: int, free_inodes: int | None, fix: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        mount: str,
+        need_bytes: int,
+        free_bytes: int,
+        free_inodes: int | None,
+        fix: str | None = None,
+    ) -> None:
         super().__init__(message, path=path, fix=fix)
         self.mount = mount
         self.need_bytes = need_bytes
@@ -145,8 +179,15 @@ class VerifyError(RgtError):
 class BackendError(RgtError):
     """A backend's command or API call failed."""
 
-    def __init__(self, message: str, *, backend: str, returncode: int | None = None,
-                 stderr_tail: str = "", fix: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend: str,
+        returncode: int | None = None,
+        stderr_tail: str = "",
+        fix: str | None = None,
+    ) -> None:
         super().__init__(message, fix=fix)
         self.backend = backend
         self.returncode = returncode

@@ -21,9 +21,10 @@ class UpResult:
 
 def validate_name(name: str) -> str:
     if not MACHINE_NAME_RE.match(name):
-        raise UsageError(f"bad machine name {name!r}",
-                         fix="use letters, digits, '.', '_' or '-' (max 64), starting with a "
-                             "letter or digit")
+        raise UsageError(
+            f"bad machine name {name!r}",
+            fix="use letters, digits, '.', '_' or '-' (max 64), starting with a letter or digit",
+        )
     return name
 
 
@@ -32,30 +33,49 @@ def register_local(store: Store, name: str, root: Path | None = None) -> UpResul
     validate_name(name)
     durable = (root or rgt_home() / "machines" / name).expanduser().resolve()
     durable.mkdir(parents=True, exist_ok=True)
-    machine = Machine(name=name, backend="local", profile="local", connection={},
-                      durable_root=str(durable), price_per_hour=None, registered=utcnow())
+    machine = Machine(
+        name=name,
+        backend="local",
+        profile="local",
+        connection={},
+        durable_root=str(durable),
+        price_per_hour=None,
+        registered=utcnow(),
+    )
     store.add_machine(machine)
     return UpResult(machine=machine, notes=_profile_notes("local"))
 
 
-def register(store: Store, profile: str, name: str, *, ssh: str | None = None,
-             price: float | None = None, root: str | None = None) -> UpResult:
+def register(
+    store: Store,
+    profile: str,
+    name: str,
+    *,
+    ssh: str | None = None,
+    price: float | None = None,
+    root: str | None = None,
+) -> UpResult:
     """``rgt up PROFILE --name NAME [--ssh LINE] [--price P]``."""
     if price is not None and price < 0:
         raise UsageError("--price must be >= 0 (currency units per hour)")
     if profile == "local":
         if ssh:
-            raise UsageError("the local profile takes no --ssh line",
-                             fix="use `rgt up generic-ssh --name NAME --ssh '…'`")
+            raise UsageError(
+                "the local profile takes no --ssh line",
+                fix="use `rgt up generic-ssh --name NAME --ssh '…'`",
+            )
         return register_local(store, name, Path(root) if root else None)
     # ssh backends (generic-ssh and every SSH rental) register through rgt.backends.ssh.
     try:
         from rgt.backends.ssh import register_ssh
     except ImportError as exc:
-        raise UsageError(f"profile {profile!r} is not supported by this rgt yet",
-                         fix="use `rgt up local --name NAME`") from exc
-    machine = register_ssh(store, profile, validate_name(name), ssh_line=ssh, price=price,
-                           root=root)
+        raise UsageError(
+            f"profile {profile!r} is not supported by this rgt yet",
+            fix="use `rgt up local --name NAME`",
+        ) from exc
+    machine = register_ssh(
+        store, profile, validate_name(name), ssh_line=ssh, price=price, root=root
+    )
     return UpResult(machine=machine, notes=_profile_notes(profile))
 
 

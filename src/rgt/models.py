@@ -65,15 +65,20 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         if not JOB_ID_RE.match(self.job_id):
-            raise SpecError(f"bad job id {self.job_id!r}", field="job_id",
-                            fix="use letters, digits, '.', '_' or '-' (max 128)")
+            raise SpecError(
+                f"bad job id {self.job_id!r}",
+                field="job_id",
+                fix="use letters, digits, '.', '_' or '-' (max 128)",
+            )
         if not self.command or not all(isinstance(a, str) for a in self.command):
-            raise SpecError("the job command is empty", field="command",
-                            fix="give the command after `--`, e.g. `rgt run NAME -- python train.py`")
+            raise SpecError(
+                "the job command is empty",
+                field="command",
+                fix="give the command after `--`: `rgt run NAME -- python train.py`",
+            )
         overlap = set(self.env) & set(self.secret_env)
         if overlap:
-            raise SpecError(f"{sorted(overlap)} given both as plain env and as secret",
-                            field="env")
+            raise SpecError(f"{sorted(overlap)} given both as plain env and as secret", field="env")
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -86,13 +91,20 @@ class JobSpec:
     @classmethod
     def from_json(cls, data: dict[str, Any], *, path: str | None = None) -> JobSpec:
         if data.get("schema") != SPEC_SCHEMA:
-            raise SpecError(f"spec schema is {data.get('schema')!r}, expected {SPEC_SCHEMA!r}",
-                            path=path, field="schema")
+            raise SpecError(
+                f"spec schema is {data.get('schema')!r}, expected {SPEC_SCHEMA!r}",
+                path=path,
+                field="schema",
+            )
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(data) - known - {"schema"}
         if unknown:
-            raise SpecError(f"unknown spec fields {sorted(unknown)}", path=path,
-                            field=sorted(unknown)[0], fix=f"allowed: {sorted(known)}")
+            raise SpecError(
+                f"unknown spec fields {sorted(unknown)}",
+                path=path,
+                field=sorted(unknown)[0],
+                fix=f"allowed: {sorted(known)}",
+            )
         kwargs = {k: v for k, v in data.items() if k != "schema"}
         try:
             kwargs["command"] = tuple(kwargs.get("command") or ())

@@ -21,8 +21,10 @@ def get_backend(machine: Machine) -> Backend:
     try:
         module_name, class_name, extra = REGISTRY[machine.backend]
     except KeyError:
-        raise UsageError(f"unknown backend {machine.backend!r}",
-                         fix=f"known backends: {', '.join(sorted(REGISTRY))}") from None
+        raise UsageError(
+            f"unknown backend {machine.backend!r}",
+            fix=f"known backends: {', '.join(sorted(REGISTRY))}",
+        ) from None
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

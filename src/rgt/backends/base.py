@@ -67,14 +67,20 @@ class Backend(abc.ABC):
         job = self.job_paths(job_id)
         result = self.transport.run([self.python, agent, subcommand, job.root], timeout=timeout)
         if not result.ok:
-            raise BackendError(f"agent {subcommand} failed for job {job_id}",
-                               backend=self.kind, returncode=result.returncode,
-                               stderr_tail=result.stderr_tail())
+            raise BackendError(
+                f"agent {subcommand} failed for job {job_id}",
+                backend=self.kind,
+                returncode=result.returncode,
+                stderr_tail=result.stderr_tail(),
+            )
         try:
             data: dict[str, Any] = json.loads(result.text() or "{}")
         except json.JSONDecodeError as exc:
-            raise BackendError(f"agent {subcommand} printed no JSON", backend=self.kind,
-                               stderr_tail=result.text()[-2000:]) from exc
+            raise BackendError(
+                f"agent {subcommand} printed no JSON",
+                backend=self.kind,
+                stderr_tail=result.text()[-2000:],
+            ) from exc
         return data
 
     # -- derived: code and jobs ------------------------------------------------------------
@@ -102,8 +108,11 @@ class Backend(abc.ABC):
         agent = self.install_agent()
         job = self.job_paths(spec.job_id)
         if self.transport.exists(job.spec):
-            raise BackendError(f"job {spec.job_id} already exists on {self.machine.name}",
-                               backend=self.kind, fix="job ids are unique; launch a new job")
+            raise BackendError(
+                f"job {spec.job_id} already exists on {self.machine.name}",
+                backend=self.kind,
+                fix="job ids are unique; launch a new job",
+            )
         self.transport.mkdir(job.logs_dir)
         if spec.code_snapshot:
             target = f"../../code/{spec.code_snapshot}"
@@ -118,8 +127,7 @@ class Backend(abc.ABC):
     def status(self, job_id: str) -> dict[str, Any]:
         """The agent's status.json plus liveness (``agent_alive``), read on the machine."""
         data = self.agent_call("status", job_id)
-        if data.get("exists") is False and not self.transport.exists(
-                self.job_paths(job_id).spec):
+        if data.get("exists") is False and not self.transport.exists(self.job_paths(job_id).spec):
             raise UnknownJobError(job_id)
         return data
 

@@ -28,15 +28,22 @@ class LocalBackend(Backend):
         # `setsid -f` forks: the agent gets a new session (no controlling terminal, immune to
         # the CLI's death and its SIGHUP) and is re-parented to init, so nobody must reap it.
         proc = subprocess.Popen(
-            ["setsid", "-f", *argv], stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
+            ["setsid", "-f", *argv],
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+        )
         if stdin:
             assert proc.stdin is not None
             proc.stdin.write(stdin)
             proc.stdin.close()
         if proc.wait(timeout=30) != 0:
-            raise BackendError("could not start the agent with setsid", backend=self.kind,
-                               returncode=proc.returncode)
+            raise BackendError(
+                "could not start the agent with setsid",
+                backend=self.kind,
+                returncode=proc.returncode,
+            )
 
     def stop_meter(self) -> str:
         return "this machine bills nothing; it is only marked released (no file was deleted)"

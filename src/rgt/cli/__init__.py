@@ -63,8 +63,15 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # a bug in rgt: say so, keep the traceback one env var away
         if debug:
             traceback.print_exc()
-        _report({"error": "InternalError", "message": f"{type(exc).__name__}: {exc}",
-                 "fix": "re-run with RGT_DEBUG=1 and report the traceback"}, 1, args)
+        _report(
+            {
+                "error": "InternalError",
+                "message": f"{type(exc).__name__}: {exc}",
+                "fix": "re-run with RGT_DEBUG=1 and report the traceback",
+            },
+            1,
+            args,
+        )
     sys.exit(0)
 
 

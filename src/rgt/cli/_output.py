@@ -43,8 +43,9 @@ class Output:
     def warn(self, message: str) -> None:
         self.err.print(f"[yellow]warning:[/] {message}")
 
-    def table(self, columns: Sequence[str], rows: Iterable[Sequence[Any]],
-              title: str | None = None) -> None:
+    def table(
+        self, columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None
+    ) -> None:
         table = Table(title=title, show_lines=False)
         for column in columns:
             table.add_column(column)

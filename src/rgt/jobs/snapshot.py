@@ -18,8 +18,18 @@ from pathlib import Path
 
 from rgt.errors import UsageError
 
-ALWAYS_SKIP = (".git", ".venv", "venv", "__pycache__", ".mypy_cache", ".ruff_cache",
-               ".pytest_cache", ".rgt", "*.pyc", ".DS_Store")
+ALWAYS_SKIP = (
+    ".git",
+    ".venv",
+    "venv",
+    "__pycache__",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    ".rgt",
+    "*.pyc",
+    ".DS_Store",
+)
 IGNORE_FILES = (".gitignore", ".rgtignore")
 MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024
 
@@ -56,7 +66,8 @@ def take_snapshot(root: Path) -> Snapshot:
         raise UsageError(
             f"the code snapshot of {root} is {total / 2**20:.0f} MiB",
             fix="data and checkpoints don't belong in the code snapshot: list them in "
-                ".rgtignore and push data with `rgt push`")
+            ".rgtignore and push data with `rgt push`",
+        )
     return Snapshot(root=root, files=files, digest=_digest(root, files))
 
 
@@ -64,7 +75,11 @@ def _git_files(root: Path) -> list[str] | None:
     try:
         proc = subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=root, capture_output=True, check=False, timeout=60)
+            cwd=root,
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode != 0:
@@ -118,8 +133,9 @@ def _digest(root: Path, files: tuple[SnapshotFile, ...]) -> str:
     outer = hashlib.sha256()
     for item in files:
         inner = hashlib.sha256((root / item.rel).read_bytes()).hexdigest()
-        outer.update(f"{item.rel}\0{int(item.executable)}\0{inner}\n".encode(
-            "utf-8", "surrogateescape"))
+        outer.update(
+            f"{item.rel}\0{int(item.executable)}\0{inner}\n".encode("utf-8", "surrogateescape")
+        )
     return outer.hexdigest()[:20]
 
 

@@ -13,7 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,7 @@ MIGRATIONS: tuple[str, ...] = (
 
 
 def utcnow() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Store:
@@ -91,14 +91,16 @@ class Store:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
-                                       isolation_level=None)
+                conn = sqlite3.connect(
+                    self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+                )
                 conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA foreign_keys=ON")
             except sqlite3.Error as exc:
-                raise StateError(f"cannot open state DB {self.path}: {exc}",
-                                 fix="check permissions of $RGT_HOME") from exc
+                raise StateError(
+                    f"cannot open state DB {self.path}: {exc}", fix="check permissions of $RGT_HOME"
+                ) from exc
             conn.row_factory = sqlite3.Row
             self._local.conn = conn
         return conn
@@ -120,8 +122,9 @@ class Store:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > len(MIGRATIONS):
                 raise StateError(
-                    f"state DB {self.path} is schema {version}, this rgt knows "
-                    f"{len(MIGRATIONS)}", fix="upgrade rgt (pip install -U remote-gpu-trainer)")
+                    f"state DB {self.path} is schema {version}, this rgt knows {len(MIGRATIONS)}",
+                    fix="upgrade rgt (pip install -U remote-gpu-trainer)",
+                )
             for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
                 for statement in filter(str.strip, script.split(";")):
                     conn.execute(statement)
@@ -136,8 +139,15 @@ class Store:
                 "backend=excluded.backend, profile=excluded.profile, "
                 "connection=excluded.connection, durable_root=excluded.durable_root, "
                 "price_per_hour=excluded.price_per_hour, released=NULL",
-                (machine.name, machine.backend, machine.profile, json.dumps(machine.connection),
-                 machine.durable_root, machine.price_per_hour, machine.registered or utcnow()),
+                (
+                    machine.name,
+                    machine.backend,
+                    machine.profile,
+                    json.dumps(machine.connection),
+                    machine.durable_root,
+                    machine.price_per_hour,
+                    machine.registered or utcnow(),
+                ),
             )
 
     def machine(self, name: str) -> Machine:
@@ -160,16 +170,26 @@ class Store:
         self.machine(spec.machine)
         created = spec.created or utcnow()
         with self.tx() as conn:
-            conn.execute("INSERT INTO jobs VALUES (?,?,?,?,0,NULL,?,NULL)",
-                         (spec.job_id, spec.machine, json.dumps(spec.to_json()), state.value,
-                          created))
+            conn.execute(
+                "INSERT INTO jobs VALUES (?,?,?,?,0,NULL,?,NULL)",
+                (spec.job_id, spec.machine, json.dumps(spec.to_json()), state.value, created),
+            )
         return self.job(spec.job_id)
 
-    def update_job(self, job_id: str, *, state: JobState, attempts: int,
-                   label: str | None = None, ended: str | None = None) -> None:
+    def update_job(
+        self,
+        job_id: str,
+        *,
+        state: JobState,
+        attempts: int,
+        label: str | None = None,
+        ended: str | None = None,
+    ) -> None:
         with self.tx() as conn:
-            conn.execute("UPDATE jobs SET state=?, attempts=?, label=?, ended=? WHERE job_id=?",
-                         (state.value, attempts, label, ended, job_id))
+            conn.execute(
+                "UPDATE jobs SET state=?, attempts=?, label=?, ended=? WHERE job_id=?",
+                (state.value, attempts, label, ended, job_id),
+            )
 
     def job(self, job_id: str) -> JobRecord:
         row = self._conn().execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
@@ -181,41 +201,74 @@ class Store:
         if machine is None:
             rows = self._conn().execute("SELECT * FROM jobs ORDER BY created")
         else:
-            rows = self._conn().execute("SELECT * FROM jobs WHERE machine=? ORDER BY created",
-                                        (machine,))
+            rows = self._conn().execute(
+                "SELECT * FROM jobs WHERE machine=? ORDER BY created", (machine,)
+            )
         return [_job(r) for r in rows]
 
     # -- pulls ---------------------------------------------------------------------------
 
-    def record_pull(self, job_id: str, dest: str, files: dict[str, str], manifest_sha256: str,
-                    verified: bool, report: dict[str, Any]) -> None:
+    def record_pull(
+        self,
+        job_id: str,
+        dest: str,
+        files: dict[str, str],
+        manifest_sha256: str,
+        verified: bool,
+        report: dict[str, Any],
+    ) -> None:
         with self.tx() as conn:
             conn.execute(
                 "INSERT INTO pulls (job_id, dest, files, manifest_sha256, verified, report, time)"
                 " VALUES (?,?,?,?,?,?,?)",
-                (job_id, dest, json.dumps(files), manifest_sha256, int(verified),
-                 json.dumps(report), utcnow()))
+                (
+                    job_id,
+                    dest,
+                    json.dumps(files),
+                    manifest_sha256,
+                    int(verified),
+                    json.dumps(report),
+                    utcnow(),
+                ),
+            )
 
     def last_pull(self, job_id: str) -> dict[str, Any] | None:
-        row = self._conn().execute(
-            "SELECT * FROM pulls WHERE job_id=? ORDER BY id DESC LIMIT 1", (job_id,)).fetchone()
+        row = (
+            self._conn()
+            .execute("SELECT * FROM pulls WHERE job_id=? ORDER BY id DESC LIMIT 1", (job_id,))
+            .fetchone()
+        )
         if row is None:
             return None
-        return {"job_id": row["job_id"], "dest": row["dest"], "files": json.loads(row["files"]),
-                "manifest_sha256": row["manifest_sha256"], "verified": bool(row["verified"]),
-                "report": json.loads(row["report"]), "time": row["time"]}
+        return {
+            "job_id": row["job_id"],
+            "dest": row["dest"],
+            "files": json.loads(row["files"]),
+            "manifest_sha256": row["manifest_sha256"],
+            "verified": bool(row["verified"]),
+            "report": json.loads(row["report"]),
+            "time": row["time"],
+        }
 
     # -- approvals -----------------------------------------------------------------------
 
     def add_approval(self, machine: str, action: str, approver: str, tty: str) -> None:
         with self.tx() as conn:
-            conn.execute("INSERT INTO approvals (machine, action, approver, tty, time) "
-                         "VALUES (?,?,?,?,?)", (machine, action, approver, tty, utcnow()))
+            conn.execute(
+                "INSERT INTO approvals (machine, action, approver, tty, time) VALUES (?,?,?,?,?)",
+                (machine, action, approver, tty, utcnow()),
+            )
 
     def pending_approval(self, machine: str, action: str) -> dict[str, Any] | None:
-        row = self._conn().execute(
-            "SELECT * FROM approvals WHERE machine=? AND action=? AND consumed IS NULL "
-            "ORDER BY id DESC LIMIT 1", (machine, action)).fetchone()
+        row = (
+            self._conn()
+            .execute(
+                "SELECT * FROM approvals WHERE machine=? AND action=? AND consumed IS NULL "
+                "ORDER BY id DESC LIMIT 1",
+                (machine, action),
+            )
+            .fetchone()
+        )
         return dict(row) if row else None
 
     def consume_approval(self, approval_id: int) -> None:
@@ -224,14 +277,26 @@ class Store:
 
 
 def _machine(row: sqlite3.Row) -> Machine:
-    return Machine(name=row["name"], backend=row["backend"], profile=row["profile"],
-                   connection=json.loads(row["connection"]), durable_root=row["durable_root"],
-                   price_per_hour=row["price_per_hour"], registered=row["registered"],
-                   released=row["released"])
+    return Machine(
+        name=row["name"],
+        backend=row["backend"],
+        profile=row["profile"],
+        connection=json.loads(row["connection"]),
+        durable_root=row["durable_root"],
+        price_per_hour=row["price_per_hour"],
+        registered=row["registered"],
+        released=row["released"],
+    )
 
 
 def _job(row: sqlite3.Row) -> JobRecord:
-    return JobRecord(job_id=row["job_id"], machine=row["machine"],
-                     spec=JobSpec.from_json(json.loads(row["spec"])), state=JobState(row["state"]),
-                     attempts=row["attempts"], created=row["created"], ended=row["ended"],
-                     label=row["label"])
+    return JobRecord(
+        job_id=row["job_id"],
+        machine=row["machine"],
+        spec=JobSpec.from_json(json.loads(row["spec"])),
+        state=JobState(row["state"]),
+        attempts=row["attempts"],
+        created=row["created"],
+        ended=row["ended"],
+        label=row["label"],
+    )

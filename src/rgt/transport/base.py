@@ -44,8 +44,14 @@ class Transport(abc.ABC):
     host: str = "localhost"
 
     @abc.abstractmethod
-    def run(self, argv: Sequence[str], *, input: bytes | None = None,
-            timeout: float | None = 60.0, cwd: str | None = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        timeout: float | None = 60.0,
+        cwd: str | None = None,
+    ) -> CommandResult:
         """Run ``argv`` on the machine; return its result whatever its exit code."""
 
     @abc.abstractmethod
@@ -58,14 +64,22 @@ class Transport(abc.ABC):
 
     # -- derived helpers -----------------------------------------------------------------
 
-    def check(self, argv: Sequence[str], *, input: bytes | None = None,
-              timeout: float | None = 60.0, cwd: str | None = None) -> CommandResult:
+    def check(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        timeout: float | None = 60.0,
+        cwd: str | None = None,
+    ) -> CommandResult:
         result = self.run(argv, input=input, timeout=timeout, cwd=cwd)
         if not result.ok:
             raise BackendError(
                 f"`{' '.join(argv[:3])}…` failed on {self.host} (exit {result.returncode})",
-                backend=type(self).__name__, returncode=result.returncode,
-                stderr_tail=result.stderr_tail())
+                backend=type(self).__name__,
+                returncode=result.returncode,
+                stderr_tail=result.stderr_tail(),
+            )
         return result
 
     def read_bytes(self, remote: str) -> bytes | None:

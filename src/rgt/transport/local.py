@@ -16,16 +16,26 @@ from rgt.transport.base import CommandResult, ProgressFn, Transport
 class LocalTransport(Transport):
     host = "localhost"
 
-    def run(self, argv: Sequence[str], *, input: bytes | None = None,
-            timeout: float | None = 60.0, cwd: str | None = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        timeout: float | None = 60.0,
+        cwd: str | None = None,
+    ) -> CommandResult:
         try:
-            proc = subprocess.run(list(argv), input=input, capture_output=True, timeout=timeout,
-                                  cwd=cwd, check=False)
+            proc = subprocess.run(
+                list(argv), input=input, capture_output=True, timeout=timeout, cwd=cwd, check=False
+            )
         except FileNotFoundError as exc:
             return CommandResult(tuple(argv), 127, b"", str(exc).encode())
         except subprocess.TimeoutExpired as exc:
-            raise TransportError(f"`{argv[0]}` timed out after {timeout}s", host=self.host,
-                                 fix="raise the timeout or check the machine's load") from exc
+            raise TransportError(
+                f"`{argv[0]}` timed out after {timeout}s",
+                host=self.host,
+                fix="raise the timeout or check the machine's load",
+            ) from exc
         return CommandResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
 
     def read_bytes(self, remote: str) -> bytes | None:

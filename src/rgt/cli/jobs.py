@@ -1,0 +1,262 @@
+"""Jobs: `rgt run`, `rgt status`, `rgt logs`, `rgt watch`, `rgt cancel`, `rgt pull`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rgt.cli._output import Output, output_options
+from rgt.jobs.store import Store
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("machine")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+@click.option(
+    "--env",
+    "env_pairs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Plain environment for the job (never secrets).",
+)
+@click.option(
+    "--secret",
+    "secrets",
+    multiple=True,
+    metavar="NAME",
+    help="Name of an env var whose value is sent over stdin, never stored.",
+)
+@click.option(
+    "--artifact",
+    "artifacts",
+    multiple=True,
+    metavar="GLOB",
+    help="Extra artifact globs, relative to the job directory.",
+)
+@click.option(
+    "--retries",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Retry budget for retryable failures (preemption, host restart).",
+)
+@click.option(
+    "--probe-seconds",
+    type=float,
+    default=60,
+    show_default=True,
+    help="Watch the job this long before handing back control.",
+)
+@click.option("--notify", "notify_url", help="Webhook URL for job events (ntfy/Slack style).")
+@output_options
+def run(
+    machine: str,
+    command: tuple[str, ...],
+    env_pairs: tuple[str, ...],
+    secrets: tuple[str, ...],
+    artifacts: tuple[str, ...],
+    retries: int,
+    probe_seconds: float,
+    notify_url: str | None,
+    out: Output,
+) -> None:
+    """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
+    from rgt.jobs.launch import LaunchOptions, launch, probe
+    from rgt.models import RetryPolicy
+
+    store = Store.open()
+    options = LaunchOptions(
+        command=command,
+        env=_pairs(env_pairs),
+        secret_env=secrets,
+        artifacts=artifacts,
+        retry=RetryPolicy(max_retries=retries),
+        notify_url=notify_url,
+    )
+    record = launch(store, machine, options)
+    out.info(f"launched {record.job_id} on {machine}; probing for up to {probe_seconds:g}s")
+    result = probe(store, record.job_id, probe_seconds)
+    data = {
+        "job_id": record.job_id,
+        "machine": machine,
+        "state": result.state.value,
+        "probe_seconds": result.seconds,
+        "traceback": result.traceback,
+    }
+
+    def human(o: Output) -> None:
+        o.line(f"job [bold]{record.job_id}[/] on {machine}: {result.state.value}")
+        if result.log_head.strip():
+            o.line("[dim]" + "\n".join(result.log_head.splitlines()[:15]) + "[/]")
+        if result.traceback:
+            o.line(
+                "[red]a traceback appeared in the log[/]: `rgt logs "
+                f"{record.job_id}` / `rgt triage {record.job_id}`"
+            )
+
+    out.result(data, human)
+    if result.state.value == "failed":
+        sys.exit(1)
+
+
+def _pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    from rgt.errors import UsageError
+
+    env = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--env {pair!r} is not NAME=VALUE")
+        env[name] = value
+    return env
+
+
+@click.command()
+@click.argument("target", required=False)
+@output_options
+def status(target: str | None, out: Output) -> None:
+    """Machines and jobs (TARGET: a machine name or a job id)."""
+    from rgt.jobs.overview import overview
+
+    data = overview(Store.open(), target)
+
+    def human(o: Output) -> None:
+        o.table(
+            ["machine", "backend", "price/h", "registered", "released"],
+            [
+                (m["name"], m["backend"], m["price_per_hour"], m["registered"], m["released"])
+                for m in data["machines"]
+            ],
+            title="machines",
+        )
+        o.table(
+            ["job", "machine", "state", "attempt", "label", "reason"],
+            [
+                (
+                    j["job_id"],
+                    j["machine"],
+                    j["state"],
+                    j.get("attempt"),
+                    j.get("label"),
+                    j.get("reason") or j.get("error"),
+                )
+                for j in data["jobs"]
+            ],
+            title="jobs",
+        )
+
+    out.result(data, human)
+
+
+@click.command()
+@click.argument("job_id")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
+@click.option("--attempt", type=int, help="Which attempt's log (default: the latest).")
+def logs(job_id: str, follow: bool, attempt: int | None) -> None:
+    """Print a job's log (the raw log is the output; there is no --json form of a log)."""
+    from rgt.jobs.launch import refresh
+    from rgt.machines import backend_for
+    from rgt.models import TERMINAL, JobState
+
+    store = Store.open()
+    backend = backend_for(store, store.job(job_id).machine)
+    status_now = refresh(store, job_id, backend)
+    which = attempt or int(status_now.get("attempt") or 1)
+    offset = 0
+    while True:
+        chunk = backend.log(job_id, which, offset)
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.flush()
+        offset += len(chunk)
+        if not follow or JobState(refresh(store, job_id, backend)["state"]) in TERMINAL:
+            if follow:
+                sys.stdout.buffer.write(backend.log(job_id, which, offset))
+            return
+        time.sleep(1.0)
+
+
+@click.command()
+@click.argument("job_id")
+@click.option("--once", is_flag=True, help="Print one report and exit.")
+@click.option("--interval", type=float, default=2.0, show_default=True)
+@output_options
+def watch(job_id: str, once: bool, interval: float, out: Output) -> None:
+    """Follow a job until it ends: exit 0 if it succeeded, 1 otherwise."""
+    from rgt.jobs.launch import refresh, wait
+
+    store = Store.open()
+    if once:
+        final = refresh(store, job_id)
+    else:
+        final = wait(store, job_id, poll=interval, on_tick=lambda s: out.info(_watch_line(s)))
+    out.result(final, lambda o: o.line(_watch_line(final)))
+    if not once and final["state"] != "succeeded":
+        sys.exit(1)
+
+
+def _watch_line(s: dict[str, Any]) -> str:
+    return (
+        f"{s.get('job_id')}: {s.get('state')} attempt {s.get('attempt')} "
+        f"heartbeat {s.get('heartbeat')} {s.get('reason') or ''}"
+    ).rstrip()
+
+
+@click.command()
+@click.argument("job_id")
+@output_options
+def cancel(job_id: str, out: Output) -> None:
+    """Stop a job (its process group); it ends as `cancelled`, never retried."""
+    from rgt.machines import backend_for
+
+    store = Store.open()
+    data = backend_for(store, store.job(job_id).machine).cancel(job_id)
+    out.result(data, lambda o: o.line(f"cancel requested for {job_id}"))
+
+
+@click.command()
+@click.argument("job_id")
+@click.option(
+    "--to",
+    "dest",
+    type=click.Path(path_type=Path),
+    help="Destination directory (default ./rgt-pulls/JOB_ID).",
+)
+@output_options
+def pull(job_id: str, dest: Path | None, out: Output) -> None:
+    """Copy a job's artifacts, check every sha256 and load-verify each one."""
+    from rich.progress import Progress
+
+    from rgt.jobs.pull import pull as do_pull
+
+    target = dest or Path("rgt-pulls") / job_id
+    with Progress(console=out.err, disable=out.json_mode, transient=True) as bar:
+        task = bar.add_task(f"pull {job_id}", total=None)
+        result = do_pull(
+            Store.open(),
+            job_id,
+            target,
+            progress=lambda _p, done, total: bar.update(task, completed=done, total=total),
+        )
+    data = result.to_json()
+
+    def human(o: Output) -> None:
+        o.line(
+            f"pulled {result.copied} file(s), {result.skipped} already present, "
+            f"{result.bytes} bytes → {result.dest}"
+        )
+        for f in result.report.get("files", []):
+            o.line(f"  {'OK ' if f['ok'] else 'BAD'} {f['path']}  {f['detail']}")
+        o.line("[green]100 % OK[/]" if result.ok else "[red]verification FAILED[/]")
+
+    out.result(data, human)
+    if not result.ok:
+        sys.exit(1)
+
+
+def register(cli: click.Group) -> None:
+    for command in (run, status, logs, watch, cancel, pull):
+        cli.add_command(command)

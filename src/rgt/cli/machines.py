@@ -1,0 +1,95 @@
+"""Machines: `rgt up`, `rgt approve`, `rgt down`."""
+
+from __future__ import annotations
+
+import click
+
+from rgt.cli._output import Output, output_options
+from rgt.jobs.store import Store
+
+
+@click.command()
+@click.argument("profile")
+@click.option("--name", required=True, help="A short name you will use in every other command.")
+@click.option(
+    "--ssh", "ssh_line", help='The ssh line the console shows, e.g. "ssh -p 2222 root@host".'
+)
+@click.option("--price", type=float, help="Price per hour, for the money clock.")
+@click.option("--root", help="Durable directory on the machine (default: the profile's).")
+@output_options
+def up(
+    profile: str,
+    name: str,
+    ssh_line: str | None,
+    price: float | None,
+    root: str | None,
+    out: Output,
+) -> None:
+    """Register a machine (PROFILE: local, generic-ssh, autodl, …)."""
+    from rgt.machines import register
+
+    result = register(Store.open(), profile, name, ssh=ssh_line, price=price, root=root)
+    data = {
+        "machine": result.machine.name,
+        "backend": result.machine.backend,
+        "profile": result.machine.profile,
+        "durable_root": result.machine.durable_root,
+        "price_per_hour": result.machine.price_per_hour,
+        "notes": list(result.notes),
+    }
+
+    def human(o: Output) -> None:
+        o.line(
+            f"registered [bold]{data['machine']}[/] ({data['backend']}, durable root "
+            f"{data['durable_root']})"
+        )
+        for note in result.notes:
+            o.line(f"  • {note}")
+
+    out.result(data, human)
+
+
+@click.command()
+@click.argument("name")
+@output_options
+def approve(name: str, out: Output) -> None:
+    """Approve releasing machine NAME. Needs a human at a terminal."""
+    from rgt.teardown import approve_interactively
+
+    approval = approve_interactively(Store.open(), name)
+    out.result(
+        approval,
+        lambda o: o.line(f"approved release of [bold]{name}[/]; now run `rgt down {name}`"),
+    )
+
+
+@click.command()
+@click.argument("name")
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="At a terminal: approve without typing the name. Ignored when stdin is not a terminal.",
+)
+@click.option("--check", is_flag=True, help="Only show the gate's verdict; change nothing.")
+@output_options
+def down(name: str, yes: bool, check: bool, out: Output) -> None:
+    """Release machine NAME through the teardown gate (ended, pulled, verified, approved)."""
+    from rgt.teardown import teardown
+
+    result = teardown(Store.open(), name, yes=yes, check_only=check)
+
+    def human(o: Output) -> None:
+        for c in result["gate"]["checks"]:
+            mark = "[green]✓[/]" if c["ok"] else "[red]✗[/]"
+            o.line(f"{mark} {c['name']}: {c['detail']}")
+        for note in result.get("notes", []):
+            o.line(f"  • {note}")
+        if result.get("released"):
+            o.line(f"[bold]{name}[/] released: {result['meter']}")
+
+    out.result(result, human)
+
+
+def register(cli: click.Group) -> None:
+    for command in (up, approve, down):
+        cli.add_command(command)

@@ -1,0 +1,164 @@
+"""Launching a job (`rgt run`), probing it, and following it until it ends.
+
+``launch`` snapshots the code, writes the spec and starts the agent detached; ``probe`` watches
+the first seconds (alive? log head? a traceback already?) so a typo fails in front of the user
+and not at 3 a.m.; ``refresh`` copies the agent's truth into the local cache.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets as pysecrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rgt.backends.base import Backend
+from rgt.errors import UsageError
+from rgt.jobs.snapshot import take_snapshot
+from rgt.jobs.store import Store, utcnow
+from rgt.machines import backend_for
+from rgt.models import TERMINAL, JobRecord, JobSpec, JobState, RetryPolicy
+
+TRACEBACK_MARK = "Traceback (most recent call last)"
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    command: tuple[str, ...]
+    cwd: Path = field(default_factory=Path.cwd)
+    env: dict[str, str] = field(default_factory=dict)
+    secret_env: tuple[str, ...] = ()
+    artifacts: tuple[str, ...] = ()
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    smoke: bool = False
+    notify_url: str | None = None
+    job_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    state: JobState
+    seconds: float
+    log_head: str
+    traceback: bool
+    status: dict[str, Any]
+
+
+def new_job_id(machine: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{machine}-{stamp}-{pysecrets.token_hex(2)}"
+
+
+def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord:
+    backend = backend_for(store, machine_name)
+    if not backend.machine.active:
+        raise UsageError(
+            f"machine {machine_name} was released",
+            fix=f"register it again with `rgt up … --name {machine_name}`",
+        )
+    secret_values = _read_secrets(options.secret_env)
+    snapshot = take_snapshot(options.cwd)
+    backend.push_snapshot(snapshot)
+    spec = JobSpec(
+        job_id=options.job_id or new_job_id(machine_name),
+        machine=machine_name,
+        command=options.command,
+        code_snapshot=snapshot.digest,
+        env=options.env,
+        secret_env=options.secret_env,
+        artifacts=options.artifacts,
+        retry=options.retry,
+        smoke=options.smoke,
+        created=utcnow(),
+        notify_url=options.notify_url,
+    )
+    record = store.add_job(spec)
+    backend.submit(spec, secret_values or None)
+    return record
+
+
+def _read_secrets(names: Sequence[str]) -> dict[str, str]:
+    """Secrets travel by name: the value is read from this process's environment and sent to
+    the agent over stdin, never in argv, a file on the machine, or the state DB."""
+    missing = [n for n in names if n not in os.environ]
+    if missing:
+        raise UsageError(
+            f"secret(s) {missing} are not set in the environment",
+            fix="export them first; rgt sends them over stdin, never in argv",
+        )
+    return {n: os.environ[n] for n in names}
+
+
+def refresh(store: Store, job_id: str, backend: Backend | None = None) -> dict[str, Any]:
+    """Read the job's status from the machine and update the local cache."""
+    record = store.job(job_id)
+    backend = backend or backend_for(store, record.machine)
+    status = backend.status(job_id)
+    state = JobState(status.get("state") or record.state.value)
+    store.update_job(
+        job_id,
+        state=state,
+        attempts=int(status.get("attempt") or 0),
+        label=status.get("label"),
+        ended=status.get("ended"),
+    )
+    status.setdefault("job_id", job_id)
+    status["machine"] = record.machine
+    status["state"] = state.value
+    return status
+
+
+def probe(
+    store: Store,
+    job_id: str,
+    seconds: float,
+    *,
+    poll: float = 0.5,
+    on_tick: Callable[[dict[str, Any]], None] | None = None,
+) -> ProbeResult:
+    """Watch a fresh job for up to ``seconds``; return early when it ends or a traceback shows."""
+    backend = backend_for(store, store.job(job_id).machine)
+    start = time.monotonic()
+    while True:
+        status = refresh(store, job_id, backend)
+        attempt = int(status.get("attempt") or 1)
+        head = backend.log(job_id, attempt)[:4000].decode("utf-8", "replace")
+        state = JobState(status["state"])
+        if on_tick:
+            on_tick(status)
+        elapsed = time.monotonic() - start
+        if state in TERMINAL or TRACEBACK_MARK in head or elapsed >= seconds:
+            return ProbeResult(
+                state=state,
+                seconds=round(elapsed, 2),
+                log_head=head,
+                traceback=TRACEBACK_MARK in head,
+                status=status,
+            )
+        time.sleep(poll)
+
+
+def wait(
+    store: Store,
+    job_id: str,
+    *,
+    timeout: float | None = None,
+    poll: float = 1.0,
+    on_tick: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Follow a job until it ends (or ``timeout``); returns the last status read."""
+    backend = backend_for(store, store.job(job_id).machine)
+    start = time.monotonic()
+    while True:
+        status = refresh(store, job_id, backend)
+        if on_tick:
+            on_tick(status)
+        if JobState(status["state"]) in TERMINAL:
+            return status
+        if timeout is not None and time.monotonic() - start >= timeout:
+            return status
+        time.sleep(poll)

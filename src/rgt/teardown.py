@@ -1,0 +1,122 @@
+"""`rgt approve` and `rgt down`: human approval and the release behind the gate."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+from rgt.errors import GateRefused, UsageError
+from rgt.gate import ACTION_DOWN, GateVerdict, evaluate
+from rgt.jobs.store import Store
+from rgt.machines import backend_for
+from rgt.models import Machine
+
+
+def _terminal() -> str | None:
+    """The controlling terminal of stdin, or None when stdin is a pipe, a file or /dev/null."""
+    try:
+        return os.ttyname(sys.stdin.fileno()) if sys.stdin.isatty() else None
+    except (OSError, ValueError):
+        return None
+
+
+def record_approval(store: Store, name: str, tty: str) -> dict[str, Any]:
+    store.add_approval(name, ACTION_DOWN, getpass.getuser(), tty)
+    approval = store.pending_approval(name, ACTION_DOWN)
+    assert approval is not None
+    return approval
+
+
+def approve_interactively(store: Store, name: str) -> dict[str, Any]:
+    """A human types the machine's name at a terminal; scripts and agents cannot do this."""
+    machine = store.machine(name)
+    tty = _terminal()
+    if tty is None:
+        raise GateRefused(
+            f"approving the release of {name} needs a human at a terminal",
+            ["stdin is not a terminal"],
+            fix=f"run `rgt approve {name}` yourself in a terminal",
+        )
+    sys.stderr.write(
+        f"Releasing {name} ({machine.backend}) stops its meter. Type the machine name to approve: "
+    )
+    sys.stderr.flush()
+    typed = sys.stdin.readline().strip()
+    if typed != name:
+        raise GateRefused(
+            f"approval of {name} not given",
+            [f"typed {typed!r}, not {name!r}"],
+            fix=f"run `rgt approve {name}` again and type the name exactly",
+        )
+    return record_approval(store, name, tty)
+
+
+def teardown(
+    store: Store, name: str, *, yes: bool = False, check_only: bool = False
+) -> dict[str, Any]:
+    machine = store.machine(name)
+    if not machine.active:
+        raise UsageError(f"machine {name} was already released on {machine.released}")
+    backend = backend_for(store, name)
+    verdict = evaluate(store, backend)
+    tty = _terminal()
+    if verdict.only_approval_missing and not check_only and tty is not None:
+        if yes:
+            record_approval(store, name, tty)
+        else:
+            approve_interactively(store, name)
+        verdict = evaluate(store, backend)
+    notes = teardown_notes(machine)
+    if not verdict.ok:
+        error = GateRefused(f"refusing to release {name}", verdict.reasons, fix=_fix(verdict, name))
+        error.verdict = verdict.to_json()  # type: ignore[attr-defined]
+        error.notes = notes  # type: ignore[attr-defined]
+        raise error
+    result: dict[str, Any] = {
+        "machine": name,
+        "gate": verdict.to_json(),
+        "notes": notes,
+        "released": False,
+    }
+    if check_only:
+        return result
+    result["meter"] = backend.stop_meter()
+    store.release_machine(name)
+    assert verdict.approval_id is not None
+    store.consume_approval(verdict.approval_id)
+    result["released"] = True
+    return result
+
+
+def _fix(verdict: GateVerdict, name: str) -> str:
+    if verdict.only_approval_missing:
+        return f"everything is pulled and verified; a human must run `rgt approve {name}`"
+    return "end or cancel running jobs, `rgt pull` each job, then approve"
+
+
+def teardown_notes(machine: Machine) -> list[str]:
+    notes = []
+    if machine.price_per_hour:
+        hours = _hours_since(machine.registered)
+        notes.append(
+            f"money clock: {hours:.2f} h × {machine.price_per_hour:g}/h ≈ "
+            f"{hours * machine.price_per_hour:.2f} so far"
+        )
+    try:
+        from rgt.profiles import load_profile
+
+        notes += load_profile(machine.profile).teardown_notes()
+    except ImportError:
+        pass
+    return notes
+
+
+def _hours_since(stamp: str) -> float:
+    try:
+        start = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return 0.0
+    return max(0.0, (datetime.now(timezone.utc) - start).total_seconds() / 3600)
