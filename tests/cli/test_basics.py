@@ -1,0 +1,102 @@
+"""The CLI's contract: light imports, --json documents, exit codes, errors that name the fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HEAVY = ("torch", "numpy", "scipy", "matplotlib", "httpx", "pandas", "jinja2", "PIL")
+
+
+def rgt(*args: str, cwd: Path | None = None, stdin: str | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rgt.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, input=stdin, env=os.environ.copy(), timeout=120)
+
+
+def test_help_imports_nothing_heavy() -> None:
+    code = ("import sys\nfrom rgt.cli import cli\n"
+            "try:\n    cli.main(['--help'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+            "import json\nprint(json.dumps(sorted(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    loaded = set(json.loads(proc.stdout.splitlines()[-1]))
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
+    assert "Usage" in proc.stdout
+
+
+def test_every_command_has_json_flag() -> None:
+    from rgt.cli import cli
+
+    no_json = {"logs"}  # a log is raw bytes; there is nothing to wrap in a document
+    for name, command in cli.commands.items():
+        if name in no_json:
+            continue
+        params = _all_params(command)
+        assert "json_mode" in params, f"`rgt {name}` lacks --json"
+
+
+def _all_params(command: object) -> set[str]:
+    import click
+
+    if isinstance(command, click.Group):
+        names: set[str] = set()
+        for sub in command.commands.values():
+            names |= _all_params(sub)
+        return names
+    assert isinstance(command, click.Command)
+    return {p.name for p in command.params if p.name}
+
+
+def test_unknown_machine_is_usage_error_with_fix() -> None:
+    proc = rgt("run", "nosuch", "--json", "--", "python", "x.py")
+    assert proc.returncode == 2
+    doc = json.loads(proc.stdout)
+    assert doc["error"] == "UnknownMachineError" and doc["exit_code"] == 2
+    assert "rgt up" in doc["fix"]
+    assert "fix:" in proc.stderr
+
+
+def test_missing_command_is_usage_error() -> None:
+    proc = rgt("run", "box")
+    assert proc.returncode == 2
+    assert "Missing argument" in proc.stderr
+
+
+def test_bad_machine_name_changes_nothing(rgt_home: Path) -> None:
+    proc = rgt("up", "local", "--name", "bad name/../x", "--json")
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["error"] == "UsageError"
+    assert rgt("status", "--json").returncode == 0
+    assert json.loads(rgt("status", "--json").stdout)["machines"] == []
+
+
+def test_up_local_and_status_json(tmp_path: Path, hostile_name: str) -> None:
+    root = tmp_path / hostile_name / "durable"
+    proc = rgt("up", "local", "--name", "box", "--root", str(root), "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["machine"] == "box" and Path(doc["durable_root"]) == root.resolve()
+    status = json.loads(rgt("status", "--json").stdout)
+    assert [m["name"] for m in status["machines"]] == ["box"]
+    assert status["jobs"] == []
+
+
+def test_debug_env_shows_traceback() -> None:
+    env = {**os.environ, "RGT_DEBUG": "1"}
+    proc = subprocess.run([sys.executable, "-m", "rgt.cli", "status", "nosuch"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2
+    assert "Traceback" in proc.stderr
+
+
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+def test_top_level_flags(flag: str) -> None:
+    proc = rgt(flag)
+    assert proc.returncode == 0
+    assert proc.stdout
