@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rgt.backends.base import Backend
 from rgt.errors import UnknownJobError
@@ -22,9 +22,9 @@ from rgt.transport.local import LocalTransport
 class FakeBackend(Backend):
     kind = "fake"
     # Shared across instances (get_backend builds a new one per call), keyed by machine name.
-    jobs: dict[str, dict[str, dict[str, Any]]] = {}
-    files: dict[str, dict[str, bytes]] = {}
-    meter_stops: list[str] = []
+    jobs: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {}
+    files: ClassVar[dict[str, dict[str, bytes]]] = {}
+    meter_stops: ClassVar[list[str]] = []
 
     def __init__(self, machine: Machine) -> None:
         super().__init__(machine, LocalTransport())
