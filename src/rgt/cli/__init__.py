@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "rgt.cli.machines",
     "rgt.cli.jobs",
     "rgt.cli.demo",
+    "rgt.cli.verify",
 )
 
 
