@@ -1,0 +1,197 @@
+"""Classify a failed job from its log tail, exit status and system readings.
+
+Every rule whose conditions hold "fires"; the fired rule with the highest priority names the root
+cause (``label``), the labels of the others become ``secondary``. A log can be huge and only its
+end matters, so callers hand in a tail (``read_tail``) and the engine searches it once per pattern.
+Runs on the rented machine inside the agent: stdlib only, Python 3.8.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from re import Match, Pattern
+from typing import Any
+
+from rgt.triage.rules import Rule, load_rules
+
+DEFAULT_TAIL_BYTES = 256 * 1024
+MAX_EVIDENCE = 6
+MAX_EVIDENCE_CHARS = 300
+
+# A Python traceback or an uncaught C++ exception means the program itself saw the failure; a
+# process that died with neither was killed from outside (OOM killer, scheduler, platform).
+_TRACEBACK = re.compile(
+    r"^\s*Traceback \(most recent call last\):|terminate called after throwing an instance of",
+    re.MULTILINE,
+)
+
+UNKNOWN_CAUSE = "no rule in the triage rule base matched this failure"
+UNKNOWN_REMEDY = (
+    "read the evidence (the last lines of the log); do not retry blindly - a failure nobody "
+    "understands is a bug until shown otherwise"
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    label: str
+    secondary: list[str] = field(default_factory=list)
+    retryable: bool = False
+    cause: str = UNKNOWN_CAUSE
+    remedy: str = UNKNOWN_REMEDY
+    evidence: list[str] = field(default_factory=list)
+    rule_id: str = "unknown"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "secondary": list(self.secondary),
+            "retryable": self.retryable,
+            "cause": self.cause,
+            "remedy": self.remedy,
+            "evidence": list(self.evidence),
+            "rule_id": self.rule_id,
+        }
+
+
+@lru_cache(maxsize=1)  # functools.cache is Python 3.9+; the agent runs on 3.8
+def default_rules() -> tuple[Rule, ...]:
+    """The packaged rule base, loaded once per process."""
+    return tuple(sorted(load_rules(), key=lambda rule: -rule.priority))
+
+
+def classify(
+    log_tail: str,
+    exit_code: int | None = None,
+    signal: int | None = None,
+    context: dict[str, Any] | None = None,
+    rules: Sequence[Rule] | None = None,
+) -> Verdict:
+    """One verdict for a failed job; ``label`` is ``unknown`` when no rule fires."""
+    exit_code, signal = normalize_status(exit_code, signal)
+    facts = _Facts(log_tail, exit_code, signal, context or {})
+    ranked = sorted(rules, key=lambda r: -r.priority) if rules is not None else default_rules()
+    fired = [
+        (rule, lines) for rule, lines in ((r, facts.fire(r)) for r in ranked) if lines is not None
+    ]
+    fired_labels = {rule.label for rule, _ in fired}
+    fired = [(r, lines) for r, lines in fired if not fired_labels.intersection(r.yields_to)]
+    if not fired:
+        return Verdict(label="unknown", evidence=last_lines(log_tail))
+    winner, lines = fired[0]
+    return Verdict(
+        label=winner.label,
+        secondary=_secondary(winner.label, [rule.label for rule, _ in fired[1:]]),
+        retryable=winner.retryable,
+        cause=winner.cause,
+        remedy=winner.remedy,
+        evidence=lines or _status_evidence(exit_code, signal, context or {}),
+        rule_id=winner.id,
+    )
+
+
+def normalize_status(exit_code: int | None, signal: int | None) -> tuple[int | None, int | None]:
+    """Derive the signal from a shell-style status: 137 is SIGKILL, -9 (subprocess) too."""
+    if signal is None and exit_code is not None:
+        if exit_code < 0:
+            signal = -exit_code
+        elif 128 < exit_code < 128 + 65:
+            signal = exit_code - 128
+    return exit_code, signal
+
+
+def _secondary(primary: str, labels: list[str]) -> list[str]:
+    seen: list[str] = []
+    for label in labels:
+        if label != primary and label not in seen:
+            seen.append(label)
+    return seen
+
+
+def _status_evidence(
+    exit_code: int | None, signal: int | None, context: dict[str, Any]
+) -> list[str]:
+    parts = []
+    if exit_code is not None:
+        parts.append(f"exit code {exit_code}")
+    if signal is not None:
+        parts.append(f"signal {signal}")
+    parts.extend(f"{key}={context[key]!r}" for key in sorted(context))
+    return [", ".join(parts)] if parts else []
+
+
+class _Facts:
+    """What one classification knows; caches pattern searches shared by several rules."""
+
+    def __init__(
+        self, text: str, exit_code: int | None, signal: int | None, context: dict[str, Any]
+    ) -> None:
+        self.text = text
+        self.exit_code = exit_code
+        self.signal = signal
+        self.context = context
+        self.has_traceback = _TRACEBACK.search(text) is not None
+        self._lines: dict[Pattern[str], list[tuple[int, str]]] = {}
+
+    def fire(self, rule: Rule) -> list[str] | None:
+        """The evidence lines if the rule fires (none for a status-only rule), else None."""
+        if self.exit_code == 0 and not rule.fires_on_success:
+            return None
+        if not self._status_holds(rule) or not rule.context_holds(self.context):
+            return None
+        if rule.requires_no_traceback and self.has_traceback:
+            return None
+        return self._pattern_evidence(rule)
+
+    def _status_holds(self, rule: Rule) -> bool:
+        if rule.exit_codes and self.exit_code not in rule.exit_codes:
+            return False
+        return not rule.signals or self.signal in rule.signals
+
+    def _pattern_evidence(self, rule: Rule) -> list[str] | None:
+        found = [self._matches(pattern) for pattern in rule.patterns]
+        if rule.patterns and (not all(found) if rule.match_all else not any(found)):
+            return None
+        merged = sorted({pos_line for lines in found for pos_line in lines})
+        return [line for _, line in merged][-MAX_EVIDENCE:]
+
+    def _matches(self, pattern: Pattern[str]) -> list[tuple[int, str]]:
+        if pattern not in self._lines:
+            self._lines[pattern] = [_line_at(self.text, m) for m in pattern.finditer(self.text)][
+                -MAX_EVIDENCE:
+            ]
+        return self._lines[pattern]
+
+
+def _line_at(text: str, match: Match[str]) -> tuple[int, str]:
+    """The (offset, trimmed) line holding a match; progress-bar ``\\r`` segments are cut away."""
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.end())
+    line = text[start : len(text) if end < 0 else end]
+    seg_start = line.rfind("\r", 0, max(match.start() - start, 0)) + 1
+    seg_end = line.find("\r", match.end() - start)
+    segment = line[seg_start : len(line) if seg_end < 0 else seg_end].strip()
+    return start, segment.replace("\r", "\\r")[:MAX_EVIDENCE_CHARS]
+
+
+def last_lines(text: str, count: int = 8) -> list[str]:
+    """The last non-empty lines, the evidence an ``unknown`` verdict shows."""
+    lines = [line.strip()[:MAX_EVIDENCE_CHARS] for line in text.splitlines() if line.strip()]
+    return lines[-count:]
+
+
+def read_tail(path: str, max_bytes: int = DEFAULT_TAIL_BYTES) -> str:
+    """The last ``max_bytes`` of a log, decoded leniently, starting at a line boundary."""
+    with open(path, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        start = max(0, size - max_bytes)
+        handle.seek(start)
+        data = handle.read()
+    if start > 0:
+        cut = data.find(b"\n")
+        data = data[cut + 1 :] if 0 <= cut < len(data) - 1 else data
+    return data.decode("utf-8", errors="replace")
