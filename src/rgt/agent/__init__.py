@@ -1,0 +1,13 @@
+"""The agent that runs ON the rented machine and keeps a job alive while nobody is connected.
+
+Stdlib only, Python 3.8 syntax: it runs on whatever Python the rented image has. ``build.py``
+(CLI side) packs it into ``agent-<version>.pyz``; on the machine it is run as
+``python3 agent-<version>.pyz run|status|cancel JOB_DIR``.
+
+    cli.py          the three subcommands
+    supervisor.py   attempts, heartbeat, retry-or-stop, resume after an interruption
+    _classify.py    why an attempt ended and whether a retry may help
+    _record.py      status.json, events.jsonl and the webhook
+    _manifest.py    hash, re-read and verify artifacts; DONE only after that
+    _system.py      boot id, cgroup OOM counter, process groups
+"""

@@ -1,0 +1,179 @@
+"""One attempt: start the job command detached in its own process group, keep the heartbeat
+going while it runs, and report how it ended.
+
+The job runs in its own session (``start_new_session``): a cancel or a stop then reaches the
+trainer and every worker it forked with one ``killpg``, and a hangup of the terminal that
+started the agent never reaches the job. Its stdout and stderr go straight to
+``logs/attempt-<n>.log`` (not through the agent), so the job never blocks on, or dies with,
+the agent's pipes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from rgt.agent import _system
+from rgt.agent._classify import REMEDY_PREEMPTED, AttemptFacts, Decision, decide
+from rgt.agent._record import JobRecorder
+from rgt.jobs.paths import JobPaths
+
+LOG_TAIL_BYTES = 64 * 1024
+EXEC_FAILED = 127  # what a shell reports when the command cannot be started
+
+
+class AttemptRunner(object):
+    def __init__(
+        self,
+        paths: JobPaths,
+        spec: Dict[str, Any],
+        secrets: Dict[str, str],
+        rec: JobRecorder,
+        grace_s: float,
+    ) -> None:
+        self.paths = paths
+        self.spec = spec
+        self.secrets = secrets
+        self.rec = rec
+        self.grace_s = grace_s
+        self.heartbeat_s = max(0.05, _system.env_float("RGT_AGENT_HEARTBEAT_S", 2.0))
+        self.stop_requested = False
+
+    def run(self, attempt: int) -> Optional[Decision]:
+        """Run attempt ``attempt``; None when it exited 0, else the verdict on its failure."""
+        for directory in (self.paths.logs_dir, self.paths.ckpt_dir, self.paths.output_dir):
+            os.makedirs(directory, exist_ok=True)
+        boot, oom_before = _system.boot_id(), _system.oom_kill_count()
+        proc = self._spawn(attempt)
+        if proc is None:
+            facts = AttemptFacts(EXEC_FAILED, None, self._log_tail(attempt))
+            return self._ended(EXEC_FAILED, False, facts)
+        returncode, sent = self._wait(proc)
+        stragglers = self._reap_stragglers(proc.pid)
+        exit_code = returncode if returncode >= 0 else None
+        signal_num = -returncode if returncode < 0 else None
+        facts = AttemptFacts(
+            exit_code,
+            signal_num,
+            self._log_tail(attempt),
+            sent,
+            os.path.exists(self.paths.cancel_request),
+            boot,
+            _system.boot_id(),
+            oom_before,
+            _system.oom_kill_count(),
+        )
+        return self._ended(returncode, bool(stragglers), facts)
+
+    def _spawn(self, attempt: int) -> Optional["subprocess.Popen[bytes]"]:
+        env, missing = self.child_env(attempt)
+        cwd = self.paths.code if os.path.isdir(self.paths.code) else self.paths.root
+        log_path = self.paths.log(attempt)
+        with open(log_path, "ab") as log_file:
+            try:
+                proc = subprocess.Popen(
+                    list(self.spec["command"]),
+                    cwd=cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                log_file.write(("rgt-agent: cannot start the job command: %s\n" % exc).encode())
+                proc = None
+        self.rec.update(
+            state="running",
+            attempt=attempt,
+            pid=proc.pid if proc else None,
+            started=self.rec.status.get("started") or _system.now_iso(),
+            ended=None,
+            exit_code=None,
+            signal=None,
+            reason="attempt %d running" % attempt,
+        )
+        self.rec.event(
+            "attempt_started",
+            {
+                "pid": proc.pid if proc else None,
+                "cwd": cwd,
+                "log": os.path.relpath(log_path, self.paths.root),
+                "missing_secrets": missing,
+            },
+        )
+        return proc
+
+    def child_env(self, attempt: int) -> Tuple[Dict[str, str], List[str]]:
+        """os.environ + spec env + declared secrets + the RGT_* contract of a job."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RGT_AGENT_")}
+        env.update({str(k): str(v) for k, v in (self.spec.get("env") or {}).items()})
+        declared = [str(name) for name in self.spec.get("secret_env") or []]
+        env.update({k: v for k, v in self.secrets.items() if k in declared})
+        env.update(
+            {
+                "RGT_JOB_ID": self.paths.job_id,
+                "RGT_ATTEMPT": str(attempt),
+                "RGT_JOB_DIR": self.paths.root,
+                "RGT_CKPT_DIR": self.paths.ckpt_dir,
+                "RGT_OUTPUT_DIR": self.paths.output_dir,
+                "RGT_SMOKE": "1" if self.spec.get("smoke") else "0",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        return env, [name for name in declared if name not in self.secrets]
+
+    def _wait(self, proc: "subprocess.Popen[bytes]") -> Tuple[int, bool]:
+        """Wait for the job, beating the heart; stop it on CANCEL or when the agent is stopped.
+        Returns (returncode, whether the agent itself signalled the job)."""
+        sent = False
+        tick = min(0.25, self.heartbeat_s)
+        next_beat = time.monotonic() + self.heartbeat_s
+        while True:
+            try:
+                return proc.wait(timeout=tick), sent
+            except subprocess.TimeoutExpired:
+                pass
+            if not sent and (self.stop_requested or os.path.exists(self.paths.cancel_request)):
+                sent = True
+                _system.terminate_group(proc.pid, self.grace_s, proc.poll)
+            if time.monotonic() >= next_beat:
+                self.rec.heartbeat()
+                next_beat = time.monotonic() + self.heartbeat_s
+
+    def _reap_stragglers(self, pgid: int) -> List[int]:
+        """Processes the job left in its group (workers, a background uploader) would hold
+        GPU memory and keep writing artifacts while we hash them, so the attempt ends here."""
+        if not _system.group_alive(pgid):
+            return []
+        return _system.terminate_group(pgid, self.grace_s)
+
+    def _log_tail(self, attempt: int) -> str:
+        try:
+            with open(self.paths.log(attempt), "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
+                return handle.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def _ended(self, returncode: int, stragglers: bool, facts: AttemptFacts) -> Optional[Decision]:
+        self.rec.update(exit_code=facts.exit_code, signal=facts.signal_num)
+        decision = None if returncode == 0 else decide(facts)
+        if decision is not None and self.stop_requested and not decision.cancelled:
+            cause = "the agent was stopped (SIGTERM: platform stop or preemption) and ended the job"
+            decision = Decision("preempted", True, cause, REMEDY_PREEMPTED, ["agent got SIGTERM"])
+        detail = {
+            "exit_code": facts.exit_code,
+            "signal": facts.signal_num,
+            "stragglers_killed": stragglers,
+            "label": None,
+            "retryable": False,
+            "evidence": [],
+        }  # type: Dict[str, Any]
+        if decision is not None:
+            detail.update(decision.to_json())
+        self.rec.event("attempt_ended", detail)
+        return decision

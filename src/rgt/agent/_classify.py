@@ -1,0 +1,149 @@
+"""Why an attempt ended, and whether running the same config again can help.
+
+The agent knows facts no log contains, so it decides on them first:
+
+1. a CANCEL request          -> ``cancelled``, never retried;
+2. the host restarted        -> ``preempted``, retryable (the boot id changed under the attempt);
+3. a kill the agent did not send (SIGKILL/SIGTERM/SIGHUP): if the cgroup ``oom_kill`` counter
+   rose meanwhile it was the kernel OOM killer (``host_oom``: the same config dies the same
+   way, so no retry); otherwise something outside killed it (spot preemption, the platform,
+   a user's ``kill -9``) -> ``preempted``, retryable. A job that SIGKILLs itself looks exactly
+   like this from outside; the retry budget is what bounds it;
+4. everything else is read from the log tail by ``rgt.triage`` (the same rule base as
+   ``rgt triage``); without it the verdict is ``unknown`` and nothing is retried blindly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import signal
+from typing import Any, Dict, List, Optional
+
+EXTERNAL_KILLS = (int(signal.SIGKILL), int(signal.SIGTERM), int(signal.SIGHUP))
+
+REMEDY_PREEMPTED = "nothing to fix: the agent resumes from the newest checkpoint"
+REMEDY_HOST_OOM = (
+    "lower host RAM use: fewer DataLoader workers (size them from the cgroup memory limit), "
+    "share big objects between workers, or rent a machine with more RAM"
+)
+
+
+class Decision(object):
+    """The verdict on one ended attempt (same attribute names as ``rgt.triage.Verdict``)."""
+
+    def __init__(
+        self,
+        label: str,
+        retryable: bool,
+        cause: str,
+        remedy: str,
+        evidence: Optional[List[str]] = None,
+        cancelled: bool = False,
+    ) -> None:
+        self.label = label
+        self.retryable = retryable
+        self.cause = cause
+        self.remedy = remedy
+        self.evidence = list(evidence or [])
+        self.cancelled = cancelled
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "label": self.label,
+            "retryable": self.retryable,
+            "cause": self.cause,
+            "remedy": self.remedy,
+            "evidence": list(self.evidence),
+        }
+
+
+class AttemptFacts(object):
+    """What the agent observed about one attempt."""
+
+    def __init__(
+        self,
+        exit_code: Optional[int],
+        signal_num: Optional[int],
+        log_tail: str = "",
+        agent_sent_signal: bool = False,
+        cancel_requested: bool = False,
+        boot_id_start: str = "",
+        boot_id_now: str = "",
+        oom_before: Optional[int] = None,
+        oom_after: Optional[int] = None,
+    ) -> None:
+        self.exit_code = exit_code
+        self.signal_num = signal_num
+        self.log_tail = log_tail
+        self.agent_sent_signal = agent_sent_signal
+        self.cancel_requested = cancel_requested
+        self.boot_id_start = boot_id_start
+        self.boot_id_now = boot_id_now
+        self.oom_before = oom_before
+        self.oom_after = oom_after
+
+    @property
+    def oom_kills(self) -> int:
+        if self.oom_before is None or self.oom_after is None:
+            return 0
+        return max(0, self.oom_after - self.oom_before)
+
+
+def decide(facts: AttemptFacts) -> Decision:
+    if facts.cancel_requested:
+        cause = "cancelled on request (CANCEL file)"
+        return Decision("cancelled", False, cause, "", cancelled=True)
+    if facts.boot_id_start and facts.boot_id_now and facts.boot_id_start != facts.boot_id_now:
+        evidence = ["boot id %s -> %s" % (facts.boot_id_start, facts.boot_id_now)]
+        return Decision("preempted", True, "the host restarted", REMEDY_PREEMPTED, evidence)
+    if facts.oom_kills:
+        evidence = ["cgroup oom_kill rose by %d during the attempt" % facts.oom_kills]
+        cause = "the kernel OOM killer ended a process of the job (host RAM / cgroup limit)"
+        return Decision("host_oom", False, cause, REMEDY_HOST_OOM, evidence)
+    if facts.signal_num in EXTERNAL_KILLS and not facts.agent_sent_signal:
+        return _external_kill(facts.signal_num)
+    return triage(facts)
+
+
+def _external_kill(signal_num: Optional[int]) -> Decision:
+    name = _signal_name(signal_num)
+    cause = "killed by %s from outside the agent (spot preemption, the platform or a user)" % name
+    evidence = ["%s, no cgroup oom_kill during the attempt" % name]
+    return Decision("preempted", True, cause, REMEDY_PREEMPTED, evidence)
+
+
+def _signal_name(signal_num: Optional[int]) -> str:
+    try:
+        return signal.Signals(signal_num or 0).name
+    except ValueError:
+        return "signal %s" % signal_num
+
+
+def triage(facts: AttemptFacts) -> Decision:
+    """Ask the shared rule base; robust to it being absent (older bundle) or failing."""
+    context = {"oom_kill_delta": facts.oom_kills, "agent_sent_signal": facts.agent_sent_signal}
+    try:
+        module = importlib.import_module("rgt.triage")
+    except ImportError:
+        return _unknown(facts, "triage rules are not bundled with this agent")
+    try:
+        verdict = module.classify(facts.log_tail, facts.exit_code, facts.signal_num, context)
+    except Exception as exc:  # a broken rule must not take the supervisor down
+        return _unknown(facts, "triage failed: %s: %s" % (type(exc).__name__, exc))
+    return Decision(
+        str(verdict.label),
+        bool(verdict.retryable),
+        str(verdict.cause),
+        str(verdict.remedy),
+        [str(item) for item in (verdict.evidence or [])],
+    )
+
+
+def _unknown(facts: AttemptFacts, why: str) -> Decision:
+    if facts.signal_num is not None:
+        ended = "killed by %s" % _signal_name(facts.signal_num)
+    else:
+        ended = "exit code %s" % facts.exit_code
+    cause = "the job failed (%s); %s" % (ended, why)
+    remedy = "read the end of the attempt log and run `rgt triage`; it is not retried blindly"
+    return Decision("unknown", False, cause, remedy, [ended])

@@ -1,0 +1,138 @@
+"""status.json, events.jsonl and the webhook: everything the agent tells the outside world.
+
+status.json is the current truth about the job and is only ever replaced atomically, so the
+CLI reading it over ssh never sees a torn file. events.jsonl is the history, appended one line
+per write. Secret values (given on stdin) are redacted from both and from the webhook: a log
+line quoted as triage evidence may contain a token the job printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.request
+from typing import Any, Dict, List, Optional
+
+from rgt import _fs
+from rgt.agent import _system
+from rgt.jobs.paths import JobPaths
+
+REDACTED = "***"
+NOTIFY_TIMEOUT_S = 5.0
+# Events a phone should hear about when no laptop is open.
+NOTIFY_KINDS = frozenset(["retrying", "succeeded", "failed", "cancelled"])
+
+STATUS_FIELDS = (
+    "job_id",
+    "state",
+    "attempt",
+    "pid",
+    "agent_pid",
+    "heartbeat",
+    "started",
+    "ended",
+    "exit_code",
+    "signal",
+    "boot_id",
+    "label",
+    "reason",
+    "host",
+    "retries_left",
+)
+
+
+def log(message: str) -> None:
+    """One line to the agent's own log (stderr is redirected to JOB_DIR/agent.log)."""
+    try:
+        sys.stderr.write("%s rgt-agent[%d]: %s\n" % (_system.now_iso(), os.getpid(), message))
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass  # the agent must outlive a closed stderr
+
+
+def read_status(paths: JobPaths) -> Optional[Dict[str, Any]]:
+    try:
+        data = _fs.read_json(paths.status)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class JobRecorder(object):
+    """Owns status.json and events.jsonl of one job for the lifetime of one agent."""
+
+    def __init__(
+        self, paths: JobPaths, secret_values: List[str], notify_url: Optional[str] = None
+    ) -> None:
+        self.paths = paths
+        self.notify_url = notify_url
+        self._secrets = sorted((v for v in secret_values if v), key=len, reverse=True)
+        self.status = dict.fromkeys(STATUS_FIELDS)  # type: Dict[str, Any]
+        self.status.update(job_id=paths.job_id, state="queued", attempt=0)
+        self.status.update(agent_pid=os.getpid(), host=_system.hostname())
+        self.status["boot_id"] = _system.boot_id()
+
+    def adopt(self, previous: Dict[str, Any]) -> None:
+        """Carry the counters of an earlier agent's run (resume after an interruption)."""
+        for key in ("attempt", "started", "retries_left", "label", "reason"):
+            if key in previous:
+                self.status[key] = previous[key]
+
+    def update(self, **fields: Any) -> None:
+        self.status.update(fields)
+        self.status["heartbeat"] = _system.now_iso()
+        _fs.atomic_write_json(self.paths.status, self.redact(self.status))
+
+    def heartbeat(self) -> None:
+        self.update()
+
+    def event(
+        self, kind: str, detail: Optional[Dict[str, Any]] = None, next_step: Optional[str] = None
+    ) -> Dict[str, Any]:
+        record = {
+            "time": _system.now_iso(),
+            "job_id": self.paths.job_id,
+            "kind": kind,
+            "attempt": self.status.get("attempt"),
+            "detail": detail or {},
+            "next": next_step,
+        }
+        record = dict(self.redact(record))
+        _fs.append_line(self.paths.events, json.dumps(record, sort_keys=True, ensure_ascii=False))
+        if kind in NOTIFY_KINDS and self.notify_url:
+            self.notify(record)
+        return record
+
+    def notify(self, record: Dict[str, Any]) -> None:
+        """POST the event (ntfy takes any body; Slack-compatible hooks read ``text``)."""
+        payload = dict(record)
+        payload["text"] = "rgt job %s: %s (attempt %s)%s" % (
+            record["job_id"],
+            record["kind"],
+            record["attempt"],
+            " - next: %s" % record["next"] if record.get("next") else "",
+        )
+        body = json.dumps(payload, sort_keys=True).encode("utf-8")
+        request = urllib.request.Request(
+            str(self.notify_url),
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=NOTIFY_TIMEOUT_S) as response:
+                response.read()
+        except Exception as exc:  # a dead webhook must never stop the job
+            log("webhook POST failed (%s: %s); continuing" % (type(exc).__name__, exc))
+
+    def redact(self, obj: Any) -> Any:
+        if isinstance(obj, str):
+            for secret in self._secrets:
+                obj = obj.replace(secret, REDACTED)
+            return obj
+        if isinstance(obj, dict):
+            return {key: self.redact(value) for key, value in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self.redact(value) for value in obj]
+        return obj

@@ -1,0 +1,80 @@
+"""Pack the agent into ``agent-<version>.pyz`` (runs on the CLI side).
+
+The version is ``rgt.__version__`` plus the first 12 hex digits of the sha256 of every bundled
+source, so an edited agent gets a new file name and a machine never runs a stale copy under
+the name of a new one. The archive is deterministic (sorted entries, fixed timestamps and
+modes): the same sources always give the same bytes, so re-uploading can be skipped by hash.
+
+Bundled: ``rgt/__init__.py``, ``rgt/_fs.py``, ``rgt/jobs/{__init__,paths}.py``, every module of
+``rgt/agent/`` except this one, and ``rgt/triage/`` with its JSON rules when it exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import zipfile
+from pathlib import Path
+
+import rgt
+from rgt import _fs
+
+PACKAGE_ROOT = Path(rgt.__file__).resolve().parent
+SINGLE_FILES = ("__init__.py", "_fs.py", "jobs/__init__.py", "jobs/paths.py")
+PACKAGES = {"agent": ("*.py",), "triage": ("*.py", "rules/*.json")}
+NOT_BUNDLED = frozenset({"agent/build.py"})  # CLI-side, modern Python
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+SHEBANG = b"#!/usr/bin/env python3\n"
+MAIN_TEMPLATE = """# rgt agent {version}: python3 agent-{version}.pyz run|status|cancel JOB_DIR
+import sys
+
+from rgt.agent.cli import main
+
+sys.exit(main(sys.argv[1:], version="{version}"))
+"""
+
+
+def bundled_sources() -> list[tuple[str, bytes]]:
+    """(archive name, bytes) of every bundled file, sorted by name."""
+    rels = set(SINGLE_FILES)
+    for package, patterns in PACKAGES.items():
+        for pattern in patterns:
+            for path in (PACKAGE_ROOT / package).glob(pattern):
+                rels.add(path.relative_to(PACKAGE_ROOT).as_posix())
+    rels -= NOT_BUNDLED
+    return [(f"rgt/{rel}", (PACKAGE_ROOT / rel).read_bytes()) for rel in sorted(rels)]
+
+
+def _content_hash(files: list[tuple[str, bytes]]) -> str:
+    digest = hashlib.sha256()
+    for name, data in files:
+        digest.update(name.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
+    return digest.hexdigest()
+
+
+def agent_version() -> str:
+    return f"{rgt.__version__}-{_content_hash(bundled_sources())[:12]}"
+
+
+def build_agent(dest_dir: Path) -> Path:
+    """Write ``dest_dir/agent-<version>.pyz`` (atomically) and return its path."""
+    files = bundled_sources()
+    version = f"{rgt.__version__}-{_content_hash(files)[:12]}"
+    main = MAIN_TEMPLATE.format(version=version).encode()
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    target = dest_dir / f"agent-{version}.pyz"
+    _fs.atomic_write_bytes(str(target), _archive([("__main__.py", main), *files]), mode=0o755)
+    return target
+
+
+def _archive(files: list[tuple[str, bytes]]) -> bytes:
+    buffer = io.BytesIO()
+    buffer.write(SHEBANG)
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in sorted(files):
+            info = zipfile.ZipInfo(name, date_time=ZIP_EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            info.create_system = 3  # unix, whatever the building OS
+            archive.writestr(info, data)
+    return buffer.getvalue()

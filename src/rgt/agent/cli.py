@@ -1,0 +1,223 @@
+"""``python3 agent-<version>.pyz run|status|cancel JOB_DIR`` - the agent's command line.
+
+``run`` is started by a backend that has already detached it (setsid/nohup, tmux, sbatch, a
+Kubernetes Job) and must keep working after whoever started it is gone: it takes a lock so
+that one job never has two agents, then points its own stdout and stderr at
+``JOB_DIR/agent.log`` so that it never writes into the pipe of a dead ssh session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import sys
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from rgt import _fs
+from rgt.agent import _system
+from rgt.agent._record import JobRecorder, log, read_status
+from rgt.agent.supervisor import TERMINAL, Supervisor, install_signal_handlers
+from rgt.jobs.paths import JobPaths
+
+SPEC_SCHEMA = "rgt.spec/1"
+LOCK_NAME = "agent.lock"
+AGENT_LOG = "agent.log"
+
+
+def main(argv: Optional[List[str]] = None, version: str = "dev") -> int:
+    parser = argparse.ArgumentParser(prog="rgt-agent", description=__doc__)
+    parser.add_argument("--version", action="version", version=version)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="supervise the job (foreground; detach it yourself)")
+    run.add_argument(
+        "--secrets-stdin",
+        action="store_true",
+        help="read one JSON object {NAME: value} of secret env vars from stdin",
+    )
+    sub.add_parser("status", help="print status.json plus liveness as JSON")
+    sub.add_parser("cancel", help="stop the job (whole process group); no retry")
+    for name in ("run", "status", "cancel"):
+        sub.choices[name].add_argument("job_dir", metavar="JOB_DIR")
+    args = parser.parse_args(argv)
+    job_dir = os.path.realpath(args.job_dir)
+    if not os.path.isdir(job_dir):
+        sys.stderr.write("rgt-agent: no job directory %s; run `rgt run` to create it\n" % job_dir)
+        return 1
+    if args.command == "run":
+        return cmd_run(job_dir, bool(args.secrets_stdin), version)
+    return cmd_status(job_dir) if args.command == "status" else cmd_cancel(job_dir)
+
+
+def cmd_run(job_dir: str, secrets_stdin: bool, version: str) -> int:
+    secrets = read_secrets() if secrets_stdin else {}
+    if secrets is None:
+        sys.stderr.write("rgt-agent: stdin must hold one JSON object of string values\n")
+        return 1
+    if try_lock(job_dir) is None:
+        sys.stderr.write(
+            "rgt-agent: an agent is already running for %s; not starting a "
+            "second one (see `status`)\n" % job_dir
+        )
+        return 0
+    redirect_stdio(job_dir)
+    _fs.atomic_write_bytes(os.path.join(job_dir, "agent.pid"), b"%d\n" % os.getpid())
+    log("agent %s started on Python %s" % (version, sys.version.split()[0]))
+    spec, problem = load_spec(job_dir)
+    if problem:
+        return record_bad_spec(job_dir, problem)
+    supervisor = Supervisor(job_dir, spec, secrets)
+    install_signal_handlers(supervisor)
+    try:
+        return supervisor.run()
+    except Exception:  # status stays non-terminal: the next agent resumes the job
+        import traceback
+
+        log("agent crashed:\n" + traceback.format_exc())
+        return 1
+
+
+def read_secrets() -> Optional[Dict[str, str]]:
+    """Secrets arrive on stdin (over ssh) and live only in memory and the job's environment."""
+    try:
+        data = json.loads(sys.stdin.read() or "{}")
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        return None
+    return {str(k): v for k, v in data.items()}
+
+
+def try_lock(job_dir: str) -> Optional[int]:
+    """Exclusive flock on agent.lock, held until this process exits (the kernel drops it even
+    on SIGKILL, so a dead agent never blocks its successor). None if another holder exists."""
+    fd = os.open(os.path.join(job_dir, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def lock_held(job_dir: str) -> bool:
+    if not os.path.exists(os.path.join(job_dir, LOCK_NAME)):
+        return False
+    fd = try_lock(job_dir)
+    if fd is None:
+        return True
+    os.close(fd)  # closing drops our probe lock
+    return False
+
+
+def redirect_stdio(job_dir: str) -> None:
+    """stdin from /dev/null; stdout and stderr append to agent.log (fd level, so the
+    interpreter's own messages land there too)."""
+    log_fd = os.open(os.path.join(job_dir, AGENT_LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null_fd, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(null_fd)
+    os.close(log_fd)
+
+
+def load_spec(job_dir: str) -> Tuple[Dict[str, Any], str]:
+    try:
+        spec = _fs.read_json(os.path.join(job_dir, "spec.json"))
+    except (OSError, ValueError) as exc:
+        return {}, "spec.json is unreadable (%s)" % exc
+    if not isinstance(spec, dict) or spec.get("schema") != SPEC_SCHEMA:
+        return {}, "spec.json is not a %s document" % SPEC_SCHEMA
+    command = spec.get("command")
+    if not command or not isinstance(command, list) or not all(isinstance(a, str) for a in command):
+        return {}, "spec.json field 'command' must be a non-empty list of strings"
+    if not isinstance(spec.get("job_id"), str):
+        return {}, "spec.json field 'job_id' must be a string"
+    return spec, ""
+
+
+def record_bad_spec(job_dir: str, problem: str) -> int:
+    log(problem)
+    rec = JobRecorder(JobPaths(job_dir, os.path.basename(job_dir)), [])
+    rec.update(state="failed", ended=_system.now_iso(), reason=problem, label="unknown")
+    rec.event("failed", {"reason": problem}, "rewrite spec.json with `rgt run` and start again")
+    return 1
+
+
+def cmd_status(job_dir: str) -> int:
+    paths = JobPaths(job_dir, os.path.basename(job_dir))
+    status = read_status(paths)
+    doc = {"job_id": paths.job_id, "state": "queued", "exists": False}  # type: Dict[str, Any]
+    if status:
+        doc = dict(status, exists=True)
+    agent_pid = doc.get("agent_pid")
+    if not isinstance(agent_pid, int):
+        agent_pid = _read_pid(paths.agent_pid)
+    doc["agent_alive"] = _system.pid_alive(agent_pid) and lock_held(job_dir)
+    doc["boot_id_now"] = _system.boot_id()
+    doc["done"] = os.path.exists(paths.done)
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def _read_pid(path: str) -> Optional[int]:
+    try:
+        with open(path, "r", encoding="ascii") as handle:
+            return int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def cmd_cancel(job_dir: str) -> int:
+    paths = JobPaths(job_dir, os.path.basename(job_dir))
+    status = read_status(paths) or {}
+    doc = {
+        "job_id": status.get("job_id", paths.job_id),
+        "cancel_requested": False,
+        "signals_sent": [],
+    }  # type: Dict[str, Any]
+    if status.get("state") in TERMINAL:
+        doc.update(state=status["state"], reason="the job already ended")
+        return _print(doc)
+    _fs.atomic_write_json(paths.cancel_request, {"time": _system.now_iso(), "pid": os.getpid()})
+    doc["cancel_requested"] = True
+    grace = _system.env_float("RGT_AGENT_CANCEL_GRACE_S", 10.0)
+    doc["signals_sent"] = _signal_job(status.get("pid"), job_dir, grace)
+    if try_lock(job_dir) is not None:  # no agent alive: record the end ourselves
+        doc["state"] = _cancel_without_agent(job_dir, status)
+    else:
+        doc["state"] = _wait_terminal(paths, grace + 5.0)
+    return _print(doc)
+
+
+def _signal_job(pid: Any, job_dir: str, grace: float) -> List[int]:
+    if isinstance(pid, int) and _system.process_belongs_to_job(pid, job_dir):
+        return _system.terminate_group(pid, grace)
+    return []
+
+
+def _cancel_without_agent(job_dir: str, status: Dict[str, Any]) -> str:
+    spec, problem = load_spec(job_dir)
+    if problem:
+        return str(status.get("state", "queued"))
+    supervisor = Supervisor(job_dir, spec, {})
+    supervisor.rec.adopt(status)
+    supervisor.finish("cancelled", "cancelled on request (no agent was running)")
+    return "cancelled"
+
+
+def _wait_terminal(paths: JobPaths, timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = str((read_status(paths) or {}).get("state", "queued"))
+        if state in TERMINAL or time.monotonic() >= deadline:
+            return state
+        time.sleep(0.1)
+
+
+def _print(doc: Dict[str, Any]) -> int:
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return 0

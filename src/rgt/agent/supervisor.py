@@ -1,0 +1,188 @@
+"""The supervisor: run attempts of one job until it succeeds, is cancelled, or must stop.
+
+Every ended attempt is classified before anything is retried (``_classify``); retries reuse
+the same spec, environment and code snapshot, and the job itself resumes from its newest
+checkpoint (``RGT_CKPT_DIR``). A terminal state always gets a verified manifest; DONE only on
+success. The supervisor keeps nothing in memory that status.json does not also hold, so an
+agent started after a crash or a host restart continues where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any, Dict, Optional
+
+from rgt.agent import _manifest, _system
+from rgt.agent._attempt import AttemptRunner
+from rgt.agent._classify import REMEDY_PREEMPTED, Decision
+from rgt.agent._record import JobRecorder, log, read_status
+from rgt.jobs.paths import JobPaths
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+MAX_BACKOFF_S = 300.0
+
+
+class Supervisor(object):
+    def __init__(self, job_dir: str, spec: Dict[str, Any], secrets: Dict[str, str]) -> None:
+        self.paths = JobPaths(job_dir, str(spec["job_id"]))
+        self.spec = spec
+        retry = spec.get("retry") or {}
+        self.max_retries = int(retry.get("max_retries", 3))
+        self.backoff_s = float(retry.get("backoff_s", 2.0))
+        self.grace_s = _system.env_float("RGT_AGENT_CANCEL_GRACE_S", 10.0)
+        self.rec = JobRecorder(self.paths, list(secrets.values()), spec.get("notify_url"))
+        self.runner = AttemptRunner(self.paths, spec, secrets, self.rec, self.grace_s)
+
+    def request_stop(self, signum: int, frame: Any = None) -> None:
+        """SIGTERM/SIGINT to the agent (platform stop, Slurm preemption): stop, stay resumable."""
+        self.runner.stop_requested = True
+
+    def run(self) -> int:
+        previous = read_status(self.paths)
+        self.rec.event(
+            "agent_started",
+            {"pid": os.getpid(), "host": _system.hostname(), "boot_id": _system.boot_id()},
+        )
+        if previous and previous.get("state") in TERMINAL:
+            log("job already %s; nothing to do" % previous["state"])
+            return 0 if previous["state"] == "succeeded" else 1
+        self.rec.status["retries_left"] = self.max_retries
+        if previous:
+            self.rec.adopt(previous)
+            outcome = self._resume(previous)
+            if outcome is not None:
+                return outcome
+        return self._loop()
+
+    def _loop(self) -> int:
+        while True:
+            attempt = int(self.rec.status.get("attempt") or 0) + 1
+            decision = self.runner.run(attempt)
+            if decision is None:
+                return self.finish("succeeded", "the job exited 0 and its artifacts verified")
+            outcome = self._settle(decision)
+            if outcome is not None:
+                return outcome
+
+    def _resume(self, previous: Dict[str, Any]) -> Optional[int]:
+        """A status.json left by an agent that is gone (we hold the lock, so it is gone)."""
+        before, now = str(previous.get("boot_id") or ""), _system.boot_id()
+        if before and before != now:
+            self.rec.event("host_restart_detected", {"boot_id_before": before, "boot_id_now": now})
+        if previous.get("state") != "running":
+            return None  # queued, or between attempts: that end was already recorded
+        if before and before != now:
+            cause = "the host restarted during attempt %s" % previous.get("attempt")
+            evidence = ["boot id %s -> %s" % (before, now)]
+        else:
+            cause, evidence = self._orphaned(previous)
+        decision = Decision("preempted", True, cause, REMEDY_PREEMPTED, evidence)
+        self.rec.event("attempt_ended", dict(decision.to_json(), exit_code=None, signal=None))
+        self.rec.update(label=decision.label, exit_code=None, signal=None)
+        return self._settle(decision)
+
+    def _orphaned(self, previous: Dict[str, Any]) -> Any:
+        """Same boot, dead agent: the agent was killed or its container restarted. A job
+        process it left behind would write checkpoints next to the new attempt, so it goes."""
+        cause = "the agent (pid %s) stopped without recording the end of attempt %s" % (
+            previous.get("agent_pid"),
+            previous.get("attempt"),
+        )
+        evidence = ["agent pid %s not alive" % previous.get("agent_pid")]
+        pid = previous.get("pid")
+        if isinstance(pid, int) and _system.process_belongs_to_job(pid, self.paths.root):
+            sent = _system.terminate_group(pid, self.grace_s)
+            evidence.append("job process group %d was still running; sent %s" % (pid, sent))
+        return cause, evidence
+
+    def _settle(self, decision: Decision) -> Optional[int]:
+        """After a failed attempt: None to run the next attempt, or the agent's exit code."""
+        if decision.cancelled:
+            return self.finish("cancelled", "cancelled on request", label=None)
+        left = int(self.rec.status.get("retries_left") or 0)
+        if not decision.retryable or left <= 0:
+            return self._fail(decision, exhausted=decision.retryable)
+        self.rec.update(
+            state="retrying",
+            retries_left=left - 1,
+            label=decision.label,
+            reason="%s; retrying (%d retries left)" % (decision.cause, left - 1),
+        )
+        self.rec.event(
+            "retrying",
+            {"label": decision.label, "retries_left": left - 1},
+            "nothing to do: the job resumes from its newest checkpoint",
+        )
+        if self.runner.stop_requested:
+            self.rec.event(
+                "agent_stopped",
+                {"signal": "SIGTERM"},
+                "start the agent again to resume (rgt run resumes it)",
+            )
+            return 1
+        return self._backoff(self.max_retries - left + 1)
+
+    def _backoff(self, retry_number: int) -> Optional[int]:
+        delay = min(MAX_BACKOFF_S, self.backoff_s * 2 ** (retry_number - 1))
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline:
+            if os.path.exists(self.paths.cancel_request):
+                return self.finish("cancelled", "cancelled on request while waiting to retry")
+            if self.runner.stop_requested:
+                return 1
+            time.sleep(min(0.1, delay))
+        return None
+
+    def _fail(self, decision: Decision, exhausted: bool) -> int:
+        reason = decision.cause
+        if exhausted:
+            reason = "retry budget exhausted (%d retries): %s" % (self.max_retries, reason)
+        return self.finish("failed", reason, label=decision.label, remedy=decision.remedy)
+
+    def finish(
+        self, state: str, reason: str, label: Optional[str] = None, remedy: Optional[str] = None
+    ) -> int:
+        """Terminal state: verified manifest first, then status.json, then the event."""
+        result = _manifest.finalize(self.paths, state, list(self.spec.get("artifacts") or []))
+        if result.ok:
+            self.rec.event(
+                "manifest_written",
+                {
+                    "files": result.files,
+                    "bytes": result.total_bytes,
+                    "sha256": result.digest,
+                    "skipped": result.skipped,
+                },
+            )
+        elif state == "succeeded":
+            state, reason = "failed", "artifact verification failed: %s" % result.reason
+            label, remedy = "unknown", "check what else writes into the job directory, rerun"
+        else:
+            reason = "%s; no manifest: %s" % (reason, result.reason)
+        if state != "succeeded" and label is None and self.rec.status.get("label"):
+            label = self.rec.status["label"]
+        self.rec.update(state=state, ended=_system.now_iso(), reason=reason, label=label)
+        self.rec.event(
+            state,
+            {"reason": reason, "label": label, "manifest": result.to_json()},
+            _next_step(state, remedy),
+        )
+        return 0 if state == "succeeded" else 1
+
+
+def _next_step(state: str, remedy: Optional[str]) -> Optional[str]:
+    if state == "succeeded":
+        return "rgt pull the results (manifest.json lists every verified artifact)"
+    if state == "cancelled":
+        return None
+    return remedy or "read the attempt log and run `rgt triage`"
+
+
+def install_signal_handlers(supervisor: Supervisor) -> None:
+    # A handler (not SIG_IGN) for SIGHUP: the hangup of the ssh session that started us is
+    # ignored, while the job still gets default dispositions (handlers reset at exec).
+    signal.signal(signal.SIGHUP, lambda signum, frame: log("ignored SIGHUP"))
+    signal.signal(signal.SIGTERM, supervisor.request_stop)
+    signal.signal(signal.SIGINT, supervisor.request_stop)
