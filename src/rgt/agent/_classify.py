@@ -130,12 +130,14 @@ def triage(facts: AttemptFacts) -> Decision:
         verdict = module.classify(facts.log_tail, facts.exit_code, facts.signal_num, context)
     except Exception as exc:  # a broken rule must not take the supervisor down
         return _unknown(facts, "triage failed: %s: %s" % (type(exc).__name__, exc))
+    evidence = [str(item) for item in (verdict.evidence or [])]
+    if verdict.label == "unknown":
+        fallback = _unknown(facts, "no triage rule matched")
+        fallback.evidence = evidence or fallback.evidence
+        return fallback
+    cause = str(verdict.cause or verdict.label)
     return Decision(
-        str(verdict.label),
-        bool(verdict.retryable),
-        str(verdict.cause),
-        str(verdict.remedy),
-        [str(item) for item in (verdict.evidence or [])],
+        str(verdict.label), bool(verdict.retryable), cause, str(verdict.remedy), evidence
     )
 
 

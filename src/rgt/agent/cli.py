@@ -115,7 +115,9 @@ def lock_held(job_dir: str) -> bool:
 def redirect_stdio(job_dir: str) -> None:
     """stdin from /dev/null; stdout and stderr append to agent.log (fd level, so the
     interpreter's own messages land there too)."""
-    log_fd = os.open(os.path.join(job_dir, AGENT_LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    log_fd = os.open(
+        os.path.join(job_dir, AGENT_LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
+    )
     null_fd = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null_fd, 0)
     os.dup2(log_fd, 1)
