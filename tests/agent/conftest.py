@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from rgt import _fs
+from rgt.agent._system import process_belongs_to_job
 from rgt.agent.build import build_agent
 from rgt.jobs.paths import JobPaths, RootPaths
 from rgt.models import JobSpec, RetryPolicy
@@ -120,11 +122,10 @@ class Job:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         pid = self.status().get("pid")
-        if isinstance(pid, int):
-            try:
+        # Only a process that carries this job's RGT_JOB_DIR: never a recycled pid.
+        if isinstance(pid, int) and process_belongs_to_job(pid, self.paths.root):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 @pytest.fixture
