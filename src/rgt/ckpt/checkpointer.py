@@ -200,6 +200,11 @@ class Checkpointer:
     def save_requested(self) -> bool:
         return self._stop.requested
 
+    @property
+    def stop_signal(self) -> int | None:
+        """The signal that asked the run to stop, if one did."""
+        return self._stop.signum
+
 
 def _torch() -> Any:
     try:
