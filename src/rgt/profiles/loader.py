@@ -9,10 +9,11 @@ is exactly how a "stop" that still bills slips through.
 from __future__ import annotations
 
 import re
-import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+import tomllib  # type: ignore[import-not-found,unused-ignore]  # mypy targets 3.10
 
 from rgt.config import rgt_home
 from rgt.errors import SpecError, UsageError
@@ -37,8 +38,11 @@ def user_profile_dir() -> Path:
 
 def bundled_names() -> list[str]:
     root = resources.files("rgt.profiles")
-    return sorted(e.name.removesuffix(SUFFIX) for e in root.iterdir()
-                  if e.name.endswith(SUFFIX) and not e.name.startswith("_"))
+    return sorted(
+        e.name.removesuffix(SUFFIX)
+        for e in root.iterdir()
+        if e.name.endswith(SUFFIX) and not e.name.startswith("_")
+    )
 
 
 def user_names() -> list[str]:
@@ -55,16 +59,24 @@ def profile_names() -> list[str]:
 def load_profile(name: str) -> Profile:
     """The profile called ``name``: the user's file if there is one, else the bundled one."""
     if not NAME_RE.match(name):
-        raise UsageError(f"{name!r} is not a profile name (known: {', '.join(profile_names())})",
-                         fix="use lower-case letters, digits and '-', e.g. `autodl`")
+        raise UsageError(
+            f"{name!r} is not a profile name (known: {', '.join(profile_names())})",
+            fix="use lower-case letters, digits and '-', e.g. `autodl`",
+        )
     user_file = user_profile_dir() / f"{name}{SUFFIX}"
     bundled = name in bundled_names()
     if name in user_names():
-        return _build(_read(user_file.read_bytes(), str(user_file)), str(user_file),
-                      origin="user", overrides=bundled)
+        return _build(
+            _read(user_file.read_bytes(), str(user_file)),
+            str(user_file),
+            origin="user",
+            overrides=bundled,
+        )
     if not bundled:
-        raise UsageError(f"no profile named {name!r} (known: {', '.join(profile_names())})",
-                         fix=f"pick one of those, or write {user_file}")
+        raise UsageError(
+            f"no profile named {name!r} (known: {', '.join(profile_names())})",
+            fix=f"pick one of those, or write {user_file}",
+        )
     entry = resources.files("rgt.profiles").joinpath(f"{name}{SUFFIX}")
     return _build(_read(entry.read_bytes(), str(entry)), str(entry), origin="bundled")
 
@@ -76,28 +88,39 @@ def list_profiles() -> list[Profile]:
 
 def _read(data: bytes, path: str) -> dict[str, Any]:
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        doc: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: not valid TOML ({exc})", path=path,
-                        fix="fix the TOML syntax (https://toml.io)") from exc
+        raise SpecError(
+            f"{path}: not valid TOML ({exc})",
+            path=path,
+            fix="fix the TOML syntax (https://toml.io)",
+        ) from exc
+    return doc
 
 
 def _build(doc: dict[str, Any], path: str, *, origin: str, overrides: bool = False) -> Profile:
     validate_profile(doc, path=path, stem=Path(path).stem)
     ssh = doc["network"]["ssh"]
     return Profile(
-        name=doc["name"], title=doc["title"], kind=doc["kind"], backend=doc["backend"],
+        name=doc["name"],
+        title=doc["title"],
+        kind=doc["kind"],
+        backend=doc["backend"],
         verified=doc["verified"],
         storage=tuple(_tier(t) for t in doc["storage"]),
         clocks=tuple(_clock(c) for c in doc["clocks"]),
         meter_stop=_meter_stop(doc["meter_stop"]),
-        detach=Detach(doc["detach"]["primitive"], doc["detach"]["survives_restart"],
-                      _stamp(doc["detach"])),
+        detach=Detach(
+            doc["detach"]["primitive"], doc["detach"]["survives_restart"], _stamp(doc["detach"])
+        ),
         spot=_spot(doc["spot"]),
         ssh_patterns=tuple(re.compile(p) for p in ssh["patterns"]),
         conveniences=tuple(c["text"] for c in doc["conveniences"]),
         dirs={k: v for k, v in doc["dirs"].items() if k.isupper()},
-        raw=doc, path=path, origin=origin, overrides_bundled=overrides,
+        raw=doc,
+        path=path,
+        origin=origin,
+        overrides_bundled=overrides,
     )
 
 
@@ -106,19 +129,40 @@ def _stamp(record: dict[str, Any]) -> Stamp:
 
 
 def _tier(t: dict[str, Any]) -> StorageTier:
-    return StorageTier(t["name"], t["path"], t["speed"], t["size_cap"], t.get("inode_cap"),
-                       t["survives_stop"], t["survives_destroy"], t["bills_when_stopped"],
-                       _stamp(t))
+    return StorageTier(
+        t["name"],
+        t["path"],
+        t["speed"],
+        t["size_cap"],
+        t.get("inode_cap"),
+        t["survives_stop"],
+        t["survives_destroy"],
+        t["bills_when_stopped"],
+        _stamp(t),
+    )
 
 
 def _clock(c: dict[str, Any]) -> Clock:
-    return Clock(c["name"], c["when"], c["trigger"], c["duration"], c["consequence"],
-                 _stamp(c), c.get("duration_s"))
+    return Clock(
+        c["name"],
+        c["when"],
+        c["trigger"],
+        c["duration"],
+        c["consequence"],
+        _stamp(c),
+        c.get("duration_s"),
+    )
 
 
 def _meter_stop(m: dict[str, Any]) -> MeterStop:
-    return MeterStop(m["action"], m["irreversible"], m["command"], tuple(m["still_bills"]),
-                     m.get("destroy"), _stamp(m))
+    return MeterStop(
+        m["action"],
+        m["irreversible"],
+        m["command"],
+        tuple(m["still_bills"]),
+        m.get("destroy"),
+        _stamp(m),
+    )
 
 
 def _spot(s: dict[str, Any]) -> Spot:

@@ -132,7 +132,7 @@ class Profile:
 
     def first_contact_notes(self) -> list[str]:
         """Shown once at ``up``: where the facts come from, conveniences, danger clocks."""
-        notes = self._origin_notes()
+        notes = self.origin_notes()
         notes += [f"{self.title} convenience: {text}" for text in self.conveniences]
         notes += [_clock_line(self.title, clock) for clock in self.clocks]
         notes.append(_meter_line(self.meter_stop))
@@ -141,7 +141,7 @@ class Profile:
     def teardown_notes(self) -> list[str]:
         """Shown at ``down``: what survives the meter stop, what is lost, what keeps billing."""
         stop = self.meter_stop
-        notes = self._origin_notes() + [_meter_line(stop)]
+        notes = [*self.origin_notes(), _meter_line(stop)]
         for tier in self.storage:
             kept = tier.survives_destroy if stop.irreversible else tier.survives_stop
             notes.append(_survival_line(tier, kept))
@@ -151,12 +151,14 @@ class Profile:
             notes.append(f"to end all billing later (irreversible): {stop.destroy}")
         return notes
 
-    def _origin_notes(self) -> list[str]:
+    def origin_notes(self) -> list[str]:
         if self.origin != "user":
             return []
         if self.overrides_bundled:
-            return [f"using your profile file {self.path}; it overrides the bundled "
-                    f"{self.name!r} profile"]
+            return [
+                f"using your profile file {self.path}; it overrides the bundled "
+                f"{self.name!r} profile"
+            ]
         return [f"using your profile file {self.path}"]
 
 
@@ -169,8 +171,10 @@ def expand_home(path: str, home: str) -> str:
 
 
 def _clock_line(title: str, clock: Clock) -> str:
-    return (f"danger clock ({title}): {clock.trigger} [{clock.duration}] -> "
-            f"{clock.consequence}{clock.stamp.suffix()}")
+    return (
+        f"danger clock ({title}): {clock.trigger} [{clock.duration}] -> "
+        f"{clock.consequence}{clock.stamp.suffix()}"
+    )
 
 
 def _meter_line(stop: MeterStop) -> str:

@@ -47,8 +47,14 @@ def stale_facts(months: int = DEFAULT_MONTHS, today: date | None = None) -> list
 def profile_facts(profile: Profile, today: date) -> list[StaleFact]:
     """Every stamped fact record of ``profile`` with its age on ``today``."""
     return [
-        StaleFact(profile.name, where, rec["verified"], month_age(rec["verified"], today),
-                  rec["status"], rec["source"])
+        StaleFact(
+            profile.name,
+            where,
+            rec["verified"],
+            month_age(rec["verified"], today),
+            rec["status"],
+            rec["source"],
+        )
         for where, rec in _records(profile.raw, "")
     ]
 

@@ -22,7 +22,9 @@ SCHEMA_FILE = "profile.schema.json"
 
 @functools.cache
 def profile_schema() -> dict[str, Any]:
-    text = resources.files("rgt").joinpath("schemas", SCHEMA_FILE).read_text(encoding="utf-8")
+    text = (
+        resources.files("rgt").joinpath("schemas").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
+    )
     schema: dict[str, Any] = json.loads(text)
     return schema
 
@@ -36,8 +38,12 @@ def validate_profile(doc: dict[str, Any], *, path: str, stem: str) -> None:
     if errors:
         raise _spec_error(errors[0], path=path, others=len(errors) - 1)
     if doc["name"] != stem:
-        raise SpecError(f"{path}: field 'name' is {doc['name']!r} but the file is {stem}.toml",
-                        path=path, field="name", fix=f"set name = {stem!r} or rename the file")
+        raise SpecError(
+            f"{path}: field 'name' is {doc['name']!r} but the file is {stem}.toml",
+            path=path,
+            field="name",
+            fix=f"set name = {stem!r} or rename the file",
+        )
     _check_patterns(doc, path)
 
 
@@ -54,8 +60,9 @@ def _spec_error(error: Any, *, path: str, others: int) -> SpecError:
     what, allowed = _explain(error, where)
     field = field_path(where)
     more = f" (and {others} more problem{'s' * (others > 1)})" if others else ""
-    return SpecError(f"{path}: field {field}: {what}{more}", path=path, field=field,
-                     fix=f"allowed: {allowed}")
+    return SpecError(
+        f"{path}: field {field}: {what}{more}", path=path, field=field, fix=f"allowed: {allowed}"
+    )
 
 
 def _explain(error: Any, where: list[Any]) -> tuple[str, str]:
@@ -111,7 +118,9 @@ def _check_patterns(doc: dict[str, Any], path: str) -> None:
             re.compile(text)
         except re.error as exc:
             field = f"network.ssh.patterns[{index}]"
-            raise SpecError(f"{path}: field {field}: not a valid regular expression ({exc})",
-                            path=path, field=field,
-                            fix="allowed: a Python regular expression; escape literal dots "
-                                "and brackets") from exc
+            raise SpecError(
+                f"{path}: field {field}: not a valid regular expression ({exc})",
+                path=path,
+                field=field,
+                fix="allowed: a Python regular expression; escape literal dots and brackets",
+            ) from exc
