@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "rgt.cli.demo",
     "rgt.cli.verify",
     "rgt.cli.triage",
+    "rgt.cli.profiles",
 )
 
 
