@@ -161,7 +161,7 @@ class Supervisor(object):
             label, remedy = "unknown", "check what else writes into the job directory, rerun"
         else:
             reason = "%s; no manifest: %s" % (reason, result.reason)
-        if state != "succeeded" and label is None and self.rec.status.get("label"):
+        if label is None and self.rec.status.get("label"):  # the last failure, kept
             label = self.rec.status["label"]
         self.rec.update(state=state, ended=_system.now_iso(), reason=reason, label=label)
         self.rec.event(

@@ -1,0 +1,265 @@
+"""Retry only for retryable causes: external kills and host restarts yes, bugs never."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import process_gone
+
+# Attempt 1 checkpoints step 5 and waits to be killed; a later attempt resumes from it.
+RESUMABLE_JOB = """
+    import os, time
+    ckpt = os.path.join(os.environ["RGT_CKPT_DIR"], "step.txt")
+    out = os.environ["RGT_OUTPUT_DIR"]
+    if os.path.exists(ckpt):
+        step = int(open(ckpt).read())
+        open(os.path.join(out, "resumed-from"), "w").write(str(step))
+    else:
+        open(ckpt, "w").write("5")
+        open(os.path.join(out, "ready"), "w").write(str(os.getpid()))
+        time.sleep(600)
+"""
+
+
+def test_external_kill_9_is_retried_and_resumes(make_job) -> None:
+    job = make_job().write(RESUMABLE_JOB)
+    job.start()
+    job.wait_file("outputs/ready")
+    pid = job.status()["pid"]
+    os.kill(pid, signal.SIGKILL)  # what a spot reclaim or a user's kill -9 looks like
+    assert job.finish() == 0, job.agent_log()
+
+    status = job.status()
+    assert status["state"] == "succeeded" and status["attempt"] == 2
+    assert status["retries_left"] == 1 and status["label"] == "preempted"
+    assert (job.dir / "outputs" / "resumed-from").read_text() == "5"
+    ended = job.events("attempt_ended")
+    assert ended[0]["detail"]["signal"] == signal.SIGKILL
+    assert ended[0]["detail"]["label"] == "preempted" and ended[0]["detail"]["retryable"]
+    assert [e["attempt"] for e in job.events("retrying")] == [1]
+    assert Path(job.paths.log(1)).exists() and Path(job.paths.log(2)).exists()
+
+
+def test_python_exception_is_not_retried(make_job) -> None:
+    job = make_job().write("import os\nimport flash_attn_that_is_not_installed\n")
+    job.start()
+    assert job.finish() == 1
+
+    status = job.status()
+    assert status["state"] == "failed" and status["attempt"] == 1 and status["exit_code"] == 1
+    assert status["label"] == "import_error"  # from the shared triage rules
+    assert status["retries_left"] == 2
+    assert not job.events("retrying") and not Path(job.paths.log(2)).exists()
+    assert not Path(job.paths.done).exists()
+    assert json.loads(Path(job.paths.manifest).read_text())["state"] == "failed"
+    failed = job.events("failed")[0]
+    assert failed["next"] and failed["detail"]["label"] == "import_error"
+
+
+def test_without_triage_rules_a_failure_is_unknown_and_not_retried(
+    make_job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An agent bundle that predates the triage package must still refuse blind retries.
+    from rgt.agent import build
+
+    monkeypatch.setattr(build, "PACKAGES", {"agent": ("*.py",)})
+    pyz = build.build_agent(tmp_path / "bare")
+    job = make_job(pyz=pyz).write("raise RuntimeError('shape mismatch somewhere')\n")
+    job.start()
+    assert job.finish() == 1
+    status = job.status()
+    assert status["state"] == "failed" and status["label"] == "unknown"
+    assert "not bundled" in status["reason"] and status["attempt"] == 1
+
+
+def test_self_kill_looks_external_so_the_retry_budget_bounds_it(make_job) -> None:
+    # From outside, a job that SIGKILLs itself is indistinguishable from a preemption (no
+    # cgroup OOM, a signal the agent did not send). The honest bound is the retry budget.
+    job = make_job().write("import os\nos.kill(os.getpid(), 9)\n")
+    job.start()
+    assert job.finish() == 1
+
+    status = job.status()
+    assert status["state"] == "failed" and status["attempt"] == 3 and status["retries_left"] == 0
+    assert status["label"] == "preempted" and "retry budget exhausted" in status["reason"]
+    assert len(job.events("retrying")) == 2
+    assert job.events("failed")[0]["next"]
+
+
+CANCELLABLE_JOB = """
+    import os, signal, subprocess, sys, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a job that ignores SIGTERM: needs SIGKILL
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    open(os.path.join(os.environ["RGT_OUTPUT_DIR"], "worker.pid"), "w").write(str(worker.pid))
+    time.sleep(600)
+"""
+
+
+def test_cancel_stops_the_whole_process_group_and_is_not_retried(make_job) -> None:
+    job = make_job().write(CANCELLABLE_JOB)
+    job.start()
+    worker_pid = int(job.wait_file("outputs/worker.pid").read_text() or 0)
+    job_pid = job.status()["pid"]
+
+    result = job.agent_cmd("cancel")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["state"] == "cancelled"
+    assert report["signals_sent"] == [signal.SIGTERM, signal.SIGKILL]
+    assert job.finish() == 1
+    assert process_gone(job_pid) and process_gone(worker_pid)
+    status = job.status()
+    assert status["state"] == "cancelled" and status["attempt"] == 1
+    assert not job.events("retrying") and not Path(job.paths.done).exists()
+    assert json.loads(Path(job.paths.manifest).read_text())["state"] == "cancelled"
+
+
+def test_cancel_without_a_live_agent_records_it(make_job) -> None:
+    job = make_job().write(RESUMABLE_JOB)
+    agent = job.start()
+    job.wait_file("outputs/ready")
+    job_pid = job.status()["pid"]
+    os.killpg(agent.pid, signal.SIGKILL)  # the agent is gone; its job keeps running
+    agent.wait()
+    assert not process_gone(job_pid)
+
+    report = json.loads(job.agent_cmd("cancel").stdout)
+    assert report["state"] == "cancelled" and report["signals_sent"]
+    assert process_gone(job_pid)
+    assert job.status()["state"] == "cancelled"
+
+
+def test_host_restart_counts_as_an_interrupted_attempt(make_job, tmp_path: Path) -> None:
+    boot = tmp_path / "boot_id"
+    boot.write_text("boot-A\n")
+    job = make_job().write(RESUMABLE_JOB)
+    agent = job.start(RGT_AGENT_BOOT_ID_FILE=str(boot))
+    job.wait_file("outputs/ready")
+    # The restart: every process is gone without a word, then the kernel has a new boot id.
+    job_pid = job.status()["pid"]
+    os.killpg(agent.pid, signal.SIGKILL)
+    os.killpg(job_pid, signal.SIGKILL)
+    agent.wait()
+    boot.write_text("boot-B\n")
+
+    job.start(RGT_AGENT_BOOT_ID_FILE=str(boot))
+    assert job.finish() == 0, job.agent_log()
+    status = job.status()
+    assert status["state"] == "succeeded" and status["attempt"] == 2
+    assert status["boot_id"] == "boot-B" and status["retries_left"] == 1
+    restart = job.events("host_restart_detected")[0]["detail"]
+    assert restart == {"boot_id_before": "boot-A", "boot_id_now": "boot-B"}
+    first_end = job.events("attempt_ended")[0]
+    assert first_end["attempt"] == 1 and first_end["detail"]["label"] == "preempted"
+    assert (job.dir / "outputs" / "resumed-from").read_text() == "5"
+
+
+def test_dead_agent_with_orphaned_job_resumes_without_two_writers(make_job) -> None:
+    job = make_job().write(RESUMABLE_JOB)
+    agent = job.start()
+    job.wait_file("outputs/ready")
+    orphan = job.status()["pid"]
+    agent.send_signal(signal.SIGKILL)  # only the agent dies; the job runs on in its session
+    agent.wait()
+    assert not process_gone(orphan)
+
+    job.start()
+    assert job.finish() == 0, job.agent_log()
+    assert process_gone(orphan)
+    status = job.status()
+    assert status["state"] == "succeeded" and status["attempt"] == 2
+    evidence = job.events("attempt_ended")[0]["detail"]["evidence"]
+    assert any("still running" in line for line in evidence)
+
+
+def test_agent_sigterm_stops_the_job_and_leaves_it_resumable(make_job) -> None:
+    job = make_job().write(RESUMABLE_JOB)
+    agent = job.start()
+    job.wait_file("outputs/ready")
+    job_pid = job.status()["pid"]
+    agent.send_signal(signal.SIGTERM)  # e.g. Slurm's --signal before a preemption
+    assert agent.wait(timeout=30) == 1
+    assert process_gone(job_pid)
+    assert job.status()["state"] == "retrying" and job.events("agent_stopped")
+
+    job.start()
+    assert job.finish() == 0
+    assert job.status()["attempt"] == 2
+
+
+def test_a_failed_job_is_not_rerun_by_a_new_agent(make_job) -> None:
+    job = make_job().write("raise SystemExit(3)\n")
+    job.start()
+    assert job.finish() == 1
+    job.start()
+    assert job.finish() == 1
+    assert len(job.events("attempt_started")) == 1
+
+
+def test_cgroup_oom_kill_is_host_oom_and_not_retried(make_job, tmp_path: Path) -> None:
+    cgroup = _memory_cgroup(tmp_path)
+    job = make_job().write(
+        "import time\nblocks = []\n"
+        "while True:\n    blocks.append(b'x' * (32 << 20))\n    time.sleep(0.01)\n"
+    )
+    # The agent is moved into a small memory cgroup before it starts; the job inherits it.
+    procs = cgroup / "cgroup.procs"
+    argv = ["sh", "-c", f'echo $$ > "{procs}" && exec "$0" "$@"',
+            sys.executable, str(job.pyz), "run", str(job.dir)]  # fmt: skip
+    try:
+        agent = subprocess.Popen(argv, env=job.env(), start_new_session=True)
+        assert agent.wait(timeout=120) == 1, job.agent_log()
+    finally:
+        _remove_cgroup(cgroup)
+    status = job.status()
+    assert status["label"] == "host_oom" and status["state"] == "failed"
+    assert status["signal"] == signal.SIGKILL and status["attempt"] == 1
+    assert "oom_kill" in " ".join(job.events("attempt_ended")[0]["detail"]["evidence"])
+
+
+def _memory_cgroup(tmp_path: Path) -> Path:
+    """A 256 MiB memory cgroup (v1, or v2 with the memory controller delegated) under our own;
+    skipped where this machine does not let us create one."""
+    candidates = []
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        hier, controllers, rel = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            v1 = Path("/sys/fs/cgroup/memory") / rel.lstrip("/")
+            candidates.append((v1, ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")))
+        elif hier == "0":
+            candidates.append((Path("/sys/fs/cgroup") / rel.lstrip("/"), ("memory.max",)))
+    for base, limits in candidates:
+        cgroup = base / f"rgt-agent-test-{os.getpid()}-{tmp_path.name}"
+        try:
+            cgroup.mkdir()
+        except OSError:
+            continue
+        if (cgroup / limits[0]).exists():
+            for name in limits:
+                if (cgroup / name).exists():
+                    (cgroup / name).write_text(str(256 << 20))
+            return cgroup
+        cgroup.rmdir()
+    pytest.skip("cannot create a memory cgroup with a limit here")
+
+
+def _remove_cgroup(cgroup: Path) -> None:
+    for pid in (cgroup / "cgroup.procs").read_text().split():
+        os.kill(int(pid), signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            cgroup.rmdir()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
