@@ -63,9 +63,13 @@ class Job:
         if secrets is not None:
             argv.append("--secrets-stdin")
         proc = subprocess.Popen(
-            argv, env=self.env(**env), start_new_session=True, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            argv,
+            env=self.env(**env),
+            start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(secrets or {}).encode() if secrets is not None else b"")
         proc.stdin.close()
@@ -74,8 +78,9 @@ class Job:
 
     def agent_cmd(self, command: str, **env: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, str(self.pyz), command, str(self.dir)]
-        return subprocess.run(argv, env=self.env(**env), capture_output=True, text=True,
-                              timeout=60, check=False)  # fmt: skip
+        return subprocess.run(
+            argv, env=self.env(**env), capture_output=True, text=True, timeout=60, check=False
+        )
 
     def status(self) -> dict[str, Any]:
         try:

@@ -31,8 +31,9 @@ SUCCESS_JOB = """
 
 
 def test_success_writes_verified_manifest_then_done(make_job, hostile_dir: Path) -> None:
-    job = make_job(durable=hostile_dir).write(SUCCESS_JOB, env={"LR": "0.1"},
-                                              artifacts=("results/*.json",))  # fmt: skip
+    job = make_job(durable=hostile_dir).write(
+        SUCCESS_JOB, env={"LR": "0.1"}, artifacts=("results/*.json",)
+    )
     job.start()
     assert job.finish() == 0, job.agent_log()
 
@@ -57,8 +58,13 @@ def test_success_writes_verified_manifest_then_done(make_job, hostile_dir: Path)
     assert seen["cwd"] == os.path.realpath(job.paths.code)
     assert "training done" in Path(job.paths.log(1)).read_text()
     kinds = [e["kind"] for e in job.events()]
-    assert kinds == ["agent_started", "attempt_started", "attempt_ended", "manifest_written",
-                     "succeeded"]  # fmt: skip
+    assert kinds == [
+        "agent_started",
+        "attempt_started",
+        "attempt_ended",
+        "manifest_written",
+        "succeeded",
+    ]
 
 
 def test_artifact_changed_after_hashing_fails_verification_and_writes_no_done(make_job) -> None:
@@ -117,8 +123,7 @@ def test_job_survives_death_of_the_cli_that_started_it(make_job, tmp_path: Path)
         "                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)\n"
         "time.sleep(600)\n"
     )
-    parent = subprocess.Popen([sys.executable, str(cli), str(job.pyz), str(job.dir)],
-                              env=job.env())  # fmt: skip
+    parent = subprocess.Popen([sys.executable, str(cli), str(job.pyz), str(job.dir)], env=job.env())
     try:
         job.wait_file("outputs/started-1")
         parent.send_signal(signal.SIGKILL)
@@ -186,8 +191,9 @@ def test_secrets_from_stdin_reach_the_job_and_never_touch_the_disk(make_job) -> 
 
 
 def test_secret_missing_on_a_restart_is_reported(make_job) -> None:
-    job = make_job().write(SECRET_JOB.replace('["HF_TOKEN"]', '.get("HF_TOKEN", "")'),
-                           secret_env=("HF_TOKEN",))  # fmt: skip
+    job = make_job().write(
+        SECRET_JOB.replace('["HF_TOKEN"]', '.get("HF_TOKEN", "")'), secret_env=("HF_TOKEN",)
+    )
     job.start()
     assert job.finish() == 0
     assert job.events("attempt_started")[0]["detail"]["missing_secrets"] == ["HF_TOKEN"]

@@ -212,8 +212,15 @@ def test_cgroup_oom_kill_is_host_oom_and_not_retried(make_job, tmp_path: Path) -
     )
     # The agent is moved into a small memory cgroup before it starts; the job inherits it.
     procs = cgroup / "cgroup.procs"
-    argv = ["sh", "-c", f'echo $$ > "{procs}" && exec "$0" "$@"',
-            sys.executable, str(job.pyz), "run", str(job.dir)]  # fmt: skip
+    argv = [
+        "sh",
+        "-c",
+        f'echo $$ > "{procs}" && exec "$0" "$@"',
+        sys.executable,
+        str(job.pyz),
+        "run",
+        str(job.dir),
+    ]
     try:
         agent = subprocess.Popen(argv, env=job.env(), start_new_session=True)
         assert agent.wait(timeout=120) == 1, job.agent_log()
