@@ -1,0 +1,93 @@
+"""A full disk and an exhausted inode table, on real small tmpfs mounts (needs root)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from rgt.ckpt import Checkpointer, _store
+from rgt.errors import DiskBudgetError
+
+Mount = Callable[[str, int], Path]
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Mount]:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    point = tmp_path / "small disk ünï"
+    point.mkdir()
+    mounted = False
+
+    def mount(size: str, inodes: int) -> Path:
+        nonlocal mounted
+        options = f"size={size},nr_inodes={inodes}"
+        proc = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            pytest.skip(f"cannot mount tmpfs here (no CAP_SYS_ADMIN?): {proc.stderr.strip()}")
+        mounted = True
+        return point
+
+    try:
+        yield mount
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(point)], check=True)
+
+
+def state_of(megabytes: float, step: int) -> dict[str, object]:
+    return {"step": step, "w": torch.full((int(megabytes * 2**18),), float(step))}
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {name: (directory / name).read_bytes() for name in sorted(os.listdir(directory))}
+
+
+def test_disk_full_refuses_before_writing(small_tmpfs: Mount) -> None:
+    point = small_tmpfs("2m", 64)
+    ckpt = Checkpointer(point / "ckpt", keep_last=1)
+    ckpt.save(state_of(0.5, 1), 1)
+    before = snapshot(point / "ckpt")
+    with pytest.raises(DiskBudgetError) as caught:
+        ckpt.save(state_of(3, 2), 2)
+    error = caught.value
+    assert error.mount == str(point) and str(point) in error.message
+    assert error.need_bytes > error.free_bytes
+    assert error.fix and "bigger disk" in error.fix and "keep_last" in error.fix
+    assert snapshot(point / "ckpt") == before  # nothing written, nothing rotated
+    assert ckpt.load_latest()["step"] == 1
+
+
+def test_inodes_exhausted_refuses_before_writing(small_tmpfs: Mount) -> None:
+    # Inodes: the mount's root, the ckpt dir, one data file and one record = 4 of 5.
+    point = small_tmpfs("16m", 5)
+    ckpt = Checkpointer(point / "ckpt", keep_last=1)
+    ckpt.save(state_of(0.1, 1), 1)
+    before = snapshot(point / "ckpt")
+    with pytest.raises(DiskBudgetError, match="inodes") as caught:
+        ckpt.save(state_of(0.1, 2), 2)
+    assert caught.value.free_inodes == 1 and caught.value.free_bytes > caught.value.need_bytes
+    assert snapshot(point / "ckpt") == before
+    assert ckpt.load_latest()["step"] == 1
+
+
+def test_enospc_mid_write_removes_the_partial_file(small_tmpfs: Mount) -> None:
+    # The budget check passed earlier, then the disk filled up (another writer) mid-write.
+    point = small_tmpfs("2m", 64)
+    ckpt = Checkpointer(point / "ckpt")
+    ckpt.save(state_of(0.5, 1), 1)
+    before = snapshot(point / "ckpt")
+    with pytest.raises(DiskBudgetError, match="partial file was removed") as caught:
+        _store.write_data(str(point / "ckpt"), 2, memoryview(b"\0" * (3 << 20)))
+    assert caught.value.mount == str(point)
+    assert snapshot(point / "ckpt") == before
+    assert ckpt.load_latest()["step"] == 1
