@@ -103,12 +103,20 @@ def test_declared_artifact_missing_is_not_a_success(make_job) -> None:
     assert not Path(job.paths.done).exists()
 
 
+# Runs until the test drops a `go` file into the job directory (no timing guesses).
 SLOW_JOB = """
     import os, sys, time
-    open(os.path.join(os.environ["RGT_OUTPUT_DIR"], "started-%s" % os.environ["RGT_ATTEMPT"]), "w").close()
-    time.sleep(float(os.environ.get("JOB_SLEEP", "1.5")))
-    open(os.path.join(os.environ["RGT_OUTPUT_DIR"], "finished"), "w").write("ok")
-"""  # noqa: E501
+    out, job_dir = os.environ["RGT_OUTPUT_DIR"], os.environ["RGT_JOB_DIR"]
+    open(os.path.join(out, "started-%s" % os.environ["RGT_ATTEMPT"]), "w").close()
+    deadline = time.time() + 120
+    while not os.path.exists(os.path.join(job_dir, "go")) and time.time() < deadline:
+        time.sleep(0.05)
+    open(os.path.join(out, "finished"), "w").write("ok")
+"""
+
+
+def release(job) -> None:
+    (job.dir / "go").touch()
 
 
 def test_job_survives_death_of_the_cli_that_started_it(make_job, tmp_path: Path) -> None:
@@ -128,6 +136,7 @@ def test_job_survives_death_of_the_cli_that_started_it(make_job, tmp_path: Path)
         job.wait_file("outputs/started-1")
         parent.send_signal(signal.SIGKILL)
         parent.wait()
+        release(job)
         status = job.wait_for(lambda s: s["state"] in ("succeeded", "failed", "cancelled"))
     finally:
         job.agents.clear()
@@ -148,6 +157,7 @@ def test_second_agent_on_the_same_job_refuses(make_job) -> None:
     second = job.start()
     assert second.wait(timeout=30) == 0
     assert b"already running" in second.stderr.read()
+    release(job)
     assert first.wait(timeout=60) == 0
     assert len(job.events("agent_started")) == 1
     assert len(job.events("attempt_started")) == 1
@@ -164,6 +174,8 @@ def test_status_reports_liveness(make_job) -> None:
     running = json.loads(job.agent_cmd("status").stdout)
     assert running["state"] == "running" and running["agent_alive"] is True
     assert running["boot_id_now"] == running["boot_id"]
+    job.wait_for(lambda s: s["heartbeat"] != running["heartbeat"])  # the heart beats
+    release(job)
     job.finish()
     after = json.loads(job.agent_cmd("status").stdout)
     assert after["state"] == "succeeded" and after["agent_alive"] is False and after["done"]

@@ -98,7 +98,9 @@ CANCELLABLE_JOB = """
     import os, signal, subprocess, sys, time
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a job that ignores SIGTERM: needs SIGKILL
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    open(os.path.join(os.environ["RGT_OUTPUT_DIR"], "worker.pid"), "w").write(str(worker.pid))
+    pid_file = os.path.join(os.environ["RGT_OUTPUT_DIR"], "worker.pid")
+    open(pid_file + ".part", "w").write(str(worker.pid))
+    os.rename(pid_file + ".part", pid_file)  # the test never reads a half-written pid
     time.sleep(600)
 """
 
@@ -106,7 +108,7 @@ CANCELLABLE_JOB = """
 def test_cancel_stops_the_whole_process_group_and_is_not_retried(make_job) -> None:
     job = make_job().write(CANCELLABLE_JOB)
     job.start()
-    worker_pid = int(job.wait_file("outputs/worker.pid").read_text() or 0)
+    worker_pid = int(job.wait_file("outputs/worker.pid").read_text())
     job_pid = job.status()["pid"]
 
     result = job.agent_cmd("cancel")
