@@ -30,7 +30,7 @@ from rgt.deliver.stats import Summary, summarize
 from rgt.deliver.workspace import Workspace
 from rgt.errors import SpecError, UsageError
 
-DELIMITERS = {
+DELIMITERS: dict[str, Any] = {
     "block_start_string": "((*",
     "block_end_string": "*))",
     "variable_start_string": "<<",

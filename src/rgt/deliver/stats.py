@@ -36,7 +36,7 @@ def t_quantile_975(df: int) -> float:
         (5 * z**5 + 16 * z**3 + 3 * z) / 96,
         (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384,
     )
-    return z + sum(term / df ** (i + 1) for i, term in enumerate(terms))
+    return float(z + sum(term / df ** (i + 1) for i, term in enumerate(terms)))
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,14 @@
 """The delivery workspace: one object that knows where everything lives.
 
-    <workspace>/
-      rgt.toml            marks the workspace ([deliver] section)
-      EVIDENCE.json       claims (schema rgt.evidence/1)
-      runs/<run-id>/      recorded runs, read-only, never modified (RECORD.json lists their hashes)
-      figures/<name>/     figure.toml + the plotting script; builds write the image, source data
-                          and <name>.provenance.json next to them
-      findings/*.json     integrity findings from VERIFY (see rgt.deliver.gate)
-      documents.json      which templates were rendered to which outputs (for repro)
-      DISCLOSURE.md       written by the gate
+<workspace>/
+  rgt.toml            marks the workspace ([deliver] section)
+  EVIDENCE.json       claims (schema rgt.evidence/1)
+  runs/<run-id>/      recorded runs, read-only, never modified (RECORD.json lists their hashes)
+  figures/<name>/     figure.toml + the plotting script; builds write the image, source data
+                      and <name>.provenance.json next to them
+  findings/*.json     integrity findings from VERIFY (see rgt.deliver.gate)
+  documents.json      which templates were rendered to which outputs (for repro)
+  DISCLOSURE.md       written by the gate
 """
 
 from __future__ import annotations
