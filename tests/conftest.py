@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.sshd import sshd_factory, sshd_server  # noqa: F401  (real-sshd fixtures)
+
 # Names that break naive shell quoting or path handling; every path-taking feature is tested
 # with them.
 HOSTILE_NAMES = (

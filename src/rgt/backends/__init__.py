@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 # name -> (module, class, pip extra that provides its dependencies or None)
 REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "local": ("rgt.backends.local", "LocalBackend", None),
+    "ssh": ("rgt.backends.ssh", "SshBackend", None),
     "fake": ("rgt.backends.fake", "FakeBackend", None),
 }
 

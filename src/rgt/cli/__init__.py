@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "rgt.cli.verify",
     "rgt.cli.triage",
     "rgt.cli.profiles",
+    "rgt.cli.push",
 )
 
 

@@ -1,0 +1,87 @@
+"""`rgt push` (code snapshots and data, resumable) and `rgt trust` (re-trust a host key)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rgt.cli._output import Output, output_options
+from rgt.jobs.store import Store
+
+
+@click.command()
+@click.argument("name")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--to",
+    "to",
+    help="Remote directory for data (default <durable>/data; relative = under the durable root).",
+)
+@output_options
+def push(name: str, paths: tuple[Path, ...], to: str | None, out: Output) -> None:
+    """Push the project's code (no PATHS) or data PATHS to machine NAME."""
+    from rgt.jobs.push import push as do_push
+
+    with _progress(out, f"push → {name}") as update:
+        report = do_push(Store.open(), name, paths, to=to, progress=update, notice=out.warn)
+    data = report.to_json()
+
+    def human(o: Output) -> None:
+        what = f"code snapshot {report.snapshot}" if report.kind == "code" else "data"
+        o.line(
+            f"pushed {what}: {len(report.files)} file(s), {report.total_bytes:,} bytes "
+            f"→ {name}:{report.remote}"
+        )
+        if report.attempts > 1:
+            o.line(f"  resumed after {report.attempts - 1} interruption(s)")
+        o.line("[green]every file's sha256 matches on the machine[/]")
+
+    out.result(data, human)
+
+
+@click.command()
+@click.argument("name")
+@output_options
+def trust(name: str, out: Output) -> None:
+    """Forget NAME's recorded host key and trust the one it presents now."""
+    from rgt.backends.ssh import retrust
+
+    data = retrust(Store.open(), name)
+    out.result(
+        data,
+        lambda o: o.line(
+            f"{name} now trusted with host key {data['new_host_key']} "
+            f"(was {data['old_host_key']}); compare it with the platform console if it shows one"
+        ),
+    )
+
+
+class _progress:
+    """A rich progress bar on stderr (bytes, rate, ETA); silent with --json."""
+
+    def __init__(self, out: Output, label: str) -> None:
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        columns = (BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+        self.bar = Progress(*columns, console=out.err, disable=out.json_mode, transient=True)
+        self.task = self.bar.add_task(label, total=None)
+
+    def __enter__(self) -> Any:
+        self.bar.start()
+        return lambda done, total: self.bar.update(self.task, completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+
+def register(cli: click.Group) -> None:
+    for command in (push, trust):
+        cli.add_command(command)

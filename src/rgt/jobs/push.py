@@ -1,0 +1,317 @@
+"""``rgt push NAME [PATHS…] [--to DIR]``: code into an immutable snapshot, data anywhere.
+
+Without paths, the project (the current directory) is pushed as a code snapshot to
+``code/<content-hash>/`` — the files ``git`` would track plus untracked ones not ignored, minus
+``.rgtignore`` — so a later push never changes what a running job reads. With paths, each one
+is pushed (resumably) under ``--to`` (default ``<durable>/data``; a relative ``--to`` is under
+the durable root). Either way:
+
+- shell scripts with CRLF line endings are reported *before* the transfer: on the box they fail
+  with ``/bin/bash^M: bad interpreter``, usually hours later in a queue;
+- after the transfer every file is hashed on the machine and compared with the local sha256;
+  the report is the manifest of what arrived, and a mismatch is an error, not a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rgt._fs import sha256_file
+from rgt.errors import BackendError, UsageError, VerifyError
+from rgt.jobs.snapshot import Snapshot, take_snapshot
+from rgt.jobs.store import Store
+from rgt.transport.base import ProgressFn, Transport
+
+SCRIPT_SUFFIXES = (".sh", ".bash")
+SHEBANG_PEEK = 512
+NoticeFn = Callable[[str], None]
+
+# Runs on the machine with its python3 (present: the agent needs it). Hashes the NUL-separated
+# relative paths on stdin, one line per path, in order: "<sha256>" or "-" when unreadable.
+_HASH_SCRIPT = r"""
+import hashlib, os, sys
+base = os.fsencode(sys.argv[1])
+for rel in sys.stdin.buffer.read().split(b"\0"):
+    if not rel:
+        continue
+    digest = hashlib.sha256()
+    try:
+        with open(os.path.join(base, rel), "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        print(digest.hexdigest())
+    except OSError:
+        print("-")
+"""
+
+
+@dataclass(frozen=True)
+class PushedFile:
+    path: str  # relative to ``remote``
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class PushReport:
+    machine: str
+    kind: str  # "code" or "data"
+    remote: str
+    files: tuple[PushedFile, ...]
+    crlf_scripts: tuple[str, ...] = ()
+    snapshot: str | None = None
+    attempts: int = 1
+    sent_bytes: int | None = None  # file data rsync put on the wire, over every attempt
+    matched_bytes: int | None = None  # data reused from partial files after an interruption
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "machine": self.machine,
+            "kind": self.kind,
+            "remote": self.remote,
+            "snapshot": self.snapshot,
+            "files": [f.__dict__ for f in self.files],
+            "total_bytes": self.total_bytes,
+            "verified": True,
+            "crlf_scripts": list(self.crlf_scripts),
+            "attempts": self.attempts,
+            "sent_bytes": self.sent_bytes,
+            "matched_bytes": self.matched_bytes,
+            "notes": list(self.notes),
+        }
+
+
+def push(
+    store: Store,
+    name: str,
+    paths: Sequence[Path] = (),
+    *,
+    to: str | None = None,
+    project: Path | None = None,
+    progress: ProgressFn | None = None,
+    notice: NoticeFn | None = None,
+) -> PushReport:
+    from rgt.machines import backend_for
+
+    backend = backend_for(store, name)
+    if not paths:
+        if to:
+            raise UsageError(
+                "--to is for data pushes; code always goes to code/<hash>/",
+                fix="name the data paths to push, or drop --to",
+            )
+        return _push_code(backend, take_snapshot(project or Path.cwd()), progress, notice)
+    remote = _remote_dir(backend.root.durable_root, to)
+    return _push_data(backend, [Path(p) for p in paths], remote, progress, notice)
+
+
+def _remote_dir(durable_root: str, to: str | None) -> str:
+    if to is None:
+        return posixpath.join(durable_root, "data")
+    return to if to.startswith("/") else posixpath.join(durable_root, to)
+
+
+def _push_code(
+    backend: Any, snapshot: Snapshot, progress: ProgressFn | None, notice: NoticeFn | None
+) -> PushReport:
+    crlf = crlf_scripts([(snapshot.root / f.rel, f.rel) for f in snapshot.files])
+    _warn_crlf(crlf, notice)
+    remote = backend.push_snapshot(snapshot, progress=progress)
+    hashes = dict(_local_hashes([(snapshot.root / f.rel, f.rel) for f in snapshot.files]))
+    files = tuple(PushedFile(f.rel, f.size, hashes[f.rel]) for f in snapshot.files)
+    return PushReport(
+        machine=backend.machine.name,
+        kind="code",
+        remote=remote,
+        files=files,
+        crlf_scripts=tuple(crlf),
+        snapshot=snapshot.digest,
+    )
+
+
+def _push_data(
+    backend: Any,
+    sources: list[Path],
+    remote: str,
+    progress: ProgressFn | None,
+    notice: NoticeFn | None,
+) -> PushReport:
+    for source in sources:
+        if not source.exists() and not source.is_symlink():
+            raise UsageError(f"{source} does not exist", fix="check the path to push")
+    listing = local_files(sources)
+    crlf = crlf_scripts(listing)
+    _warn_crlf(crlf, notice)
+    backend.transport.mkdir(remote)
+    attempts, sent, matched = _transfer(backend, sources, remote, progress)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the machine hashes while we do
+        remote_future = pool.submit(
+            remote_sha256, backend.transport, backend.python, remote, [rel for _, rel in listing]
+        )
+        local = _local_hashes(listing)
+        arrived = remote_future.result()
+    files = _compare(backend.machine.name, remote, listing, local, arrived)
+    return PushReport(
+        machine=backend.machine.name,
+        kind="data",
+        remote=remote,
+        files=files,
+        crlf_scripts=tuple(crlf),
+        attempts=attempts,
+        sent_bytes=sent,
+        matched_bytes=matched,
+    )
+
+
+def _transfer(
+    backend: Any, sources: list[Path], remote: str, progress: ProgressFn | None
+) -> tuple[int, int | None, int | None]:
+    from rgt.transport.ssh import SshTransport
+
+    transport = backend.transport
+    if not isinstance(transport, SshTransport):
+        for source in sources:  # local machine: a plain copy, same manifest check after
+            transport.put(source, posixpath.join(remote, source.name), progress=progress)
+        return 1, None, None
+    from rgt.transport.rsync import Rsync
+
+    report = Rsync(transport).transfer(
+        [str(s) for s in sources],
+        transport.remote_spec(remote.rstrip("/") + "/"),
+        progress=progress,
+    )
+    return len(report.attempts), report.sent_bytes, report.matched_bytes
+
+
+def push_snapshot_files(
+    transport: Any, snapshot: Snapshot, remote: str, progress: ProgressFn | None = None
+) -> None:
+    """rsync exactly the snapshot's files into ``remote`` (read-only there), then prove the
+    remote tree hashes to the snapshot's digest."""
+    import tempfile
+
+    from rgt.transport.rsync import Rsync
+
+    with tempfile.NamedTemporaryFile("wb", prefix="rgt-files-") as listing:
+        listing.write(b"\0".join(f.rel.encode("utf-8", "surrogateescape") for f in snapshot.files))
+        listing.flush()
+        extra = ["--from0", f"--files-from={listing.name}", "--chmod=Fa-w"]
+        Rsync(transport, extra=extra).transfer(
+            [f"{snapshot.root}/"], transport.remote_spec(remote + "/"), progress=progress
+        )
+    python = transport.target.python
+    remote_hashes = remote_sha256(transport, python, remote, [f.rel for f in snapshot.files])
+    if snapshot_digest(snapshot, remote_hashes) != snapshot.digest:
+        raise VerifyError(
+            f"the code that arrived in {remote} does not hash to snapshot {snapshot.digest}",
+            path=remote,
+            fix="a file changed while it was pushed; push again",
+        )
+
+
+def snapshot_digest(snapshot: Snapshot, hashes: dict[str, str | None]) -> str:
+    """The snapshot digest (see ``rgt.jobs.snapshot``) recomputed from the given file hashes."""
+    outer = hashlib.sha256()
+    for item in snapshot.files:
+        outer.update(
+            f"{item.rel}\0{int(item.executable)}\0{hashes.get(item.rel)}\n".encode(
+                "utf-8", "surrogateescape"
+            )
+        )
+    return outer.hexdigest()[:20]
+
+
+def remote_sha256(
+    transport: Transport, python: str, base: str, rels: Sequence[str]
+) -> dict[str, str | None]:
+    """sha256 of each ``base/rel`` on the machine, one round trip; None when unreadable."""
+    if not rels:
+        return {}
+    stdin = b"\0".join(r.encode("utf-8", "surrogateescape") for r in rels)
+    result = transport.run([python, "-c", _HASH_SCRIPT, base], input=stdin, timeout=3600)
+    lines = result.text().split()
+    if not result.ok or len(lines) != len(rels):
+        raise BackendError(
+            f"could not hash the pushed files in {base}",
+            backend="ssh",
+            returncode=result.returncode,
+            stderr_tail=result.stderr_tail(),
+            fix="check that the machine's python3 works (`rgt audit`)",
+        )
+    return {rel: (None if h == "-" else h) for rel, h in zip(rels, lines, strict=True)}
+
+
+def _local_hashes(listing: Sequence[tuple[Path, str]]) -> dict[str, str]:
+    return {rel: sha256_file(str(path)) for path, rel in listing}
+
+
+def _compare(
+    machine: str,
+    remote: str,
+    listing: Sequence[tuple[Path, str]],
+    local: dict[str, str],
+    arrived: dict[str, str | None],
+) -> tuple[PushedFile, ...]:
+    bad = [rel for _, rel in listing if arrived.get(rel) != local[rel]]
+    if bad:
+        raise VerifyError(
+            f"{len(bad)} pushed file(s) differ on {machine}: {bad[:5]}",
+            path=posixpath.join(remote, bad[0]),
+            fix="a file changed during the push or the disk is full there; "
+            "run the same push again (it resumes)",
+        )
+    return tuple(PushedFile(rel, path.stat().st_size, local[rel]) for path, rel in listing)
+
+
+def crlf_scripts(listing: Sequence[tuple[Path, str]]) -> list[str]:
+    """Shell scripts (``*.sh``, ``*.bash`` or a ``#!`` first line) with CRLF line endings."""
+    found = []
+    for path, rel in listing:
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(SHEBANG_PEEK)
+                is_script = rel.endswith(SCRIPT_SUFFIXES) or head.startswith(b"#!")
+                if is_script and b"\r\n" in head + handle.read():
+                    found.append(rel)
+        except OSError:
+            continue
+    return found
+
+
+def _warn_crlf(crlf: list[str], notice: NoticeFn | None) -> None:
+    if crlf and notice:
+        notice(
+            f"{len(crlf)} shell script(s) have Windows (CRLF) line endings and will fail on "
+            f"the machine with 'bad interpreter': {', '.join(crlf[:5])}. Fix: "
+            "`sed -i 's/\\r$//' FILE` (or `dos2unix FILE`) and add `*.sh text eol=lf` to "
+            ".gitattributes"
+        )
+
+
+def local_files(sources: Sequence[Path]) -> list[tuple[Path, str]]:
+    """Every regular file under ``sources`` with its path as it lands in the destination
+    (rsync without a trailing slash: ``dir`` becomes ``dest/dir/…``)."""
+    found: list[tuple[Path, str]] = []
+    for source in sources:
+        if source.is_file() and not source.is_symlink():
+            found.append((source, source.name))
+            continue
+        for dirpath, dirnames, filenames in os.walk(source):
+            dirnames.sort()
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                if path.is_file() and not path.is_symlink():
+                    found.append((path, f"{source.name}/{path.relative_to(source).as_posix()}"))
+    return found
