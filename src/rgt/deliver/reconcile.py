@@ -1,0 +1,179 @@
+"""Reconcile: find every copy of a claimed number in a repository, and the copies that drifted.
+
+A number counts only in the context of its claim: on the same line as one of the claim's
+anchor words (metric name, or the claim's ``keywords``), within ``WINDOW`` characters. It is
+*ok* when it is the authoritative value in any printed form (``rgt.deliver.numbers``); it is a
+*drift* when it is printed like a measurement (decimal point or percent sign), carries no other
+unit ("87.1 MB" is a size), and lies within ``tolerance`` of the value without being a copy.
+Numbers far from every nearby claim's value (a "+2.1 points" delta, a 50 % chance baseline) are
+left alone. A claim with no ok copy anywhere is *missing*.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rgt.deliver.evidence import Claim, claim_value, load_claims, save_claims, with_appearances
+from rgt.deliver.numbers import Found, is_copy, is_near
+from rgt.deliver.sources import candidate_lines, walk
+from rgt.deliver.workspace import Workspace
+
+WINDOW = 60
+TOLERANCE = 0.3
+NUMBER = re.compile(r"(?<![\w.])(\d+\.\d+|\.\d+|\d+)(?!\.?\d)(?![A-Za-z_])(\s*\\?%)?")
+UNIT = re.compile(
+    r"\s*(?:[kmgtp]i?b|bytes?|ms|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?|days?|"
+    r"[kmb]|params?|parameters|epochs?|steps?|gpus?|x|×|px|hz|[kmg]hz|w|kwh|[gt]?flops|fps|"
+    r"samples|images|tokens)\b",
+    re.IGNORECASE,
+)
+_CURRENCY = set("$€£¥")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A claim as reconcile sees it: the authoritative value and its anchors."""
+
+    claim: str
+    value: float
+    anchors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Hit:
+    claim: str
+    file: str
+    line: int
+    found: str
+    expected: float
+
+
+@dataclass
+class ReconcileReport:
+    root: str
+    files: int = 0
+    drifts: list[Hit] = field(default_factory=list)
+    ok: list[Hit] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "root": self.root,
+            "files_scanned": self.files,
+            "drifts": [asdict(h) for h in self.drifts],
+            "missing": list(self.missing),
+            "ok": [asdict(h) for h in self.ok],
+        }
+
+
+def targets_for(ws: Workspace, claims: list[Claim] | None = None) -> list[Target]:
+    claims = load_claims(ws) if claims is None else claims
+    return [Target(c.id, claim_value(ws, c).summary.value, c.anchors()) for c in claims]
+
+
+def anchor_pattern(targets: list[Target]) -> re.Pattern[str]:
+    words = sorted({a for t in targets for a in t.anchors}, key=len, reverse=True)
+    body = "|".join(re.escape(w) for w in words) or r"(?!x)x"
+    return re.compile(rf"(?<![a-z0-9])(?:{body})(?![a-z0-9])")
+
+
+def scan(
+    root: Path,
+    targets: list[Target],
+    *,
+    skip: Collection[Path] = (),
+    tolerance: float = TOLERANCE,
+) -> ReconcileReport:
+    root = Path(root)
+    report = ReconcileReport(str(root))
+    anchors = anchor_pattern(targets)
+    by_anchor: dict[str, list[Target]] = {}
+    for target in targets:
+        for anchor in target.anchors:
+            by_anchor.setdefault(anchor, []).append(target)
+    for path in walk(root, set(skip)):
+        report.files += 1
+        lines = candidate_lines(path, anchors)
+        if lines:
+            rel = path.relative_to(root).as_posix()
+            for number, text in lines:
+                _judge_line(rel, number, text, anchors, by_anchor, tolerance, report)
+    seen = {hit.claim for hit in report.ok}
+    report.missing = [t.claim for t in targets if t.claim not in seen]
+    return report
+
+
+def _judge_line(
+    rel: str,
+    line_no: int,
+    text: str,
+    anchors: re.Pattern[str],
+    by_anchor: dict[str, list[Target]],
+    tolerance: float,
+    report: ReconcileReport,
+) -> None:
+    spots = [(m.start(), m.end(), m.group()) for m in anchors.finditer(text.lower())]
+    for match in NUMBER.finditer(text):
+        found = _found(text, match)
+        if found is None:
+            continue
+        near = _nearby(match.start(), match.end(), spots, by_anchor)
+        copies = [t for _, t in near if is_copy(t.value, found)]
+        for target in copies:
+            report.ok.append(Hit(target.claim, rel, line_no, match.group().strip(), target.value))
+        if copies:
+            continue
+        drifted = [t for _, t in near if is_near(t.value, found, tolerance)]
+        if drifted:
+            target = drifted[0]  # the claim whose anchor is nearest to the number
+            report.drifts.append(
+                Hit(target.claim, rel, line_no, match.group().strip(), target.value)
+            )
+
+
+def _found(text: str, match: re.Match[str]) -> Found | None:
+    start, end = match.span()
+    if start > 0 and text[start - 1] in _CURRENCY:
+        return None
+    percent = bool(match.group(2))
+    if not percent and UNIT.match(text, end):
+        return None
+    return Found(match.group(1), percent)
+
+
+def _nearby(
+    start: int, end: int, spots: list[tuple[int, int, str]], by_anchor: dict[str, list[Target]]
+) -> list[tuple[int, Target]]:
+    """Targets with an anchor within WINDOW characters, nearest first, each once."""
+    ranked: list[tuple[int, Target]] = []
+    for a_start, a_end, word in spots:
+        gap = max(a_start - end, start - a_end, 0)
+        if gap <= WINDOW:
+            ranked.extend((gap, target) for target in by_anchor.get(word, ()))
+    ranked.sort(key=lambda pair: pair[0])
+    seen: set[str] = set()
+    unique = []
+    for gap, target in ranked:
+        if target.claim not in seen:
+            seen.add(target.claim)
+            unique.append((gap, target))
+    return unique
+
+
+def reconcile(
+    path: Path | str, ws: Workspace, *, tolerance: float = TOLERANCE, update: bool = False
+) -> ReconcileReport:
+    """Scan ``path`` for the workspace's claims. ``update`` writes each claim's ``appears_in``."""
+    claims = load_claims(ws)
+    skip = {ws.runs, ws.disclosure, ws.findings}  # the store itself and rgt's own outputs
+    report = scan(Path(path), targets_for(ws, claims), skip=skip, tolerance=tolerance)
+    if update:
+        places: dict[str, list[str]] = {}
+        for hit in [*report.ok, *report.drifts]:
+            places.setdefault(hit.claim, []).append(f"{hit.file}:{hit.line}")
+        save_claims(ws, [with_appearances(c, places.get(c.id, [])) for c in claims])
+    return report
