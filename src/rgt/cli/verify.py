@@ -73,5 +73,51 @@ def _summary(out: Output, report: VerifyReport) -> None:
     )
 
 
+@verify.command()
+@click.argument("a")
+@click.argument("b")
+@click.option("--metric", required=True, help="Metric name as recorded in results.json.")
+@click.option(
+    "--direction", type=click.Choice(["max", "min"]), help="Override: max = higher is better."
+)
+@click.option(
+    "--sesoi",
+    type=float,
+    help="Smallest effect of interest, in metric units (enables the equivalence test).",
+)
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="Test level.")
+@output_options
+def compare(
+    a: str,
+    b: str,
+    metric: str,
+    direction: str | None,
+    sesoi: float | None,
+    alpha: float,
+    out: Output,
+) -> None:
+    """Effect, noise or bug between run groups A and B (a run dir, a dir of runs, or a glob)."""
+    from rgt.verify.compare import compare as compare_groups
+
+    result = compare_groups(a, b, metric, direction=direction, sesoi=sesoi, alpha=alpha)
+
+    def human(o: Output) -> None:
+        direction = result.direction or "direction unknown"
+        o.line(f"[bold]{result.verdict}[/]  {result.metric} ({direction})")
+        o.line(f"  A: mean {result.mean_a:.4g}, sd {result.sd_a:.3g}, n {result.n_a}")
+        o.line(f"  B: mean {result.mean_b:.4g}, sd {result.sd_b:.3g}, n {result.n_b}")
+        o.line(f"  {result.explanation}")
+        if result.changed_keys:
+            o.line(f"  config keys that differ: {', '.join(result.changed_keys)}")
+        for finding in result.findings:
+            colour = _COLOURS[finding.severity]
+            o.line(f"  [{colour}]{finding.severity}[/] {finding.probe}: {finding.message}")
+
+    out.result(result.to_json(), human)
+
+
+_COLOURS = {"bug": "red", "warning": "yellow", "info": "blue"}
+
+
 def register(cli_group: click.Group) -> None:
     cli_group.add_command(verify)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -141,25 +141,34 @@ def verify_tree(
             fix="pass the directory the artifacts were pulled into",
         )
     on_disk, links = _scan(root, set(ignore))
+    present = on_disk | set(links)
     wanted: dict[str, tuple[str | None, int | None]]
+    unsafe: list[FileCheck]
     if manifest is None:
-        wanted = {rel: (None, None) for rel in on_disk}
-        unsafe: list[FileCheck] = []
+        wanted, unsafe = dict.fromkeys(present, (None, None)), []
     else:
         wanted, unsafe = _manifest_entries(manifest)
-    checks = list(unsafe)
-    for rel in sorted(wanted):
-        if rel in on_disk or rel in links:
-            checks.append(_check_one(root, rel, wanted[rel], links))
-            if progress is not None:
-                progress(checks[-1])
-    missing = sorted(rel for rel in wanted if rel not in on_disk and rel not in links)
-    unexpected = sorted(set(on_disk) | set(links)) if manifest is not None else []
-    unexpected = [rel for rel in unexpected if rel not in wanted]
-    if manifest is None:
-        checks += [_link_check(root, rel, target) for rel, target in sorted(links.items())]
+    checks: list[FileCheck] = []
+    for check in _iter_checks(root, unsafe, sorted(present & set(wanted)), wanted, links):
+        checks.append(check)
+        if progress is not None:
+            progress(check)
+    missing = sorted(set(wanted) - present)
+    unexpected = sorted(present - set(wanted))
     checks.sort(key=lambda check: check.path)
     return VerifyReport(str(root), tuple(checks), tuple(missing), tuple(unexpected))
+
+
+def _iter_checks(
+    root: Path,
+    unsafe: list[FileCheck],
+    paths: list[str],
+    wanted: dict[str, tuple[str | None, int | None]],
+    links: dict[str, str],
+) -> Iterator[FileCheck]:
+    yield from unsafe
+    for rel in paths:
+        yield _check_one(root, rel, wanted[rel], links)
 
 
 def _check_one(
