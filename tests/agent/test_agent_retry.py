@@ -272,3 +272,40 @@ def _remove_cgroup(cgroup: Path) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+USR1_JOB = """
+    import os, signal, sys, time
+    out = os.environ["RGT_OUTPUT_DIR"]
+    if os.environ.get("HANDLE_USR1") == "1":
+        def last_checkpoint(signum, frame):
+            open(os.path.join(os.environ["RGT_CKPT_DIR"], "last.pt"), "w").write("saved")
+            sys.exit(0)
+        signal.signal(signal.SIGUSR1, last_checkpoint)
+    if os.environ["RGT_ATTEMPT"] == "2":
+        sys.exit(0)
+    open(os.path.join(out, "ready"), "w").close()
+    time.sleep(600)
+"""
+
+
+def test_sigusr1_to_the_agent_reaches_the_job_for_a_last_checkpoint(make_job) -> None:
+    job = make_job().write(USR1_JOB)
+    agent = job.start(HANDLE_USR1="1")
+    job.wait_file("outputs/ready")
+    agent.send_signal(signal.SIGUSR1)  # Slurm --signal=B:USR1@grace, sent to the agent only
+    assert job.finish() == 0, job.agent_log()
+    assert (job.dir / "ckpt" / "last.pt").read_text() == "saved"
+    assert job.events("checkpoint_requested")[0]["detail"]["delivered"] is True
+    assert job.status()["attempt"] == 1
+
+
+def test_a_job_killed_by_the_forwarded_sigusr1_is_a_preemption(make_job) -> None:
+    job = make_job().write(USR1_JOB)
+    agent = job.start()
+    job.wait_file("outputs/ready")
+    agent.send_signal(signal.SIGUSR1)  # no handler in the job: the default action kills it
+    assert job.finish() == 0, job.agent_log()
+    first = job.events("attempt_ended")[0]["detail"]
+    assert first["signal"] == signal.SIGUSR1 and first["label"] == "preempted"
+    assert job.status()["attempt"] == 2

@@ -11,6 +11,7 @@ the agent's pipes.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from typing import Any, Dict, List, Optional, Tuple
@@ -40,12 +41,15 @@ class AttemptRunner(object):
         self.grace_s = grace_s
         self.heartbeat_s = max(0.05, _system.env_float("RGT_AGENT_HEARTBEAT_S", 2.0))
         self.stop_requested = False
+        self.checkpoint_requested = False  # set by SIGUSR1, cleared once forwarded
+        self.warned = False  # this attempt's job got a forwarded SIGUSR1
 
     def run(self, attempt: int) -> Optional[Decision]:
         """Run attempt ``attempt``; None when it exited 0, else the verdict on its failure."""
         for directory in (self.paths.logs_dir, self.paths.ckpt_dir, self.paths.output_dir):
             os.makedirs(directory, exist_ok=True)
         boot, oom_before = _system.boot_id(), _system.oom_kill_count()
+        self.warned = False
         proc = self._spawn(attempt)
         if proc is None:
             facts = AttemptFacts(EXEC_FAILED, None, self._log_tail(attempt))
@@ -139,9 +143,18 @@ class AttemptRunner(object):
             if not sent and (self.stop_requested or os.path.exists(self.paths.cancel_request)):
                 sent = True
                 _system.terminate_group(proc.pid, self.grace_s, proc.poll)
+            if self.checkpoint_requested:
+                self._forward_checkpoint_request(proc.pid)
             if time.monotonic() >= next_beat:
                 self.rec.heartbeat()
                 next_beat = time.monotonic() + self.heartbeat_s
+
+    def _forward_checkpoint_request(self, pgid: int) -> None:
+        """The job runs in its own session, so the platform's warning reaches only the agent;
+        a job without a USR1 handler dies of it, which is then a preemption, not a bug."""
+        self.checkpoint_requested, self.warned = False, True
+        sent = _system.signal_group(pgid, signal.SIGUSR1)
+        self.rec.event("checkpoint_requested", {"signal": "SIGUSR1", "delivered": sent})
 
     def _reap_stragglers(self, pgid: int) -> List[int]:
         """Processes the job left in its group (workers, a background uploader) would hold
@@ -162,9 +175,11 @@ class AttemptRunner(object):
     def _ended(self, returncode: int, stragglers: bool, facts: AttemptFacts) -> Optional[Decision]:
         self.rec.update(exit_code=facts.exit_code, signal=facts.signal_num)
         decision = None if returncode == 0 else decide(facts)
-        if decision is not None and self.stop_requested and not decision.cancelled:
-            cause = "the agent was stopped (SIGTERM: platform stop or preemption) and ended the job"
-            decision = Decision("preempted", True, cause, REMEDY_PREEMPTED, ["agent got SIGTERM"])
+        stopped = self.stop_requested or (self.warned and facts.signal_num == signal.SIGUSR1)
+        if decision is not None and stopped and not decision.cancelled:
+            why = "SIGTERM" if self.stop_requested else "SIGUSR1 (the platform's warning)"
+            cause = "the agent got %s: platform stop or preemption ended the job" % why
+            decision = Decision("preempted", True, cause, REMEDY_PREEMPTED, ["agent got " + why])
         detail = {
             "exit_code": facts.exit_code,
             "signal": facts.signal_num,

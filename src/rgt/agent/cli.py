@@ -54,12 +54,12 @@ def main(argv: Optional[List[str]] = None, version: str = "dev") -> int:
 def cmd_run(job_dir: str, secrets_stdin: bool, version: str) -> int:
     secrets = read_secrets() if secrets_stdin else {}
     if secrets is None:
-        sys.stderr.write("rgt-agent: stdin must hold one JSON object of string values\n")
+        say("rgt-agent: stdin must hold one JSON object of string values")
         return 1
     if try_lock(job_dir) is None:
-        sys.stderr.write(
+        say(
             "rgt-agent: an agent is already running for %s; not starting a "
-            "second one (see `status`)\n" % job_dir
+            "second one (see `status`)" % job_dir
         )
         return 0
     redirect_stdio(job_dir)
@@ -68,7 +68,7 @@ def cmd_run(job_dir: str, secrets_stdin: bool, version: str) -> int:
     spec, problem = load_spec(job_dir)
     if problem:
         return record_bad_spec(job_dir, problem)
-    supervisor = Supervisor(job_dir, spec, secrets)
+    supervisor = Supervisor(job_dir, spec, secrets, version)
     install_signal_handlers(supervisor)
     try:
         return supervisor.run()
@@ -77,6 +77,15 @@ def cmd_run(job_dir: str, secrets_stdin: bool, version: str) -> int:
 
         log("agent crashed:\n" + traceback.format_exc())
         return 1
+
+
+def say(message: str) -> None:
+    """A message to whoever started us; they may be gone (closed pipe), which is fine."""
+    try:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def read_secrets() -> Optional[Dict[str, str]]:

@@ -25,7 +25,10 @@ MAX_BACKOFF_S = 300.0
 
 
 class Supervisor(object):
-    def __init__(self, job_dir: str, spec: Dict[str, Any], secrets: Dict[str, str]) -> None:
+    def __init__(
+        self, job_dir: str, spec: Dict[str, Any], secrets: Dict[str, str], version: str = "dev"
+    ) -> None:
+        self.version = version
         self.paths = JobPaths(job_dir, str(spec["job_id"]))
         self.spec = spec
         retry = spec.get("retry") or {}
@@ -39,11 +42,21 @@ class Supervisor(object):
         """SIGTERM/SIGINT to the agent (platform stop, Slurm preemption): stop, stay resumable."""
         self.runner.stop_requested = True
 
+    def request_checkpoint(self, signum: int, frame: Any = None) -> None:
+        """SIGUSR1 (Slurm's ``--signal=B:USR1@grace``: the time limit is near): the runner
+        forwards it to the job's process group, where rgt.ckpt's hook saves one last time."""
+        self.runner.checkpoint_requested = True
+
     def run(self) -> int:
         previous = read_status(self.paths)
         self.rec.event(
             "agent_started",
-            {"pid": os.getpid(), "host": _system.hostname(), "boot_id": _system.boot_id()},
+            {
+                "pid": os.getpid(),
+                "host": _system.hostname(),
+                "boot_id": _system.boot_id(),
+                "version": self.version,
+            },
         )
         if previous and previous.get("state") in TERMINAL:
             log("job already %s; nothing to do" % previous["state"])
@@ -145,6 +158,7 @@ class Supervisor(object):
         self, state: str, reason: str, label: Optional[str] = None, remedy: Optional[str] = None
     ) -> int:
         """Terminal state: verified manifest first, then status.json, then the event."""
+        self.rec.update(reason="%s; hashing and re-reading the artifacts" % reason)
         result = _manifest.finalize(self.paths, state, list(self.spec.get("artifacts") or []))
         if result.ok:
             self.rec.event(
@@ -186,3 +200,4 @@ def install_signal_handlers(supervisor: Supervisor) -> None:
     signal.signal(signal.SIGHUP, lambda signum, frame: log("ignored SIGHUP"))
     signal.signal(signal.SIGTERM, supervisor.request_stop)
     signal.signal(signal.SIGINT, supervisor.request_stop)
+    signal.signal(signal.SIGUSR1, supervisor.request_checkpoint)
