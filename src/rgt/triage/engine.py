@@ -172,7 +172,8 @@ def _line_at(text: str, match: Match[str]) -> tuple[int, str]:
     start = text.rfind("\n", 0, match.start()) + 1
     end = text.find("\n", match.end())
     line = text[start : len(text) if end < 0 else end]
-    seg_start = line.rfind("\r", 0, max(match.start() - start, 0)) + 1
+    first = match.start() + len(match.group()) - len(match.group().lstrip("\r"))
+    seg_start = line.rfind("\r", 0, first - start) + 1
     seg_end = line.find("\r", match.end() - start)
     segment = line[seg_start : len(line) if seg_end < 0 else seg_end].strip()
     return start, segment.replace("\r", "\\r")[:MAX_EVIDENCE_CHARS]
