@@ -29,12 +29,16 @@ def profile_schema() -> dict[str, Any]:
     return schema
 
 
-def validate_profile(doc: dict[str, Any], *, path: str, stem: str) -> None:
-    """Raise SpecError for the first problem in ``doc`` (read from ``path``)."""
+@functools.cache
+def _validator() -> Any:
     from jsonschema import Draft202012Validator
 
-    validator = Draft202012Validator(profile_schema())
-    errors = sorted(validator.iter_errors(doc), key=lambda e: (len(e.absolute_path), e.message))
+    return Draft202012Validator(profile_schema())
+
+
+def validate_profile(doc: dict[str, Any], *, path: str, stem: str) -> None:
+    """Raise SpecError for the first problem in ``doc`` (read from ``path``)."""
+    errors = sorted(_validator().iter_errors(doc), key=lambda e: (len(e.absolute_path), e.message))
     if errors:
         raise _spec_error(errors[0], path=path, others=len(errors) - 1)
     if doc["name"] != stem:
