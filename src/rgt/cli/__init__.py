@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "rgt.cli.jobs",
     "rgt.cli.demo",
     "rgt.cli.verify",
+    "rgt.cli.deliver",
     "rgt.cli.triage",
     "rgt.cli.profiles",
     "rgt.cli.push",
