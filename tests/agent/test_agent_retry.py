@@ -309,3 +309,13 @@ def test_a_job_killed_by_the_forwarded_sigusr1_is_a_preemption(make_job) -> None
     first = job.events("attempt_ended")[0]["detail"]
     assert first["signal"] == signal.SIGUSR1 and first["label"] == "preempted"
     assert job.status()["attempt"] == 2
+
+
+def test_a_queued_status_written_by_the_cli_keeps_the_full_retry_budget(make_job) -> None:
+    job = make_job().write(RESUMABLE_JOB)
+    Path(job.paths.status).write_text('{"job_id": "job-1", "state": "queued"}')
+    job.start()
+    job.wait_file("outputs/ready")
+    os.kill(job.status()["pid"], signal.SIGKILL)
+    assert job.finish() == 0, job.agent_log()
+    assert job.status()["attempt"] == 2 and job.status()["retries_left"] == 1

@@ -76,7 +76,7 @@ class JobRecorder(object):
     def adopt(self, previous: Dict[str, Any]) -> None:
         """Carry the counters of an earlier agent's run (resume after an interruption)."""
         for key in ("attempt", "started", "retries_left", "label", "reason"):
-            if key in previous:
+            if previous.get(key) is not None:  # a CLI-written "queued" file has no counters
                 self.status[key] = previous[key]
 
     def update(self, **fields: Any) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from rgt.agent import _manifest, _system
 from rgt.agent._attempt import AttemptRunner
@@ -96,7 +96,7 @@ class Supervisor(object):
         self.rec.update(label=decision.label, exit_code=None, signal=None)
         return self._settle(decision)
 
-    def _orphaned(self, previous: Dict[str, Any]) -> Any:
+    def _orphaned(self, previous: Dict[str, Any]) -> Tuple[str, List[str]]:
         """Same boot, dead agent: the agent was killed or its container restarted. A job
         process it left behind would write checkpoints next to the new attempt, so it goes."""
         cause = "the agent (pid %s) stopped without recording the end of attempt %s" % (
