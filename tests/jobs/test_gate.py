@@ -20,18 +20,24 @@ GOOD = {"outputs/metrics.json": json.dumps({"loss": 0.5}).encode()}
 BROKEN = {"outputs/metrics.json": b'{"loss": 0.5'}
 
 
-def _setup(tmp_path: Path, ended: bool, pulled: bool, verified: bool, approved: bool
-           ) -> tuple[Store, FakeBackend]:
+def _setup(
+    tmp_path: Path, ended: bool, pulled: bool, verified: bool, approved: bool
+) -> tuple[Store, FakeBackend]:
     store = Store.open()
     name = f"m{int(ended)}{int(pulled)}{int(verified)}{int(approved)}"
-    machine = Machine(name=name, backend="fake", profile="local", connection={},
-                      durable_root=str(tmp_path), registered=utcnow())
+    machine = Machine(
+        name=name,
+        backend="fake",
+        profile="local",
+        connection={},
+        durable_root=str(tmp_path),
+        registered=utcnow(),
+    )
     store.add_machine(machine)
     backend = FakeBackend(machine)
     spec = JobSpec(job_id=f"{name}-job", machine=name, command=("true",), created=utcnow())
     store.add_job(spec)
-    backend.set_job(spec.job_id, "succeeded" if ended else "running",
-                    GOOD if verified else BROKEN)
+    backend.set_job(spec.job_id, "succeeded" if ended else "running", GOOD if verified else BROKEN)
     if pulled:
         pull(store, spec.job_id, tmp_path / "pulled")
     if approved:
@@ -39,11 +45,13 @@ def _setup(tmp_path: Path, ended: bool, pulled: bool, verified: bool, approved: 
     return store, backend
 
 
-@pytest.mark.parametrize("ended,pulled,verified,approved",
-                         [c for c in itertools.product([True, False], repeat=4)
-                          if c[1] or not c[2]])  # verified implies pulled
-def test_truth_table(tmp_path: Path, ended: bool, pulled: bool, verified: bool,
-                     approved: bool) -> None:
+@pytest.mark.parametrize(
+    "ended,pulled,verified,approved",
+    [c for c in itertools.product([True, False], repeat=4) if c[1] or not c[2]],
+)  # verified implies pulled
+def test_truth_table(
+    tmp_path: Path, ended: bool, pulled: bool, verified: bool, approved: bool
+) -> None:
     store, backend = _setup(tmp_path, ended, pulled, verified, approved)
     name = backend.machine.name
     FakeBackend.meter_stops.clear()
@@ -55,8 +63,16 @@ def test_truth_table(tmp_path: Path, ended: bool, pulled: bool, verified: bool,
     with pytest.raises(GateRefused) as refused:
         teardown(store, name, yes=True)  # --yes without a terminal approves nothing
     failed = {c["name"] for c in refused.value.verdict["checks"] if not c["ok"]}
-    expected = {n for n, ok in [("ended", ended), ("pulled", pulled),
-                                ("verified", verified), ("approved", approved)] if not ok}
+    expected = {
+        n
+        for n, ok in [
+            ("ended", ended),
+            ("pulled", pulled),
+            ("verified", verified),
+            ("approved", approved),
+        ]
+        if not ok
+    }
     assert failed == expected
     assert refused.value.exit_code == 3
     assert FakeBackend.meter_stops == []
@@ -77,9 +93,12 @@ def test_approval_before_a_new_job_is_stale(tmp_path: Path) -> None:
 
 def test_pull_of_an_older_manifest_does_not_count(tmp_path: Path) -> None:
     store, backend = _setup(tmp_path, True, True, True, True)
-    backend.set_job(f"{backend.machine.name}-job", "succeeded",
-                    {**GOOD, "outputs/late.json": b"[1]"})
+    backend.set_job(
+        f"{backend.machine.name}-job", "succeeded", {**GOOD, "outputs/late.json": b"[1]"}
+    )
     with pytest.raises(GateRefused) as refused:
         teardown(store, backend.machine.name)
     assert {c["name"] for c in refused.value.verdict["checks"] if not c["ok"]} == {
-        "pulled", "verified"}
+        "pulled",
+        "verified",
+    }

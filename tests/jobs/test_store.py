@@ -28,8 +28,15 @@ for i in range(n):
 
 
 def _machine(name: str = "box") -> Machine:
-    return Machine(name=name, backend="local", profile="local", connection={"k": 1},
-                   durable_root="/tmp/d", price_per_hour=0.5, registered=utcnow())
+    return Machine(
+        name=name,
+        backend="local",
+        profile="local",
+        connection={"k": 1},
+        durable_root="/tmp/d",
+        price_per_hour=0.5,
+        registered=utcnow(),
+    )
 
 
 def test_round_trip_and_unknowns() -> None:
@@ -69,16 +76,19 @@ def test_newer_schema_is_refused(rgt_home: Path) -> None:
 
 def test_two_processes_write_at_once() -> None:
     n = 60
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, who, str(n)],
-                              stderr=subprocess.PIPE) for who in ("alpha", "beta", "gamma")]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, who, str(n)], stderr=subprocess.PIPE)
+        for who in ("alpha", "beta", "gamma")
+    ]
     for proc in procs:
         _out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err.decode()
     store = Store.open()
     for who in ("alpha", "beta", "gamma"):
         jobs = store.jobs(who)
-        assert [j.job_id for j in jobs] == [f"{who}-{i}" for i in range(n)] or \
-            sorted(j.job_id for j in jobs) == sorted(f"{who}-{i}" for i in range(n))
+        assert [j.job_id for j in jobs] == [f"{who}-{i}" for i in range(n)] or sorted(
+            j.job_id for j in jobs
+        ) == sorted(f"{who}-{i}" for i in range(n))
         assert all(store.last_pull(j.job_id) for j in jobs)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rgt.config import rgt_home
-from rgt.errors import BackendError, UnknownJobError
+from rgt.errors import BackendError
 from rgt.jobs.paths import JobPaths, RootPaths
 from rgt.jobs.snapshot import Snapshot, materialize
 from rgt.models import JobSpec, Machine
@@ -125,11 +125,11 @@ class Backend(abc.ABC):
         return job
 
     def status(self, job_id: str) -> dict[str, Any]:
-        """The agent's status.json plus liveness (``agent_alive``), read on the machine."""
-        data = self.agent_call("status", job_id)
-        if data.get("exists") is False and not self.transport.exists(self.job_paths(job_id).spec):
-            raise UnknownJobError(job_id)
-        return data
+        """The agent's status.json plus liveness (``agent_alive``), read on the machine.
+        ``exists`` is False when the job directory is not on the machine (never launched)."""
+        if not self.transport.exists(self.job_paths(job_id).spec):
+            return {"job_id": job_id, "state": "queued", "exists": False}
+        return self.agent_call("status", job_id)
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         return self.agent_call("cancel", job_id, timeout=120)

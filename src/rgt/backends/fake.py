@@ -43,10 +43,16 @@ class FakeBackend(Backend):
         if files is not None:
             import hashlib
 
-            entries = [{"path": p, "bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
-                       for p, b in sorted(files.items())]
-            manifest = {"schema": "rgt.manifest/1", "job_id": job_id, "state": state,
-                        "files": entries}
+            entries = [
+                {"path": p, "bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
+                for p, b in sorted(files.items())
+            ]
+            manifest = {
+                "schema": "rgt.manifest/1",
+                "job_id": job_id,
+                "state": state,
+                "files": entries,
+            }
             self.files[job_id] = dict(files)
             self.files[job_id]["manifest.json"] = json.dumps(manifest).encode()
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,7 +51,8 @@ class Output:
         for column in columns:
             table.add_column(column)
         for row in rows:
-            table.add_row(*("" if v is None else str(v) for v in row))
+            # Cells are data, never markup: "[stopped]" must print as itself.
+            table.add_row(*("" if v is None else escape(str(v)) for v in row))
         self.out.print(table)
 
     def line(self, message: str = "") -> None:

@@ -232,7 +232,7 @@ def pull(job_id: str, dest: Path | None, out: Output) -> None:
 
     from rgt.jobs.pull import pull as do_pull
 
-    target = dest or Path("rgt-pulls") / job_id
+    target = (dest or Path("rgt-pulls") / job_id).absolute()
     with Progress(console=out.err, disable=out.json_mode, transient=True) as bar:
         task = bar.add_task(f"pull {job_id}", total=None)
         result = do_pull(

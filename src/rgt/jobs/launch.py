@@ -77,7 +77,11 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         notify_url=options.notify_url,
     )
     record = store.add_job(spec)
-    backend.submit(spec, secret_values or None)
+    try:
+        backend.submit(spec, secret_values or None)
+    except BaseException:
+        store.update_job(spec.job_id, state=JobState.FAILED, attempts=0, ended=utcnow())
+        raise
     return record
 
 
@@ -98,6 +102,8 @@ def refresh(store: Store, job_id: str, backend: Backend | None = None) -> dict[s
     record = store.job(job_id)
     backend = backend or backend_for(store, record.machine)
     status = backend.status(job_id)
+    if status.get("exists") is False and _age_s(record.created) > NEVER_LAUNCHED_S:
+        status.update(state=JobState.FAILED.value, reason=NEVER_LAUNCHED)
     state = JobState(status.get("state") or record.state.value)
     store.update_job(
         job_id,
@@ -112,6 +118,20 @@ def refresh(store: Store, job_id: str, backend: Backend | None = None) -> dict[s
     return status
 
 
+# A record with no job directory on the machine this long after its creation was never
+# launched: the rgt process that created it ended (crash, kill) before submitting it.
+NEVER_LAUNCHED_S = 120.0
+NEVER_LAUNCHED = "the launch never reached the machine (the launching rgt process ended first)"
+
+
+def _age_s(stamp: str) -> float:
+    try:
+        created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return 0.0
+    return (datetime.now(timezone.utc) - created).total_seconds()
+
+
 def probe(
     store: Store,
     job_id: str,
@@ -120,7 +140,8 @@ def probe(
     poll: float = 0.5,
     on_tick: Callable[[dict[str, Any]], None] | None = None,
 ) -> ProbeResult:
-    """Watch a fresh job for up to ``seconds``; return early when it ends or a traceback shows."""
+    """Watch a fresh job for up to ``seconds``; return early when it ends. A traceback in the
+    log does not end the probe by itself (a script may print a caught one and go on)."""
     backend = backend_for(store, store.job(job_id).machine)
     start = time.monotonic()
     while True:
@@ -131,7 +152,7 @@ def probe(
         if on_tick:
             on_tick(status)
         elapsed = time.monotonic() - start
-        if state in TERMINAL or TRACEBACK_MARK in head or elapsed >= seconds:
+        if state in TERMINAL or elapsed >= seconds:
             return ProbeResult(
                 state=state,
                 seconds=round(elapsed, 2),
