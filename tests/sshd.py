@@ -20,6 +20,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,6 +115,10 @@ class SshServer:
                     "MaxSessions 64",
                     "MaxStartups 64",
                     "LogLevel VERBOSE",
+                    # bash sources ~/.bashrc for ssh commands unless nested; this machine's
+                    # runs `pyenv init` (~150 ms a command). Rentals have their own; tests
+                    # want speed, not this box's shell start-up.
+                    "SetEnv SHLVL=1",
                     "",
                 ]
             )
@@ -213,3 +218,25 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, step: float =
             return True
         time.sleep(step)
     return predicate()
+
+
+def target_for(server: SshServer, name: str = "box") -> Any:
+    """An ``SshTarget`` for ``server`` with its known_hosts under the test's RGT_HOME."""
+    from rgt.transport.ssh import SshTarget, known_hosts_path
+
+    return SshTarget(
+        name=name,
+        host=server.address,
+        port=server.port,
+        user="root",
+        identity_file=str(server.client_key),
+        known_hosts=str(known_hosts_path(name)),
+    )
+
+
+def register(server: SshServer, name: str, root: Path, profile: str = "generic-ssh") -> Any:
+    """Register ``server`` as machine ``name`` the way `rgt up` does (library call)."""
+    from rgt.backends.ssh import register_ssh
+    from rgt.jobs.store import Store
+
+    return register_ssh(Store.open(), profile, name, ssh_line=server.ssh_line, root=str(root))
