@@ -16,6 +16,7 @@ from functools import lru_cache
 from re import Match, Pattern
 from typing import Any
 
+from rgt.triage.prefilter import Haystack, Requirement, requirements
 from rgt.triage.rules import Rule, load_rules
 
 DEFAULT_TAIL_BYTES = 256 * 1024
@@ -28,6 +29,8 @@ _TRACEBACK = re.compile(
     r"^\s*Traceback \(most recent call last\):|terminate called after throwing an instance of",
     re.MULTILINE,
 )
+
+_REQUIREMENTS: dict[Pattern[str], list[Requirement]] = {}
 
 UNKNOWN_CAUSE = "no rule in the triage rule base matched this failure"
 UNKNOWN_REMEDY = (
@@ -135,6 +138,7 @@ class _Facts:
         self.signal = signal
         self.context = context
         self.has_traceback = _TRACEBACK.search(text) is not None
+        self.haystack = Haystack(text)
         self._lines: dict[Pattern[str], list[tuple[int, str]]] = {}
 
     def fire(self, rule: Rule) -> list[str] | None:
@@ -161,10 +165,18 @@ class _Facts:
 
     def _matches(self, pattern: Pattern[str]) -> list[tuple[int, str]]:
         if pattern not in self._lines:
-            self._lines[pattern] = [_line_at(self.text, m) for m in pattern.finditer(self.text)][
-                -MAX_EVIDENCE:
-            ]
+            found = [_line_at(self.text, m) for m in self._search(pattern)]
+            self._lines[pattern] = found[-MAX_EVIDENCE:]
         return self._lines[pattern]
+
+    def _search(self, pattern: Pattern[str]) -> list[Match[str]]:
+        """Every match, searching only the lines the literal prefilter lets through."""
+        if pattern not in _REQUIREMENTS:
+            _REQUIREMENTS[pattern] = requirements(pattern)
+        spans = self.haystack.candidate_lines(pattern, _REQUIREMENTS[pattern])
+        if spans is None:
+            return list(pattern.finditer(self.text))
+        return [m for start, end in spans for m in pattern.finditer(self.text, start, end)]
 
 
 def _line_at(text: str, match: Match[str]) -> tuple[int, str]:

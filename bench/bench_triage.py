@@ -1,0 +1,159 @@
+"""Triage benchmark: the corpus confusion table, and throughput on a generated 100 MB log.
+
+    .venv/bin/python bench/bench_triage.py [--mb 100]
+
+Three timings on the same generated log (training lines, warnings, an OOM traceback at the end):
+``tail``  what rgt does: ``classify(read_tail(path))`` — reads only the last 256 KiB;
+``scan``  the whole file through the same rule base, 4 MiB chunk by chunk (the worst case);
+``grep``  ``grep -E -c`` over the whole file with the same patterns, translated to ERE (patterns
+          with lookarounds or ``\\r`` have no ERE form and are counted as skipped). One run each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "triage"))
+
+from triage_corpus import load_corpus  # noqa: E402
+
+from rgt.triage import classify, default_rules, read_tail  # noqa: E402
+
+CHUNK = 4 * 1024 * 1024
+
+
+def confusion() -> None:
+    table: dict[str, Counter[str]] = defaultdict(Counter)
+    fixtures = load_corpus()
+    for fx in fixtures:
+        table[fx.label][classify(fx.log, fx.exit_code, fx.signal, fx.context).label] += 1
+    right = sum(table[label][label] for label in table)
+    print(f"corpus: {len(fixtures)} logs, accuracy {right / len(fixtures):.1%} ({right} right)")
+    print(f"{'expected':<20}{'n':>4}{'right':>7}  wrong (predicted: count)")
+    for label in sorted(table):
+        row = table[label]
+        wrong = ", ".join(f"{p}: {n}" for p, n in sorted(row.items()) if p != label) or "-"
+        print(f"{label:<20}{sum(row.values()):>4}{row[label]:>7}  {wrong}")
+
+
+def generate(path: Path, megabytes: int) -> None:
+    rng = random.Random(7)
+    lines = []
+    for step in range(20000):
+        loss = rng.uniform(0.1, 3.0)
+        lines.append(
+            f"[2024-05-01 12:{step % 60:02d}:07] step {step} loss {loss:.4f} "
+            f"lr {rng.uniform(1e-5, 3e-4):.2e} grad_norm {rng.uniform(0.1, 9):.3f}\n"
+        )
+        if step % 997 == 0:
+            lines.append("UserWarning: The given NumPy array is not writable; error rate 0.01\n")
+    block = "".join(lines).encode()
+    with path.open("wb") as handle:
+        written = 0
+        while written < megabytes * 1024 * 1024:
+            handle.write(block)
+            written += len(block)
+        handle.write(
+            b'Traceback (most recent call last):\n  File "train.py", line 9\n'
+            b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+        )
+
+
+def full_scan(path: Path) -> set[str]:
+    labels: set[str] = set()
+    with path.open("rb") as handle:
+        rest = b""
+        while chunk := handle.read(CHUNK):
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1
+            text, rest = data[:cut].decode("utf-8", "replace"), data[cut:]
+            verdict = classify(text, exit_code=1)
+            labels.update([verdict.label, *verdict.secondary])
+    return labels
+
+
+def ere_patterns() -> tuple[list[str], list[str], int]:
+    sensitive, insensitive, skipped = [], [], 0
+    for rule in default_rules():
+        for pattern in rule.patterns:
+            text = pattern.pattern
+            if re.search(r"\(\?[=!<]|\\r", text):
+                skipped += 1
+                continue
+            text = text.replace("(?:", "(").replace(r"\d", "[0-9]")
+            (insensitive if pattern.flags & re.IGNORECASE else sensitive).append(text)
+    return sensitive, insensitive, skipped
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def grep_scan(path: Path, workdir: Path) -> tuple[float, float, int, int]:
+    sensitive, insensitive, skipped = ere_patterns()
+    env = dict(os.environ, LC_ALL="C")
+    cpu = _children_cpu()
+    start = time.perf_counter()
+    for flags, patterns in (([], sensitive), (["-i"], insensitive)):
+        pattern_file = workdir / f"patterns{len(flags)}.txt"
+        pattern_file.write_text("\n".join(patterns) + "\n")
+        cmd = ["grep", "-E", "-c", *flags, "-f", str(pattern_file), str(path)]
+        subprocess.run(cmd, env=env, capture_output=True, check=False)
+    wall = time.perf_counter() - start
+    return wall, _children_cpu() - cpu, len(sensitive) + len(insensitive), skipped
+
+
+def throughput(megabytes: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "attempt-1.log"
+        generate(log, megabytes)
+        size_mb = log.stat().st_size / 1024 / 1024
+        start, cpu = time.perf_counter(), time.process_time()
+        verdict = classify(read_tail(str(log)), exit_code=1)
+        tail_s, tail_cpu = time.perf_counter() - start, time.process_time() - cpu
+        start, cpu = time.perf_counter(), time.process_time()
+        scanned = full_scan(log)
+        scan_s, scan_cpu = time.perf_counter() - start, time.process_time() - cpu
+        grep_s, grep_cpu, translated, skipped = grep_scan(log, Path(tmp))
+    print(
+        f"\nlog: {size_mb:.1f} MB generated; {sum(len(r.patterns) for r in default_rules())} "
+        f"patterns in {len(default_rules())} rules"
+    )
+    print("(wall clock, then CPU seconds: the bench machine may be shared)")
+    print(
+        f"tail  classify(read_tail)  {tail_s * 1000:8.1f} ms wall {tail_cpu * 1000:8.1f} ms CPU"
+        f"  -> {verdict.label}"
+    )
+    print(
+        f"scan  whole file, engine   {scan_s:8.2f} s  wall {scan_cpu:8.2f} s  CPU"
+        f"  {size_mb / scan_cpu:6.1f} MB/s per CPU-s -> {sorted(scanned)}"
+    )
+    print(
+        f"grep  whole file, grep -E  {grep_s:8.2f} s  wall {grep_cpu:8.2f} s  CPU"
+        f"  {size_mb / max(grep_cpu, 1e-9):6.1f} MB/s per CPU-s"
+        f" ({translated} patterns as ERE, {skipped} without an ERE form skipped)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=100, help="size of the generated log")
+    args = parser.parse_args()
+    confusion()
+    throughput(args.mb)
+
+
+if __name__ == "__main__":
+    main()
