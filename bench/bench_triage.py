@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import resource
 import re
+import resource
 import subprocess
 import sys
 import tempfile
