@@ -82,7 +82,7 @@ def run_demo(say: Say, steps: int = 120) -> DemoReport:
     project = workspace / "project"
     project.mkdir(parents=True)
     shutil.copy2(example_script(), project / "train_demo.py")
-    report = DemoReport(workspace=str(workspace), machine=f"demo-{stamp}")
+    report = DemoReport(workspace=str(workspace), machine=f"demo-{stamp[-6:]}")
     command = (sys.executable, "train_demo.py", "--steps", str(steps), "--ckpt-every", "10")
     store = Store.open()
 

@@ -91,6 +91,12 @@ def demo(steps: int, out: Output) -> None:
         sys.exit(1)
 
 
+def _refused(gate: dict[str, object]) -> str:
+    checks = gate.get("checks") or []
+    failing = [c["name"] for c in checks if isinstance(c, dict) and not c.get("ok")]
+    return "passes" if not failing else "refused: not " + ", not ".join(failing)
+
+
 def register(cli: click.Group) -> None:
     cli.add_command(smoke)
     cli.add_command(demo)
