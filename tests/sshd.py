@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -240,3 +241,12 @@ def register(server: SshServer, name: str, root: Path, profile: str = "generic-s
     from rgt.jobs.store import Store
 
     return register_ssh(Store.open(), profile, name, ssh_line=server.ssh_line, root=str(root))
+
+
+def no_pwned(*roots: Path) -> bool:
+    """No ``$(touch PWNED)`` ran: not under ``roots``, nor where a shell would have run it
+    (the remote home, the current directory, ``/``)."""
+    spots = [Path.home(), Path.cwd(), Path("/"), Path(tempfile.gettempdir())]
+    return not any(list(r.rglob("PWNED")) for r in roots) and not any(
+        (spot / "PWNED").exists() for spot in spots
+    )

@@ -13,7 +13,7 @@ import pytest
 from rgt.errors import HostKeyChangedError, TransportError
 from rgt.transport.ssh import SshTransport, control_dir
 from tests.conftest import HOSTILE_NAMES
-from tests.sshd import SshServer, SshServers, register, target_for
+from tests.sshd import SshServer, SshServers, no_pwned, register, target_for
 
 
 def test_arguments_arrive_verbatim_and_nothing_runs(sshd_server: SshServer, tmp_path: Path) -> None:
@@ -21,7 +21,7 @@ def test_arguments_arrive_verbatim_and_nothing_runs(sshd_server: SshServer, tmp_
     result = transport.run(["printf", "%s\\n", *HOSTILE_NAMES, "a\nb", "*"], cwd=str(tmp_path))
     assert result.ok, result.stderr
     assert result.stdout.decode() == "".join(f"{w}\n" for w in (*HOSTILE_NAMES, "a\nb", "*"))
-    assert not list(tmp_path.rglob("PWNED")) and not Path.home().joinpath("PWNED").exists()
+    assert no_pwned(tmp_path)
 
 
 def test_exit_code_stdin_and_cwd(sshd_server: SshServer, hostile_dir: Path) -> None:

@@ -1,0 +1,139 @@
+"""rsync over the SSH transport: hostile names, symlinks, progress, drops mid-transfer."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from rgt.errors import BackendError
+from rgt.jobs.push import push
+from rgt.jobs.store import Store
+from rgt.transport.rsync import PARTIAL_DIR, RETRYABLE, Rsync, TransferReport
+from rgt.transport.ssh import SshTransport
+from tests.conftest import HOSTILE_NAMES
+from tests.sshd import SshServer, SshServers, no_pwned, register, target_for, wait_for
+
+
+def hostile_tree(root: Path) -> Path:
+    """Every hostile name as a directory and a file, plus a symlink with a hostile name."""
+    tree = root / "tree $(touch PWNED)"
+    for index, name in enumerate(HOSTILE_NAMES):
+        (tree / name).mkdir(parents=True)
+        (tree / name / f"{name}.bin").write_bytes(os.urandom(1000 + index))
+        (tree / f"top {name}").write_text(f"{name}\n")
+    (tree / "empty").write_bytes(b"")
+    (tree / "link $(touch PWNED) 'q'").symlink_to(f"{HOSTILE_NAMES[0]}/{HOSTILE_NAMES[0]}.bin")
+    return tree
+
+
+def snapshot_of(tree: Path) -> dict[str, bytes | str]:
+    """Relative path → file bytes, or the link target for symlinks."""
+    found: dict[str, bytes | str] = {}
+    for path in sorted(tree.rglob("*")):
+        rel = path.relative_to(tree).as_posix()
+        if path.is_symlink():
+            found[rel] = os.readlink(path)
+        elif path.is_file():
+            found[rel] = path.read_bytes()
+    return found
+
+
+def test_push_then_pull_round_trip_is_byte_identical(
+    sshd_server: SshServer, tmp_path: Path
+) -> None:
+    tree = hostile_tree(tmp_path / "local")
+    register(sshd_server, "box", tmp_path / "remote root")
+    seen: list[tuple[int, int | None]] = []
+    report = push(
+        Store.open(),
+        "box",
+        [tree],
+        to="incoming 'data'",
+        progress=lambda done, total: seen.append((done, total)),
+    )
+    remote = tmp_path / "remote root" / "incoming 'data'" / tree.name
+    assert report.remote == str(remote.parent)
+    assert snapshot_of(remote) == snapshot_of(tree)
+    regular = {k: v for k, v in snapshot_of(tree).items() if isinstance(v, bytes)}
+    assert {f.path for f in report.files} == {f"{tree.name}/{k}" for k in regular}
+    assert report.total_bytes == sum(len(v) for v in regular.values())
+    assert seen and seen[-1][0] == report.total_bytes
+    back = tmp_path / "pulled"
+    SshTransport(target_for(sshd_server)).get(str(remote), back)
+    assert snapshot_of(back) == snapshot_of(tree)
+    assert no_pwned(tmp_path)
+
+
+def test_repush_sends_nothing(sshd_server: SshServer, tmp_path: Path) -> None:
+    tree = hostile_tree(tmp_path / "local")
+    register(sshd_server, "box", tmp_path / "root")
+    first = push(Store.open(), "box", [tree])
+    again = push(Store.open(), "box", [tree])
+    assert first.sent_bytes == first.total_bytes
+    assert again.sent_bytes == 0 and again.files == first.files
+
+
+def _arrived(dest: Path) -> int:
+    return sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
+
+
+def _receiver_saved_partial(dest: Path) -> bool:
+    temps = [p for p in dest.rglob(".*") if p.is_file() and PARTIAL_DIR not in p.parts]
+    return not temps and any(dest.rglob(f"{PARTIAL_DIR}/*"))
+
+
+def test_sshd_stopped_mid_push_resumes_without_resending(
+    sshd_factory: SshServers, tmp_path: Path
+) -> None:
+    server = sshd_factory()
+    source = tmp_path / "data"
+    source.mkdir()
+    (source / "a-big.bin").write_bytes(os.urandom(12 << 20))
+    for index in range(4):
+        (source / f"small-{index}.bin").write_bytes(os.urandom(1 << 20))
+    total = sum(p.stat().st_size for p in source.iterdir())
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    transport = SshTransport(target_for(server))
+    rsync = Rsync(transport, bwlimit_kbps=4000, backoff_s=0.5, max_backoff_s=2)
+    reports: list[TransferReport] = []
+    worker = threading.Thread(
+        target=lambda: reports.append(
+            rsync.transfer([str(source)], transport.remote_spec(f"{dest}/"))
+        )
+    )
+    worker.start()
+    assert wait_for(lambda: _arrived(dest) >= 4 << 20, timeout=60)
+    server.stop()
+    assert wait_for(lambda: _receiver_saved_partial(dest), timeout=30)
+    arrived = _arrived(dest)
+    server.start()
+    worker.join(timeout=120)
+    assert reports, "the transfer did not finish after sshd came back"
+    report = reports[0]
+    final = report.attempts[-1]
+    assert len(report.attempts) >= 2 and final.returncode == 0
+    assert all(a.returncode in RETRYABLE for a in report.attempts[:-1])
+    resent = final.literal_bytes - (total - arrived)
+    assert 0 <= arrived < total
+    assert resent <= 0.01 * total, (resent, arrived, final)
+    assert final.matched_bytes > 0
+    assert snapshot_of(dest / "data") == snapshot_of(source)
+    assert not (dest / "data" / PARTIAL_DIR).exists()
+
+
+def test_a_data_error_is_not_retried(sshd_server: SshServer, tmp_path: Path) -> None:
+    source = tmp_path / "f.bin"
+    source.write_bytes(b"x" * 100)
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where a directory should be")
+    transport = SshTransport(target_for(sshd_server))
+    with pytest.raises(BackendError) as info:
+        Rsync(transport, backoff_s=30).transfer(
+            [str(source)], transport.remote_spec(f"{blocker}/sub/")
+        )
+    assert info.value.returncode not in RETRYABLE
+    assert "did not retry" in str(info.value.fix)
