@@ -12,6 +12,7 @@ from rgt.cli._output import Output, output_options
 
 if TYPE_CHECKING:
     from rgt.verify.artifacts import VerifyReport
+    from rgt.verify.findings import Finding
 
 
 @click.group()
@@ -117,6 +118,68 @@ def compare(
 
 
 _COLOURS = {"bug": "red", "warning": "yellow", "info": "blue"}
+
+
+def _print_findings(out: Output, findings: list[Finding], clean: str) -> None:
+    def human(o: Output) -> None:
+        for finding in findings:
+            colour = _COLOURS[finding.severity]
+            o.line(f"[{colour}]{finding.severity}[/] {finding.probe}: {finding.message}")
+            for example in finding.evidence.get("examples", []):
+                o.line(f"    {example}")
+        if not findings:
+            o.line(f"[green]ok[/]: {clean}")
+
+    out.result({"findings": [f.to_json() for f in findings]}, human)
+
+
+@verify.command()
+@click.option(
+    "--train",
+    "train",
+    required=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Hash list (one content hash per line) or a directory of training samples.",
+)
+@click.option(
+    "--test",
+    "test",
+    required=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Hash list or directory of the evaluation split.",
+)
+@click.option("--split", default="test", show_default=True, help="Name of the evaluated split.")
+@output_options
+def leakage(train: Path, test: Path, split: str, out: Output) -> None:
+    """Evaluation samples whose content also occurs in the training data."""
+    from rgt.verify.probes import leakage as find_leaks
+    from rgt.verify.probes import read_hash_list
+
+    findings = find_leaks(read_hash_list(train), read_hash_list(test), split=split)
+    _print_findings(out, findings, f"no {split} sample occurs in train")
+
+
+@verify.command()
+@click.argument("predictions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--key", help="Array name inside an .npz (default: the first).")
+@click.option("--real-metric", type=float, help="Metric on the real inputs.")
+@click.option("--shuffled-metric", type=float, help="Same metric with inputs shuffled.")
+@output_options
+def collapse(
+    predictions: Path,
+    key: str | None,
+    real_metric: float | None,
+    shuffled_metric: float | None,
+    out: Output,
+) -> None:
+    """Constant outputs, dead embedding dimensions, a model that ignores its input (.npy/.npz)."""
+    from rgt.verify.probes import collapse as find_collapse
+    from rgt.verify.probes import load_predictions, shuffled_gap
+
+    findings = find_collapse(load_predictions(predictions, key))
+    if real_metric is not None and shuffled_metric is not None:
+        findings += shuffled_gap(real_metric, shuffled_metric)
+    _print_findings(out, findings, "outputs vary with the input")
 
 
 def register(cli_group: click.Group) -> None:
