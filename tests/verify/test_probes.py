@@ -111,3 +111,27 @@ def test_cli_leakage_and_collapse(tmp_path: Path) -> None:
         text=True,
     )
     assert "constant_output" in col.stdout and "input_ignored" in col.stdout
+
+
+def test_selection_probe(tmp_path: Path) -> None:
+    from rgt.results import find_runs, write_results
+    from rgt.verify.selection import selection_findings
+
+    data = {"train": "a" * 64, "val": "b" * 64, "test": "c" * 64}
+    runs = {
+        "clean": {"metrics": {"acc": {"value": 0.9, "split": "test", "step": 100}}, "data": data},
+        "early": {"metrics": {"acc": {"value": 0.9, "split": "test", "step": 60}}, "data": data},
+        "best": {"metrics": {"best_test_acc": 0.9}, "data": data},
+        "noval": {"metrics": {"acc": 0.9}, "data": {"train": "a" * 64, "test": "c" * 64}},
+        "valtest": {"metrics": {"acc": 0.9}, "data": {**data, "val": "c" * 64}},
+    }
+    for name, record in runs.items():
+        (tmp_path / name).mkdir()
+        write_results(tmp_path / name, {"name": name, "steps": 100, **record})
+    found = {(Path(f.runs[0]).name, f.probe) for f in selection_findings(find_runs(tmp_path))}
+    assert found == {
+        ("early", "test_selection"),
+        ("best", "test_selection"),
+        ("noval", "no_validation_split"),
+        ("valtest", "validation_is_test"),
+    }

@@ -160,6 +160,18 @@ def leakage(train: Path, test: Path, split: str, out: Output) -> None:
 
 
 @verify.command()
+@click.argument("runs", nargs=-1, required=True)
+@output_options
+def selection(runs: tuple[str, ...], out: Output) -> None:
+    """Runs whose model selection read the test split, or that lack a validation split."""
+    from rgt.results import find_runs
+    from rgt.verify.selection import selection_findings
+
+    found = [run for spec in runs for run in find_runs(spec)]
+    _print_findings(out, selection_findings(found), f"{len(found)} run(s): no test-set selection")
+
+
+@verify.command()
 @click.argument("predictions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--key", help="Array name inside an .npz (default: the first).")
 @click.option("--real-metric", type=float, help="Metric on the real inputs.")
