@@ -19,36 +19,34 @@ DEMO = REPO / "examples" / "train_demo.py"
 SEEDS = (0, 1, 2)
 
 
+# One interpreter trains every seed (torch is imported once); each run is the real script,
+# executed as __main__ with its own argv and RGT_OUTPUT_DIR / RGT_CKPT_DIR.
+_DRIVER = """
+import os, runpy, sys
+demo, base = sys.argv[1], sys.argv[2]
+for seed in sys.argv[3:]:
+    os.environ["RGT_OUTPUT_DIR"] = os.path.join(base, "seed " + seed)
+    os.environ["RGT_CKPT_DIR"] = os.path.join(base, "ckpt-" + seed)
+    sys.argv = [demo, "--steps", "20", "--seed", seed, "--ckpt-every", "50"]
+    runpy.run_path(demo, run_name="__main__")
+"""
+
+
 @pytest.fixture(scope="session")
 def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Three seeds of the demo, 20 steps each, trained in parallel (real torch runs)."""
+    """Three seeds of the demo, 20 steps each: real torch training runs."""
     base = tmp_path_factory.mktemp("demo-runs")
-    procs, dirs = [], []
-    for seed in SEEDS:
-        out = base / f"seed {seed}"  # a space in the path, as users have
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("RGT_")},
-            "RGT_OUTPUT_DIR": str(out),
-            "RGT_CKPT_DIR": str(base / f"ckpt-{seed}"),
-        }
-        cmd = [
-            sys.executable,
-            str(DEMO),
-            "--steps",
-            "20",
-            "--seed",
-            str(seed),
-            "--ckpt-every",
-            "50",
-        ]
-        procs.append(
-            subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        )
-        dirs.append(out)
-    for proc in procs:
-        output, _ = proc.communicate(timeout=300)
-        assert proc.returncode == 0, output.decode()[-2000:]
-    return dirs
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RGT_")}
+    seeds = [str(s) for s in SEEDS]
+    proc = subprocess.run(
+        [sys.executable, "-c", _DRIVER, str(DEMO), str(base), *seeds],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return [base / f"seed {seed}" for seed in seeds]  # a space in the path, as users have
 
 
 @pytest.fixture
