@@ -81,14 +81,18 @@ class SlurmCluster:
         assert job is not None, f"Slurm does not know job {slurm_id}"
         return job
 
-    def wait(self, slurm_id: str, done: Callable[[SlurmJob], bool], timeout: float = 240) -> SlurmJob:
+    def wait(
+        self, slurm_id: str, done: Callable[[SlurmJob], bool], timeout: float = 240
+    ) -> SlurmJob:
         deadline = time.monotonic() + timeout
         while True:
             job = self.job(slurm_id)
             if done(job):
                 return job
             if time.monotonic() > deadline:
-                raise AssertionError(f"job {slurm_id} still {job} after {timeout} s:\n{self.logs()}")
+                raise AssertionError(
+                    f"job {slurm_id} still {job} after {timeout} s:\n{self.logs()}"
+                )
             time.sleep(0.5)
 
     def release(self, slurm_id: str, **updates: str) -> None:
@@ -136,8 +140,12 @@ def _start_munge(directory: Path) -> int | None:
     shutil.chown(key, "munge", "munge")
     key.chmod(0o400)
     pidfile = directory / "munged.pid"
-    subprocess.run(["/usr/sbin/munged", "--force", f"--key-file={key}", f"--pid-file={pidfile}"],
-                   check=True, capture_output=True, timeout=30)  # fmt: skip
+    subprocess.run(
+        ["/usr/sbin/munged", "--force", f"--key-file={key}", f"--pid-file={pidfile}"],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     _wait_for(_munge_works, 15, "munged did not answer")
     return int(pidfile.read_text().split()[0])
 
@@ -155,9 +163,16 @@ def _write_conf(directory: Path) -> Path:
         (directory / sub).mkdir()
     mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
     conf = directory / "slurm.conf"
-    conf.write_text(CONF.format(host=socket.gethostname(), ctld_port=free_port(),
-                                slurmd_port=free_port(), dir=directory, cpus=os.cpu_count() or 1,
-                                mem_mb=int(mem_mb * 0.8)))  # fmt: skip
+    conf.write_text(
+        CONF.format(
+            host=socket.gethostname(),
+            ctld_port=free_port(),
+            slurmd_port=free_port(),
+            dir=directory,
+            cpus=os.cpu_count() or 1,
+            mem_mb=int(mem_mb * 0.8),
+        )
+    )
     return conf
 
 
