@@ -1,0 +1,33 @@
+"""`rgt demo` end to end: the README's first command must show exact resume after a kill -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+
+def test_demo_json() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "rgt.cli", "demo", "--steps", "60", "--json"],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["smoke"]["ok"] and doc["smoke"]["exact_resume"] is True
+    assert doc["job"]["state"] == "succeeded" and doc["job"]["attempt"] == 2
+    assert doc["job"]["label"] == "preempted"  # the kill came from outside, not an OOM
+    assert doc["kill"]["step_at_kill"] >= doc["kill"]["checkpoint_step"] >= 20
+    assert 0 <= doc["steps_lost"] <= doc["kill"]["step_at_kill"]
+    failing_before = {c["name"] for c in doc["gate_before_pull"]["checks"] if not c["ok"]}
+    assert failing_before == {"pulled", "verified", "approved"}
+    assert doc["pull"]["ok"] and doc["pull"]["files"] > 0
+    failing_after = {c["name"] for c in doc["gate_after_pull"]["checks"] if not c["ok"]}
+    assert failing_after == {"approved"}
+    assert doc["exact_resume"] is True
+    assert doc["final_digest"] == doc["reference_digest"] is not None
+    assert set(doc["phases"]) >= {"smoke", "run + kill -9 + resume", "pull + verify"}
