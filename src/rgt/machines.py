@@ -65,6 +65,11 @@ def register(
                 fix="use `rgt up generic-ssh --name NAME --ssh '…'`",
             )
         return register_local(store, name, Path(root) if root else None)
+    if profile == "slurm":  # this host when sbatch is on PATH, else a login node over ssh
+        from rgt.backends.slurm import register_slurm
+
+        machine = register_slurm(store, validate_name(name), ssh=ssh, root=root)
+        return UpResult(machine=machine, notes=())
     # ssh backends (generic-ssh and every SSH rental) register through rgt.backends.ssh.
     try:
         from rgt.backends.ssh import register_ssh

@@ -16,6 +16,8 @@ REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "local": ("rgt.backends.local", "LocalBackend", None),
     "ssh": ("rgt.backends.ssh", "SshBackend", None),
     "fake": ("rgt.backends.fake", "FakeBackend", None),
+    "slurm": ("rgt.backends.slurm", "SlurmBackend", None),
+    "kubernetes": ("rgt.backends.kubernetes", "KubernetesBackend", "kubernetes"),
 }
 
 
