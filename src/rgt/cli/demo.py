@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -91,9 +92,9 @@ def demo(steps: int, out: Output) -> None:
         sys.exit(1)
 
 
-def _refused(gate: dict[str, object]) -> str:
-    checks = gate.get("checks") or []
-    failing = [c["name"] for c in checks if isinstance(c, dict) and not c.get("ok")]
+def _refused(gate: dict[str, Any]) -> str:
+    checks: list[dict[str, Any]] = gate.get("checks") or []
+    failing = [c["name"] for c in checks if not c.get("ok")]
     return "passes" if not failing else "refused: not " + ", not ".join(failing)
 
 
