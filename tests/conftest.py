@@ -23,8 +23,9 @@ HOSTILE_NAMES = (
 
 
 @pytest.fixture(autouse=True)
-def rgt_home(tmp_path_factory: pytest.TempPathFactory,
-             monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def rgt_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("rgt-home")
     for key in list(os.environ):
         if key.startswith("RGT_"):
