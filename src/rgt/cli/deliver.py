@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from rich.markup import escape
 
 from rgt.cli._output import Output, output_options
 
@@ -30,8 +31,16 @@ _workspace_option = click.option(
 
 def _ws(workspace_dir: Path | None, near: Path | None = None) -> Workspace:
     from rgt.deliver.workspace import find_workspace
+    from rgt.errors import UsageError
 
-    return find_workspace(workspace_dir or near or Path.cwd())
+    if workspace_dir is not None:
+        return find_workspace(workspace_dir)
+    try:
+        return find_workspace(Path.cwd())
+    except UsageError:
+        if near is None:
+            raise
+        return find_workspace(near)
 
 
 @click.group()
@@ -90,7 +99,7 @@ def check(workspace_dir: Path | None, out: Output) -> None:
 
     def human(o: Output) -> None:
         for t in report.tampered:
-            o.line(f"[red]TAMPERED[/] run {t.run_id}: {t.file} {t.problem}")
+            o.line(f"[red]TAMPERED[/] run {t.run_id}: {escape(t.file)} {t.problem}")
         o.line(f"{report.runs} runs, {report.files} files: {'intact' if report.ok else 'EDITED'}")
 
     out.result(data, human)
@@ -210,8 +219,8 @@ def reconcile(
 
     def human(o: Output) -> None:
         for hit in report.drifts:
-            o.line(f"[red]DRIFT[/] {hit.file}:{hit.line} {hit.claim}: found {hit.found}, "
-                   f"evidence {hit.expected:.6g}")  # fmt: skip
+            where = escape(f"{hit.file}:{hit.line} {hit.claim}")
+            o.line(f"[red]DRIFT[/] {where}: found {hit.found}, evidence {hit.expected:.6g}")
         for claim_id in report.missing:
             o.line(f"[yellow]MISSING[/] {claim_id}: appears nowhere")
         o.line(f"{report.files} files, {len(report.ok)} copies ok, {len(report.drifts)} drifted")
@@ -230,7 +239,7 @@ def gate(strict: bool, workspace_dir: Path | None, out: Output) -> None:
     from rgt.deliver.gate import gate as run_gate
 
     report = run_gate(_ws(workspace_dir))
-    out.result(report.to_json(), lambda o: o.line(report.path.read_text(encoding="utf-8")))
+    out.result(report.to_json(), lambda o: o.line(escape(report.path.read_text(encoding="utf-8"))))
     if strict and report.strict_failed:
         sys.exit(1)
 
@@ -253,9 +262,9 @@ def repro(check_it: bool, workspace_dir: Path | None, out: Output) -> None:
     def human(o: Output) -> None:
         for c in report.checks:
             colour = "green" if c.status == "REPRODUCED" else "red"
-            o.line(f"[{colour}]{c.status}[/] {c.path}")
+            o.line(f"[{colour}]{c.status}[/] {escape(c.path)}")
         if not report.ok:
-            o.line(report.log_tail)
+            o.line(escape(report.log_tail))
 
     out.result(report.to_json(), human)
     if not report.ok:

@@ -142,11 +142,11 @@ def _claim_section(item: ClaimDisclosure) -> list[str]:
         f"- runs: {', '.join(f'`{r}`' for r in item.value.run_ids)}",
     ]
     for split, hashes in item.data.items():
-        note = "" if len(hashes) == 1 else f" ({len(hashes)} different datasets!)"
+        note = "" if len(hashes) == 1 else f" ({len(hashes)} different contents across the runs)"
         lines.append(f"- data `{split}`: {', '.join(h[:16] for h in hashes)}{note}")
     if claim.figure:
         lines.append(f"- figure: `{claim.figure}`")
-    lines.append(f"- findings: {'none' if not item.findings else ''}".rstrip())
+    lines.append("- findings: none" if not item.findings else "- findings:")
     for finding in item.findings:
         state = f"resolved: {finding.resolution or 'yes'}" if finding.resolved else "UNRESOLVED"
         lines.append(f"  - [{finding.kind}] {finding.message} ({state})")

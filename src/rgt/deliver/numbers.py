@@ -76,6 +76,8 @@ def scales(value: float, found: Found) -> tuple[int, ...]:
 
 def is_copy(value: float, found: Found) -> bool:
     """Is ``found`` the value as someone would print it (any rounding, either scale)?"""
+    if not found.comparable:
+        return False
     try:
         exact = Decimal(repr(value))
         target = found.value.copy_abs()
