@@ -42,7 +42,7 @@ def test_identity_is_made_absolute_and_options_kept() -> None:
 @pytest.mark.parametrize(
     ("line", "words"),
     [
-        ("ssh -p 22 root@h nvidia-smi", "one destination"),
+        ("ssh -p 22 root@h nvidia-smi -L", "remote command ('nvidia-smi -L')"),
         ("ssh -p abc root@h", "bad ssh port"),
         ("ssh -p 70000 root@h", "bad ssh port"),
         ("ssh -W host:22 root@h", "does not understand ssh flag '-W'"),

@@ -93,7 +93,9 @@ class SshBackend(Backend):
         session = "rgt-" + job.rstrip("/").rsplit("/", 1)[-1].replace(".", "_").replace(":", "_")
         fifo = f"/tmp/rgt-secrets-{secrets.token_hex(8)}"
         source = shlex.quote(fifo) if has_secrets else "/dev/null"
-        inner = f"exec {shlex.join(argv)} <{source}"
+        # Not `exec`: the pane's shell must keep the pty open. The agent points its own stdio
+        # at agent.log, and tmux closes a pane whose pty nobody holds, with SIGHUP.
+        inner = f'{shlex.join(argv)} <{source}; echo "rgt agent exited ($?)"'
         return ["1" if has_secrets else "0", fifo, session, inner]
 
     def stop_meter(self) -> str:

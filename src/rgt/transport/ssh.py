@@ -350,6 +350,11 @@ def _consume_flags(words: list[str], found: dict[str, Any]) -> list[str]:
                 fix=f"flags rgt accepts: {allowed}; put other settings in "
                 "~/.ssh/config (rgt honours it)",
             )
+        elif hosts:
+            command = " ".join([word, *rest])
+            raise UsageError(
+                f"the ssh line ends with a remote command ({command!r})", fix=_LINE_FIX
+            )
         else:
             hosts.append(word)
     return hosts
