@@ -49,7 +49,14 @@ def test_archive_holds_the_agent_and_what_it_imports_and_nothing_else(agent_pyz:
     ):
         assert required in names
     assert "rgt/agent/build.py" not in names
-    allowed = ("rgt/__init__.py", "rgt/_fs.py", "rgt/jobs/", "rgt/agent/", "rgt/triage/")
+    allowed = (
+        "rgt/__init__.py",
+        "rgt/_fs.py",
+        "rgt/jobs/",
+        "rgt/agent/",
+        "rgt/probes/",
+        "rgt/triage/",
+    )
     assert all(name == "__main__.py" or name.startswith(allowed) for name in names)
     if (Path(build.PACKAGE_ROOT) / "triage" / "rules").is_dir():
         assert any(n.startswith("rgt/triage/rules/") and n.endswith(".json") for n in names)

@@ -70,7 +70,7 @@ def test_without_triage_rules_a_failure_is_unknown_and_not_retried(
     # An agent bundle that predates the triage package must still refuse blind retries.
     from rgt.agent import build
 
-    monkeypatch.setattr(build, "PACKAGES", {"agent": ("*.py",)})
+    monkeypatch.setattr(build, "PACKAGES", {"agent": ("*.py",), "probes": ("*.py",)})
     pyz = build.build_agent(tmp_path / "bare")
     job = make_job(pyz=pyz).write("raise RuntimeError('shape mismatch somewhere')\n")
     job.start()

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from rgt.agent import _system
 from rgt.agent._classify import REMEDY_PREEMPTED, AttemptFacts, Decision, decide
 from rgt.agent._record import JobRecorder
+from rgt.agent._sentinel import Sentinel
 from rgt.jobs.paths import JobPaths
 
 LOG_TAIL_BYTES = 64 * 1024
@@ -43,6 +44,7 @@ class AttemptRunner(object):
         self.stop_requested = False
         self.checkpoint_requested = False  # set by SIGUSR1, cleared once forwarded
         self.warned = False  # this attempt's job got a forwarded SIGUSR1
+        self.sentinel = None  # type: Optional[Sentinel]
 
     def run(self, attempt: int) -> Optional[Decision]:
         """Run attempt ``attempt``; None when it exited 0, else the verdict on its failure."""
@@ -50,6 +52,7 @@ class AttemptRunner(object):
             os.makedirs(directory, exist_ok=True)
         boot, oom_before = _system.boot_id(), _system.oom_kill_count()
         self.warned = False
+        self.sentinel = Sentinel(self.paths, self.spec, self.rec, attempt)
         proc = self._spawn(attempt)
         if proc is None:
             facts = AttemptFacts(EXEC_FAILED, None, self._log_tail(attempt))
@@ -145,6 +148,8 @@ class AttemptRunner(object):
                 _system.terminate_group(proc.pid, self.grace_s, proc.poll)
             if self.checkpoint_requested:
                 self._forward_checkpoint_request(proc.pid)
+            if self.sentinel is not None:
+                self.sentinel.tick(proc.pid)
             if time.monotonic() >= next_beat:
                 self.rec.heartbeat()
                 next_beat = time.monotonic() + self.heartbeat_s

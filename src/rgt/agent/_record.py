@@ -15,13 +15,25 @@ import urllib.request
 from typing import Any, Dict, List, Optional
 
 from rgt import _fs
-from rgt.agent import _system
+from rgt.agent import _system, _webhook
 from rgt.jobs.paths import JobPaths
 
 REDACTED = "***"
 NOTIFY_TIMEOUT_S = 5.0
 # Events a phone should hear about when no laptop is open.
-NOTIFY_KINDS = frozenset(["retrying", "succeeded", "failed", "cancelled"])
+NOTIFY_KINDS = frozenset(
+    [
+        "retrying",
+        "succeeded",
+        "failed",
+        "cancelled",
+        "nan_loss",
+        "log_stalled",
+        "disk_nearly_full",
+        "memory_near_limit",
+        "gpu_idle",
+    ]
+)
 
 STATUS_FIELDS = (
     "job_id",
@@ -105,22 +117,10 @@ class JobRecorder(object):
         return record
 
     def notify(self, record: Dict[str, Any]) -> None:
-        """POST the event (ntfy takes any body; Slack-compatible hooks read ``text``)."""
-        payload = dict(record)
-        payload["text"] = "rgt job %s: %s (attempt %s)%s" % (
-            record["job_id"],
-            record["kind"],
-            record["attempt"],
-            " - next: %s" % record["next"] if record.get("next") else "",
-        )
-        body = json.dumps(payload, sort_keys=True).encode("utf-8")
-        request = urllib.request.Request(
-            str(self.notify_url),
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json"},
-        )
+        """POST the event in the webhook's format (``_webhook``); a dead hook never stops
+        the job."""
         try:
+            request = _webhook.request(str(self.notify_url), record)
             with urllib.request.urlopen(request, timeout=NOTIFY_TIMEOUT_S) as response:
                 response.read()
         except Exception as exc:  # a dead webhook must never stop the job

@@ -17,24 +17,17 @@ import socket
 import time
 from typing import Callable, List, Optional
 
-BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
-CGROUP_MOUNT = "/sys/fs/cgroup"
+# The readings live in rgt.probes (shared with `rgt audit` and the patrol); re-exported here.
+from rgt.probes.cgroup import oom_kill_count
+from rgt.probes.host import BOOT_ID_FILE, boot_id
+
+__all__ = ["BOOT_ID_FILE", "boot_id", "oom_kill_count"]
 
 
 def now_iso() -> str:
     """UTC time as ISO-8601 with a ``Z``: one format in every file the agent writes."""
     now = datetime.datetime.now(datetime.timezone.utc)
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (now.microsecond // 1000)
-
-
-def boot_id() -> str:
-    # Tests point RGT_AGENT_BOOT_ID_FILE at a file to play a host restart.
-    path = os.environ.get("RGT_AGENT_BOOT_ID_FILE") or BOOT_ID_FILE
-    try:
-        with open(path, "r", encoding="utf-8") as handle:
-            return handle.read().strip()
-    except OSError:
-        return "unknown"
 
 
 def hostname() -> str:
@@ -136,55 +129,3 @@ def terminate_group(
     if group_alive(pgid) and signal_group(pgid, signal.SIGKILL):
         sent.append(int(signal.SIGKILL))
     return sent
-
-
-def oom_kill_count(pid: Optional[int] = None) -> Optional[int]:
-    """The cgroup ``oom_kill`` counter of ``pid`` (default: this process); None if unreadable."""
-    for path in _oom_counter_files(pid):
-        value = _read_oom_kill(path)
-        if value is not None:
-            return value
-    return None
-
-
-def _oom_counter_files(pid: Optional[int]) -> List[str]:
-    """Candidate counter files: cgroup v2 ``memory.events``, then v1 ``memory.oom_control``.
-
-    Inside a container the cgroup namespace may hide the path, so the mount root is tried last.
-    """
-    v2 = []  # type: List[str]
-    v1 = []  # type: List[str]
-    for line in _cgroup_lines(pid):
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        rel = parts[2].strip().lstrip("/")
-        if parts[0] == "0" and parts[1] == "":
-            for mount in (CGROUP_MOUNT, os.path.join(CGROUP_MOUNT, "unified")):
-                v2.append(os.path.join(mount, rel, "memory.events"))
-        elif "memory" in parts[1].split(","):
-            v1.append(os.path.join(CGROUP_MOUNT, "memory", rel, "memory.oom_control"))
-    v1.append(os.path.join(CGROUP_MOUNT, "memory", "memory.oom_control"))
-    return v2 + v1
-
-
-def _cgroup_lines(pid: Optional[int]) -> List[str]:
-    path = "/proc/%s/cgroup" % (pid if pid else "self")
-    try:
-        with open(path, "r", encoding="utf-8") as handle:
-            return handle.read().splitlines()
-    except OSError:
-        return []
-
-
-def _read_oom_kill(path: str) -> Optional[int]:
-    try:
-        with open(path, "r", encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        key, _, value = line.partition(" ")
-        if key == "oom_kill" and value.strip().isdigit():
-            return int(value.strip())
-    return None

@@ -6,7 +6,7 @@ the name of a new one. The archive is deterministic (sorted entries, fixed times
 modes): the same sources always give the same bytes, so re-uploading can be skipped by hash.
 
 Bundled: ``rgt/__init__.py``, ``rgt/_fs.py``, ``rgt/jobs/{__init__,paths}.py``, every module of
-``rgt/agent/`` except this one, and ``rgt/triage/`` with its JSON rules when it exists.
+``rgt/agent/`` except this one, ``rgt/probes/``, and ``rgt/triage/`` with its JSON rules.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rgt import _fs
 
 PACKAGE_ROOT = Path(rgt.__file__).resolve().parent
 SINGLE_FILES = ("__init__.py", "_fs.py", "jobs/__init__.py", "jobs/paths.py")
-PACKAGES = {"agent": ("*.py",), "triage": ("*.py", "rules/*.json")}
+PACKAGES = {"agent": ("*.py",), "probes": ("*.py",), "triage": ("*.py", "rules/*.json")}
 NOT_BUNDLED = frozenset({"agent/build.py"})  # CLI-side, modern Python
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 SHEBANG = b"#!/usr/bin/env python3\n"

@@ -1,0 +1,204 @@
+"""The sentinel: while a job runs, the agent watches for what should wake a human.
+
+Each kind of trouble becomes one event in events.jsonl (and, with ``notify_url``, a webhook
+POST) the moment it starts, and again only after it cleared and came back, so a phone hears
+about a NaN at hour 9 once, not every second:
+
+    nan_loss           the loss in the log or metrics.jsonl is NaN or Inf
+    log_stalled        the process lives but its log has not grown for RGT_WATCH_STALL_S
+    disk_nearly_full   bytes or inodes of a job mount >= RGT_WATCH_DISK_PCT
+    memory_near_limit  the cgroup's memory >= RGT_WATCH_MEM_PCT of its limit
+    gpu_idle           a priced machine's GPUs all idle for RGT_WATCH_GPU_IDLE_S
+
+Thresholds come from the agent's environment, else the job spec's ``env``, else the defaults
+below. The price comes from spec env ``RGT_PRICE_PER_HOUR`` (``rgt run`` sets it from the
+machine's price): a machine with no price has no idle meter to worry about.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Dict, Optional
+
+from rgt.agent import _system
+from rgt.agent._record import JobRecorder, log
+from rgt.jobs.paths import JobPaths
+from rgt.probes import cgroup, disk, gpu, progress
+
+DEFAULTS = {
+    "RGT_WATCH_STALL_S": 1800.0,
+    "RGT_WATCH_DISK_PCT": 90.0,
+    "RGT_WATCH_MEM_PCT": 90.0,
+    "RGT_WATCH_GPU_IDLE_S": 900.0,
+    "RGT_WATCH_GPU_IDLE_PCT": 2.0,
+    "RGT_WATCH_PROBE_S": 30.0,
+    "RGT_PRICE_PER_HOUR": 0.0,
+}
+MAX_READ = 1 << 20  # bytes of new log scanned per tick; a flood is sampled, not all read
+
+
+def thresholds(spec: Dict[str, Any]) -> Dict[str, float]:
+    env = spec.get("env") or {}
+    out = {}
+    for name, default in DEFAULTS.items():
+        raw = os.environ.get(name, env.get(name))
+        try:
+            out[name] = float(raw) if raw not in (None, "") else default
+        except (TypeError, ValueError):
+            out[name] = default
+    return out
+
+
+class Sentinel(object):
+    def __init__(self, paths: JobPaths, spec: Dict[str, Any], rec: JobRecorder, attempt: int):
+        self.paths = paths
+        self.rec = rec
+        self.attempt = attempt
+        self.limits = thresholds(spec)
+        self.log_path = paths.log(attempt)
+        self.metrics_path = os.path.join(paths.output_dir, progress.METRICS_FILE)
+        self.offsets = {self.log_path: 0, self.metrics_path: _size(self.metrics_path)}
+        self.log_size = -1
+        self.log_grew = time.monotonic()
+        self.next_probe = 0.0
+        self.idle_since = None  # type: Optional[float]
+        self.active = set()  # type: set[str]
+        self.broken = False
+
+    def tick(self, pid: int) -> None:
+        """Called by the attempt's wait loop; never raises (a probe must not kill the job)."""
+        if self.broken:
+            return
+        try:
+            self._tick(pid)
+        except Exception as exc:
+            self.broken = True
+            log("sentinel stopped after %s: %s" % (type(exc).__name__, exc))
+
+    def _tick(self, pid: int) -> None:
+        now = time.monotonic()
+        self._scan(self.log_path, progress.scan_lines, "log")
+        self._scan(self.metrics_path, _records, progress.METRICS_FILE)
+        self._stall(pid, now)
+        if now >= self.next_probe:
+            self.next_probe = now + self.limits["RGT_WATCH_PROBE_S"]
+            self._disk()
+            self._memory(pid)
+            self._gpu(now)
+
+    def _raise(self, key: str, kind: str, detail: Dict[str, Any], next_step: str) -> None:
+        if key not in self.active:
+            self.active.add(key)
+            self.rec.event(kind, detail, next_step)
+
+    def _clear(self, key: str) -> None:
+        self.active.discard(key)
+
+    def _scan(self, path: str, scan: Callable[[str], Dict[str, Any]], source: str) -> None:
+        if _size(path) == self.offsets[path]:
+            return
+        text, self.offsets[path] = progress.read_new(path, self.offsets[path])
+        if len(text) > MAX_READ:
+            text = text[-MAX_READ:]
+        found = scan(text)
+        if found["nonfinite"]:
+            detail = {"source": source, "line": found["nonfinite"][0], "step": found["step"]}
+            self._raise("nan", "nan_loss", detail, NEXT_NAN % self.paths.job_id)
+
+    def _stall(self, pid: int, now: float) -> None:
+        size = _size(self.log_path)
+        if size != self.log_size:
+            self.log_size, self.log_grew = size, now
+            self._clear("stall")
+            return
+        quiet = now - self.log_grew
+        if "stall" in self.active or quiet < self.limits["RGT_WATCH_STALL_S"]:
+            return
+        if _system.group_alive(pid):
+            detail = {"quiet_s": round(quiet, 1), "pid": pid, "ckpt_age_s": _newest_age(
+                self.paths.ckpt_dir)}  # fmt: skip
+            self._raise("stall", "log_stalled", detail, NEXT_STALL % (pid, self.paths.job_id))
+
+    def _disk(self) -> None:
+        paths = [self.paths.root, self.paths.ckpt_dir, self.paths.output_dir]
+        for reading in disk.usage_by_mount(paths):
+            key = "disk:%s" % reading.get("mount")
+            worst = max(reading.get("bytes_pct") or 0, reading.get("inodes_pct") or 0)
+            if worst >= self.limits["RGT_WATCH_DISK_PCT"]:
+                self._raise(key, "disk_nearly_full", reading, NEXT_DISK % reading.get("mount"))
+            else:
+                self._clear(key)
+
+    def _memory(self, pid: int) -> None:
+        reading = cgroup.memory(pid)
+        if (reading.get("pct") or 0) >= self.limits["RGT_WATCH_MEM_PCT"]:
+            self._raise("mem", "memory_near_limit", reading, NEXT_MEM % reading["pct"])
+        else:
+            self._clear("mem")
+
+    def _gpu(self, now: float) -> None:
+        price = self.limits["RGT_PRICE_PER_HOUR"]
+        if price <= 0:
+            return
+        reading = gpu.read()
+        utils = [g["util_pct"] for g in reading["gpus"] if g["util_pct"] is not None]
+        if not utils or max(utils) > self.limits["RGT_WATCH_GPU_IDLE_PCT"]:
+            self.idle_since = None
+            self._clear("idle")
+            return
+        self.idle_since = self.idle_since if self.idle_since is not None else now
+        idle_s = now - self.idle_since
+        if idle_s >= self.limits["RGT_WATCH_GPU_IDLE_S"]:
+            detail = {"idle_s": round(idle_s, 1), "price_per_hour": price, "util_pct": utils,
+                      "wasted": round(price * idle_s / 3600.0, 4)}  # fmt: skip
+            self._raise("idle", "gpu_idle", detail, NEXT_IDLE % (price, self.paths.job_id))
+
+
+def _records(text: str) -> Dict[str, Any]:
+    return progress.scan_records(text.splitlines())
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _newest_age(directory: str) -> Optional[float]:
+    """Seconds since the newest file in the checkpoint dir changed: a quiet log while
+    checkpoints still advance is block-buffered stdout, not a hang (U43)."""
+    newest = None
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            try:
+                mtime = os.stat(os.path.join(root, name)).st_mtime
+            except OSError:
+                continue
+            newest = mtime if newest is None else max(newest, mtime)
+    return None if newest is None else round(time.time() - newest, 1)
+
+
+NEXT_NAN = (
+    "the loss diverged and will not recover by itself: `rgt cancel %s`, then lower the "
+    "learning rate, enable gradient clipping or check the data for inf, and resume from the "
+    "last finite checkpoint"
+)
+NEXT_STALL = (
+    "the process lives but prints nothing: if checkpoints still advance it is only quiet; "
+    "otherwise it hangs (DataLoader, NCCL): `py-spy dump --pid %d` on the machine, then "
+    "`rgt cancel %s`"
+)
+NEXT_DISK = (
+    "free space on %s (old checkpoints, caches, per-sample outputs) or move to a bigger disk "
+    "before the next checkpoint write fails; rgt deletes nothing for you"
+)
+NEXT_MEM = (
+    "host RAM is at %s%% of the cgroup limit and the OOM killer is next: use fewer DataLoader "
+    "workers (size them from the limit, not the CPU count) or share the dataset between them"
+)
+NEXT_IDLE = (
+    "the meter runs (%s/h) while every GPU idles: check the job is not stuck on CPU or data "
+    "(`rgt logs %s`), or stop the machine (`rgt down NAME`)"
+)
