@@ -182,6 +182,7 @@ class SshServers:
 
     def __init__(self, base: Path) -> None:
         self.base = base
+        base.mkdir(parents=True, exist_ok=True)
         self.client_key = keygen(base / "client_ed25519")
         self.servers: list[SshServer] = []
 
