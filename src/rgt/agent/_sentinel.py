@@ -116,8 +116,11 @@ class Sentinel(object):
         if "stall" in self.active or quiet < self.limits["RGT_WATCH_STALL_S"]:
             return
         if _system.group_alive(pid):
-            detail = {"quiet_s": round(quiet, 1), "pid": pid, "ckpt_age_s": _newest_age(
-                self.paths.ckpt_dir)}  # fmt: skip
+            detail = {
+                "quiet_s": round(quiet, 1),
+                "pid": pid,
+                "ckpt_age_s": _newest_age(self.paths.ckpt_dir),
+            }
             self._raise("stall", "log_stalled", detail, NEXT_STALL % (pid, self.paths.job_id))
 
     def _disk(self) -> None:
@@ -150,8 +153,12 @@ class Sentinel(object):
         self.idle_since = self.idle_since if self.idle_since is not None else now
         idle_s = now - self.idle_since
         if idle_s >= self.limits["RGT_WATCH_GPU_IDLE_S"]:
-            detail = {"idle_s": round(idle_s, 1), "price_per_hour": price, "util_pct": utils,
-                      "wasted": round(price * idle_s / 3600.0, 4)}  # fmt: skip
+            detail = {
+                "idle_s": round(idle_s, 1),
+                "price_per_hour": price,
+                "util_pct": utils,
+                "wasted": round(price * idle_s / 3600.0, 4),
+            }
             self._raise("idle", "gpu_idle", detail, NEXT_IDLE % (price, self.paths.job_id))
 
 

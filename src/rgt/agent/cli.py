@@ -4,6 +4,8 @@
 Kubernetes Job) and must keep working after whoever started it is gone: it takes a lock so
 that one job never has two agents, then points its own stdout and stderr at
 ``JOB_DIR/agent.log`` so that it never writes into the pipe of a dead ssh session.
+
+``patrol|audit|reap ROOT`` answer machine-wide questions in one call (``_machine``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ def main(argv: Optional[List[str]] = None, version: str = "dev") -> int:
     sub.add_parser("cancel", help="stop the job (whole process group); no retry")
     for name in ("run", "status", "cancel"):
         sub.choices[name].add_argument("job_dir", metavar="JOB_DIR")
+    _machine_parsers(sub)
     args = parser.parse_args(argv)
+    if args.command in ("patrol", "audit", "reap"):
+        return cmd_machine(args, version)
     job_dir = os.path.realpath(args.job_dir)
     if not os.path.isdir(job_dir):
         sys.stderr.write("rgt-agent: no job directory %s; run `rgt run` to create it\n" % job_dir)
@@ -158,7 +163,37 @@ def record_bad_spec(job_dir: str, problem: str) -> int:
     return 1
 
 
+def _machine_parsers(sub: Any) -> None:
+    patrol = sub.add_parser("patrol", help="every job and the machine's readings, as JSON")
+    patrol.add_argument("--events", type=int, default=8, help="last N events per running job")
+    patrol.add_argument("--no-gpu", action="store_true", help="skip nvidia-smi")
+    audit = sub.add_parser("audit", help="phase-0 readings of the machine, as JSON")
+    audit.add_argument("--path", action="append", default=[], help="a storage tier to measure")
+    reap = sub.add_parser("reap", help="GPU memory held by processes that are not jobs")
+    reap.add_argument("--kill", type=int, action="append", default=[], metavar="PID")
+    for name in ("patrol", "audit", "reap"):
+        sub.choices[name].add_argument("root", metavar="ROOT", help="<durable>/.rgt")
+
+
+def cmd_machine(args: Any, version: str) -> int:
+    from rgt.agent import _machine
+
+    root = os.path.realpath(args.root)
+    if args.command == "patrol":
+        return _machine.patrol(root, status_doc, args.events, not args.no_gpu, version)
+    if args.command == "audit":
+        return _machine.audit(root, list(args.path), version)
+    return _machine.reap(root, list(args.kill))
+
+
 def cmd_status(job_dir: str) -> int:
+    sys.stdout.write(json.dumps(status_doc(job_dir), indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def status_doc(job_dir: str) -> Dict[str, Any]:
+    """status.json plus what only a reader on the machine knows: is the agent alive (pid and
+    lock), the boot id now (a different one than the status's means the host restarted)."""
     paths = JobPaths(job_dir, os.path.basename(job_dir))
     status = read_status(paths)
     doc = {"job_id": paths.job_id, "state": "queued", "exists": False}  # type: Dict[str, Any]
@@ -170,8 +205,7 @@ def cmd_status(job_dir: str) -> int:
     doc["agent_alive"] = _system.pid_alive(agent_pid) and lock_held(job_dir)
     doc["boot_id_now"] = _system.boot_id()
     doc["done"] = os.path.exists(paths.done)
-    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    return 0
+    return doc
 
 
 def _read_pid(path: str) -> Optional[int]:

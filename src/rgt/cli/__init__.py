@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "rgt.cli.triage",
     "rgt.cli.profiles",
     "rgt.cli.push",
+    "rgt.cli.watch",
 )
 
 

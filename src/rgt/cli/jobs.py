@@ -1,11 +1,10 @@
-"""Jobs: `rgt run`, `rgt status`, `rgt logs`, `rgt watch`, `rgt cancel`, `rgt pull`."""
+"""Jobs: `rgt run`, `rgt status`, `rgt logs`, `rgt cancel`, `rgt pull` (`rgt watch`: watch.py)."""
 
 from __future__ import annotations
 
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -181,32 +180,6 @@ def logs(job_id: str, follow: bool, attempt: int | None) -> None:
 
 @click.command()
 @click.argument("job_id")
-@click.option("--once", is_flag=True, help="Print one report and exit.")
-@click.option("--interval", type=float, default=2.0, show_default=True)
-@output_options
-def watch(job_id: str, once: bool, interval: float, out: Output) -> None:
-    """Follow a job until it ends: exit 0 if it succeeded, 1 otherwise."""
-    from rgt.jobs.launch import refresh, wait
-
-    store = Store.open()
-    if once:
-        final = refresh(store, job_id)
-    else:
-        final = wait(store, job_id, poll=interval, on_tick=lambda s: out.info(_watch_line(s)))
-    out.result(final, lambda o: o.line(_watch_line(final)))
-    if not once and final["state"] != "succeeded":
-        sys.exit(1)
-
-
-def _watch_line(s: dict[str, Any]) -> str:
-    return (
-        f"{s.get('job_id')}: {s.get('state')} attempt {s.get('attempt')} "
-        f"heartbeat {s.get('heartbeat')} {s.get('reason') or ''}"
-    ).rstrip()
-
-
-@click.command()
-@click.argument("job_id")
 @output_options
 def cancel(job_id: str, out: Output) -> None:
     """Stop a job (its process group); it ends as `cancelled`, never retried."""
@@ -258,5 +231,5 @@ def pull(job_id: str, dest: Path | None, out: Output) -> None:
 
 
 def register(cli: click.Group) -> None:
-    for command in (run, status, logs, watch, cancel, pull):
+    for command in (run, status, logs, cancel, pull):
         cli.add_command(command)

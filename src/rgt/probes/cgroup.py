@@ -44,7 +44,7 @@ def _dirs(pid: int | None, mount: str, proc_cgroup: str | None) -> tuple[list[st
             v2 += [os.path.join(mount, rel), os.path.join(mount, "unified", rel)]
         elif "memory" in parts[1].split(","):
             v1.append(os.path.join(mount, "memory", rel))
-    return v2 + [mount], v1 + [os.path.join(mount, "memory")]
+    return [*v2, mount], [*v1, os.path.join(mount, "memory")]
 
 
 def _read_int(path: str) -> int | None:
@@ -86,7 +86,7 @@ def memory(
 ) -> dict[str, Any]:
     """Memory use and limit of the cgroup of ``pid``; ``limit_bytes`` None means unlimited."""
     v2, v1 = _dirs(pid, mount, proc_cgroup)
-    reading = {"version": None, "current_bytes": None, "limit_bytes": None, "pct": None}
+    reading: dict[str, Any] = {"version": None, "current_bytes": None, "limit_bytes": None}
     for directory in v2:
         current = _read_int(os.path.join(directory, "memory.current"))
         if current is not None:
@@ -101,6 +101,7 @@ def memory(
                 reading.update(version=1, current_bytes=current, limit_bytes=_limit(limit))
                 break
     reading["oom_kill"] = oom_kill_count(pid, mount, proc_cgroup)
+    reading["pct"] = None
     if reading["limit_bytes"] and reading["current_bytes"] is not None:
         reading["pct"] = round(100.0 * reading["current_bytes"] / reading["limit_bytes"], 1)
     return reading

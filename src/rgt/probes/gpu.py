@@ -46,8 +46,14 @@ NO_DEVICE = "No devices were found"
 NO_DRIVER = "couldn't communicate with the NVIDIA driver"
 XID_RE = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+)(?:, (.*))?")
 # Xid codes after which the card must not be trusted with more paid hours.
-FATAL_XIDS = {48: "double-bit ECC error", 79: "GPU has fallen off the bus", 94: "contained ECC",
-              95: "uncontained ECC", 119: "GSP timeout", 120: "GSP error"}  # fmt: skip
+FATAL_XIDS = {
+    48: "double-bit ECC error",
+    79: "GPU has fallen off the bus",
+    94: "contained ECC",
+    95: "uncontained ECC",
+    119: "GSP timeout",
+    120: "GSP error",
+}
 
 
 def _binary() -> str:
@@ -94,8 +100,12 @@ def parse_gpus(text: str, returncode: int = 0) -> dict[str, Any]:
         return {"available": False, "error": problem, "gpus": [], "processes": []}
     rows = _csv(text)
     gpus = [_gpu(row) for row in rows]
-    return {"available": bool(gpus), "error": None if gpus else NO_DEVICE, "gpus": gpus,
-            "processes": []}  # fmt: skip
+    return {
+        "available": bool(gpus),
+        "error": None if gpus else NO_DEVICE,
+        "gpus": gpus,
+        "processes": [],
+    }
 
 
 def _problem(text: str, returncode: int) -> str | None:
@@ -180,12 +190,14 @@ def parse_apps(text: str) -> list[dict[str, Any]]:
         pid = _int(row.get("pid"))
         if pid is None:
             continue
-        out.append({
-            "pid": pid,
-            "gpu_uuid": row.get("gpu_uuid"),
-            "name": row.get("process_name"),
-            "used_mib": _num(row.get("used_memory") or row.get("used_gpu_memory")),
-        })  # fmt: skip
+        out.append(
+            {
+                "pid": pid,
+                "gpu_uuid": row.get("gpu_uuid"),
+                "name": row.get("process_name"),
+                "used_mib": _num(row.get("used_memory") or row.get("used_gpu_memory")),
+            }
+        )
     return out
 
 
@@ -197,23 +209,46 @@ def xid_events(text: str) -> list[dict[str, Any]]:
         match = XID_RE.search(line)
         if match:
             code = int(match.group(2))
-            found.append({"pci": match.group(1), "xid": code, "fatal": code in FATAL_XIDS,
-                          "meaning": FATAL_XIDS.get(code), "line": line.strip()[:300]})  # fmt: skip
+            found.append(
+                {
+                    "pci": match.group(1),
+                    "xid": code,
+                    "fatal": code in FATAL_XIDS,
+                    "meaning": FATAL_XIDS.get(code),
+                    "line": line.strip()[:300],
+                }
+            )
         elif "fallen off the bus" in line:
-            found.append({"pci": None, "xid": 79, "fatal": True, "meaning": FATAL_XIDS[79],
-                          "line": line.strip()[:300]})  # fmt: skip
+            found.append(
+                {
+                    "pci": None,
+                    "xid": 79,
+                    "fatal": True,
+                    "meaning": FATAL_XIDS[79],
+                    "line": line.strip()[:300],
+                }
+            )
     return found
 
 
 def read_xids() -> dict[str, Any]:
     """Xid lines from ``dmesg``; unreadable (no CAP_SYSLOG in most containers) is said so."""
     try:
-        proc = subprocess.run(["dmesg"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, timeout=TIMEOUT_S, check=False)  # fmt: skip
+        proc = subprocess.run(
+            ["dmesg"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"readable": False, "error": str(exc), "events": []}
     if proc.returncode != 0:
         error = proc.stderr.decode("utf-8", "replace").strip()[:200]
         return {"readable": False, "error": error or "dmesg failed", "events": []}
-    return {"readable": True, "error": None,
-            "events": xid_events(proc.stdout.decode("utf-8", "replace"))[-20:]}  # fmt: skip
+    return {
+        "readable": True,
+        "error": None,
+        "events": xid_events(proc.stdout.decode("utf-8", "replace"))[-20:],
+    }

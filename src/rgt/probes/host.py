@@ -48,8 +48,13 @@ def shm() -> dict[str, Any]:
 
 
 def readings() -> dict[str, Any]:
-    return {"boot_id": boot_id(), "uptime_s": uptime_s(), "shm": shm(),
-            "time": time.time(), "cpus_online": os.cpu_count()}  # fmt: skip
+    return {
+        "boot_id": boot_id(),
+        "uptime_s": uptime_s(),
+        "shm": shm(),
+        "time": time.time(),
+        "cpus_online": os.cpu_count(),
+    }
 
 
 def _device_glob() -> str:

@@ -1,0 +1,207 @@
+"""Machine-wide agent subcommands: one call answers a whole question in one round trip.
+
+    patrol ROOT          every job's status, liveness, last events and progress, plus the
+                         machine's disk, memory, /dev/shm and GPUs (what `rgt watch` shows)
+    audit ROOT [--path P]...   phase-0 readings: every storage tier, cgroup limits, CPU quota,
+                         GPUs and driver, Xid lines, Python/torch/CUDA of the image
+    reap ROOT [--kill PID]...  processes holding GPU memory that are not running jobs; with
+                         --kill, stop exactly those PIDs (re-checked now, never a running job)
+
+ROOT is ``<durable>/.rgt``. Output is one JSON document on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List
+
+from rgt.agent import _system
+from rgt.agent._record import read_status
+from rgt.jobs.paths import JobPaths
+from rgt.probes import cgroup, disk, gpu, host, progress
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+EVENTS_TAIL_BYTES = 32 * 1024
+TORCH_PROBE = (
+    "import json, torch; print(json.dumps({'torch': torch.__version__, "
+    "'cuda': torch.version.cuda, 'cuda_available': torch.cuda.is_available(), "
+    "'device_count': torch.cuda.device_count()}))"
+)
+
+
+def emit(doc: Dict[str, Any]) -> int:
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+    return 0
+
+
+def job_dirs(root: str) -> List[JobPaths]:
+    jobs = os.path.join(root, "jobs")
+    try:
+        names = sorted(os.listdir(jobs))
+    except OSError:
+        return []
+    return [
+        JobPaths(os.path.join(jobs, n), n) for n in names if os.path.isdir(os.path.join(jobs, n))
+    ]
+
+
+def tail_events(paths: JobPaths, count: int) -> List[Dict[str, Any]]:
+    text = progress.read_tail(paths.events, EVENTS_TAIL_BYTES)
+    events = []
+    for line in text.splitlines()[-count:]:
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue  # the first, cut line of the tail, or one being appended
+    return events
+
+
+def job_report(paths: JobPaths, status_of: Any, events: int) -> Dict[str, Any]:
+    doc = status_of(paths.root)  # type: Dict[str, Any]
+    attempt = int(doc.get("attempt") or 0)
+    log_path = paths.log(max(attempt, 1))
+    try:
+        doc["log_age_s"] = round(time.time() - os.stat(log_path).st_mtime, 1)
+    except OSError:
+        doc["log_age_s"] = None
+    doc["progress"] = progress.latest(log_path, paths.output_dir)
+    doc["events"] = tail_events(paths, events if doc.get("state") not in TERMINAL else 3)
+    return doc
+
+
+def patrol(root: str, status_of: Any, events: int, with_gpu: bool, version: str) -> int:
+    durable = os.path.dirname(root.rstrip("/"))
+    machine = host.readings()
+    machine.update(disk=disk.usage(durable), memory=cgroup.memory(None))
+    machine["gpu"] = gpu.read() if with_gpu else None
+    jobs = [job_report(p, status_of, events) for p in job_dirs(root)]
+    return emit(
+        {
+            "schema": "rgt.patrol/1",
+            "time": _system.now_iso(),
+            "agent_version": version,
+            "host": _system.hostname(),
+            "machine": machine,
+            "jobs": jobs,
+        }
+    )
+
+
+def audit(root: str, tiers: List[str], version: str) -> int:
+    durable = os.path.dirname(root.rstrip("/"))
+    paths = [durable, *tiers]
+    doc = {
+        "schema": "rgt.audit/1",
+        "time": _system.now_iso(),
+        "agent_version": version,
+        "host": _system.hostname(),
+    }  # type: Dict[str, Any]
+    doc.update(host.readings())
+    doc["tiers"] = [dict(disk.usage(p), tier=p) for p in paths]
+    doc["memory"] = cgroup.memory(None)
+    doc["cpu_quota"] = cgroup.cpu_quota()
+    doc["gpu"] = gpu.read()
+    doc["xid"] = gpu.read_xids()
+    doc["cuda_driver"] = _driver_cuda()
+    doc["python"] = {"executable": sys.executable, "version": sys.version.split()[0]}
+    doc["torch"] = _torch()
+    return emit(doc)
+
+
+def _driver_cuda() -> Any:
+    """The highest CUDA the driver supports, from the nvidia-smi banner."""
+    _code, text = gpu._run([])
+    for line in text.splitlines():
+        if "CUDA Version:" in line:
+            return line.split("CUDA Version:", 1)[1].strip(" |").split()[0]
+    return None
+
+
+def _torch() -> Dict[str, Any]:
+    """torch as the image has it; importing it takes seconds, so in a child with a timeout."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", TORCH_PROBE],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"installed": False, "error": str(exc)}
+    if proc.returncode != 0:
+        last = (proc.stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
+        return {"installed": False, "error": last[:300]}
+    data = json.loads(proc.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+    data["installed"] = True
+    return dict(data)
+
+
+def vram_suspects(root: str) -> List[Dict[str, Any]]:
+    """Processes with a CUDA context (device fd or nvidia-smi compute app) that are not
+    processes of a running job under ``root``."""
+    holders = host.device_holders()
+    reading = gpu.read()
+    used = {app["pid"]: app for app in reading["processes"]}
+    suspects = []
+    for pid in sorted(set(holders) | set(used)):
+        info = host.process_info(pid)
+        why = _not_a_job(info, root)
+        if why is None or pid == os.getpid():
+            continue
+        info.update(
+            devices=holders.get(pid, []), used_mib=used.get(pid, {}).get("used_mib"), why=why
+        )
+        suspects.append(info)
+    return suspects
+
+
+def _not_a_job(info: Dict[str, Any], root: str) -> Any:
+    job_dir = info.get("job_dir")
+    if not job_dir:
+        return "not started by rgt"
+    jobs = os.path.join(root, "jobs") + "/"
+    if not job_dir.startswith(jobs):
+        return "a job of another rgt root (%s)" % job_dir
+    status = read_status(JobPaths(job_dir, os.path.basename(job_dir))) or {}
+    if status.get("state") in TERMINAL:
+        return "its job %s ended (%s)" % (os.path.basename(job_dir), status["state"])
+    return None
+
+
+def reap(root: str, kill: List[int]) -> int:
+    suspects = vram_suspects(root)
+    doc = {
+        "schema": "rgt.reap/1",
+        "suspects": suspects,
+        "killed": [],
+        "refused": [],
+    }  # type: Dict[str, Any]
+    allowed = {s["pid"]: s for s in suspects}
+    for pid in kill:
+        if pid not in allowed:
+            doc["refused"].append({"pid": pid, "why": "not a suspect now (gone, or a running job)"})
+            continue
+        doc["killed"].append({"pid": pid, "signals": _stop(pid)})
+    return emit(doc)
+
+
+def _stop(pid: int) -> List[int]:
+    sent = []
+    for signum, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            break
+        sent.append(int(signum))
+        deadline = time.monotonic() + wait_s
+        while _system.pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not _system.pid_alive(pid):
+            break
+    return sent

@@ -1,0 +1,207 @@
+"""Monitoring: `rgt watch [NAME|JOB]`, `rgt audit NAME`, `rgt reap NAME`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+
+from rgt.cli._output import Output, output_options
+from rgt.jobs.store import Store
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+def _options(events: int, no_gpu: bool) -> Any:
+    from rgt.config import Settings
+    from rgt.watch.patrol import PatrolOptions
+
+    settings = Settings.load()
+    return PatrolOptions(
+        events=events,
+        gpu=not no_gpu,
+        heartbeat_lost_s=float(settings.get("watch.heartbeat_lost_s", default=120)),
+        not_pulled_h=float(settings.get("watch.not_pulled_h", default=24)),
+    )
+
+
+@click.command()
+@click.argument("target", required=False, metavar="[NAME|JOB]")
+@click.option("--once", is_flag=True, help="Print one patrol report and exit 0.")
+@click.option("--interval", type=float, default=5.0, show_default=True)
+@click.option("--events", type=int, default=8, show_default=True, help="Events per job.")
+@click.option("--no-gpu", is_flag=True, help="Skip nvidia-smi on the machines.")
+@output_options
+def watch(
+    target: str | None, once: bool, interval: float, events: int, no_gpu: bool, out: Output
+) -> None:
+    """Machines and jobs, live. With a JOB: follow it until it ends (exit 0 if it succeeded)."""
+    from rgt.watch.patrol import patrol, select
+
+    store, options = Store.open(), _options(events, no_gpu)
+    job_id = select(store, target)[1] if target else None
+    if job_id is not None:
+        _follow(store, job_id, once, interval, options, out)
+    elif once:
+        report = patrol(store, target, options)
+        out.result(report, lambda o: o.out.print(_view(report)))
+    else:
+        _live(store, target, interval, options, out)
+
+
+def _view(report: dict[str, Any]) -> Any:
+    from rgt.watch.render import report_view
+
+    return report_view(report)
+
+
+def _follow(
+    store: Store, job_id: str, once: bool, interval: float, options: Any, out: Output
+) -> None:
+    from rgt.watch.patrol import patrol
+    from rgt.watch.render import job_line
+
+    while True:
+        report = patrol(store, job_id, options)
+        job = dict(report["jobs"][0], events=_job_events(report, job_id))
+        job["machine_report"] = report["machines"][0]
+        if once or job["state"] in TERMINAL:
+            break
+        out.info(job_line(job))
+        time.sleep(interval)
+    out.result(job, lambda o: o.line(job_line(job)))
+    if not once and job["state"] != "succeeded":
+        sys.exit(1)
+
+
+def _job_events(report: dict[str, Any], job_id: str) -> list[Any]:
+    return [e for e in report["events"] if e.get("job_id") == job_id]
+
+
+def _live(store: Store, target: str | None, interval: float, options: Any, out: Output) -> None:
+    """Redraw until Ctrl-C; with --json, one report per line (JSON Lines) instead."""
+    import json
+
+    from rich.live import Live
+
+    from rgt.watch.patrol import patrol
+
+    try:
+        if out.json_mode:
+            while True:
+                sys.stdout.write(json.dumps(patrol(store, target, options), default=str) + "\n")
+                sys.stdout.flush()
+                time.sleep(interval)
+        with Live(console=out.out, auto_refresh=False) as live:
+            while True:
+                live.update(_view(patrol(store, target, options)), refresh=True)
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        out.info("stopped watching (the jobs go on)")
+
+
+@click.command()
+@click.argument("name")
+@click.option("--path", "tiers", multiple=True, help="A storage tier to measure (repeatable).")
+@click.option("--ckpt-gb", type=float, default=0.0, help="Size of one checkpoint.")
+@click.option("--keep", type=int, default=3, show_default=True, help="Checkpoints kept.")
+@click.option("--scratch-gb", type=float, default=0.0, help="Everything else the run writes.")
+@click.option("--worker-gb", type=float, default=2.0, show_default=True, help="RAM per worker.")
+@output_options
+def audit(
+    name: str,
+    tiers: tuple[str, ...],
+    ckpt_gb: float,
+    keep: int,
+    scratch_gb: float,
+    worker_gb: float,
+    out: Output,
+) -> None:
+    """Phase 0 on NAME: disks and inodes, cgroup limits, GPUs, driver, torch; findings + fixes."""
+    from rgt.watch.audit import Budget
+    from rgt.watch.audit import audit as run_audit
+
+    budget = Budget(ckpt_gb=ckpt_gb, keep=keep, scratch_gb=scratch_gb, worker_gb=worker_gb)
+    data = run_audit(Store.open(), name, list(tiers), budget)
+    out.result(data, _audit_human(data))
+    if not data["ok"]:
+        sys.exit(1)
+
+
+def _audit_human(data: dict[str, Any]) -> Any:
+    def render(o: Output) -> None:
+        r = data["readings"]
+        gpus = ", ".join(g["name"] or "?" for g in (r.get("gpu") or {}).get("gpus") or [])
+        o.line(f"[bold]{data['machine']}[/]: {r.get('host')}, GPUs: {gpus or 'none'}")
+        o.table(
+            ["tier", "mount", "free GiB", "bytes", "inodes"],
+            [
+                (
+                    t["tier"],
+                    t.get("mount"),
+                    _gib(t.get("bytes_free")),
+                    t.get("bytes_pct"),
+                    t.get("inodes_pct"),
+                )
+                for t in r.get("tiers") or []
+            ],
+        )
+        o.line(
+            f"suggested DataLoader workers: {data['workers']['suggested']} "
+            f"({data['workers']['basis']})"
+        )
+        o.table(
+            ["severity", "check", "finding", "fix"],
+            [(f["severity"], f["check"], f["finding"], f["fix"]) for f in data["findings"]],
+        )
+
+    return render
+
+
+def _gib(value: Any) -> str:
+    return "-" if value is None else f"{value / (1 << 30):.1f}"
+
+
+@click.command()
+@click.argument("name")
+@click.option("--kill", is_flag=True, help="Kill the listed processes (asks at a terminal).")
+@output_options
+def reap(name: str, kill: bool, out: Output) -> None:
+    """List processes holding GPU memory on NAME that are not running jobs; --kill stops them."""
+    from rgt.errors import GateRefused
+    from rgt.machines import backend_for
+    from rgt.watch.remote import machine_call
+
+    backend = backend_for(Store.open(), name)
+    data = machine_call(backend, "reap")
+    pids = [s["pid"] for s in data["suspects"]]
+    if kill and pids:
+        if not sys.stdin.isatty():
+            raise GateRefused(
+                "--kill needs a human at a terminal",
+                ["stdin is not a terminal"],
+                fix=f"run `rgt reap {name} --kill` in a terminal",
+            )
+        _show_suspects(out, data)
+        click.confirm(f"kill {len(pids)} process(es) {pids} on {name}?", abort=True, err=True)
+        data = machine_call(backend, "reap", [a for p in pids for a in ("--kill", str(p))])
+    out.result(data, lambda o: _show_suspects(o, data))
+
+
+def _show_suspects(o: Output, data: dict[str, Any]) -> None:
+    o.table(
+        ["pid", "VRAM MiB", "age s", "why", "command"],
+        [
+            (s["pid"], s.get("used_mib"), s.get("age_s"), s["why"], s.get("cmdline"))
+            for s in data["suspects"]
+        ],
+    )
+    for k in data.get("killed") or []:
+        o.line(f"killed {k['pid']} (signals {k['signals']})")
+
+
+def register(cli: click.Group) -> None:
+    for command in (watch, audit, reap):
+        cli.add_command(command)

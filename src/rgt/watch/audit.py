@@ -1,0 +1,231 @@
+"""`rgt audit NAME`: phase 0 on a machine, before a GPU hour is billed.
+
+One agent call takes every reading on the machine (``agent audit``); this module turns the
+readings into findings, each with its fix. Nothing here changes the machine.
+
+The DataLoader worker count is suggested from the cgroup memory limit, not the CPU count:
+each forked worker holds its own copy of whatever the dataset keeps in RAM, so W workers
+cost about (W + 1) × the per-process footprint (U9), and the kernel kills at the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rgt.jobs.store import Store
+from rgt.machines import backend_for
+from rgt.watch.remote import machine_call
+
+GIB = 1 << 30
+SMALL_SHM = 1 * GIB  # Docker's default is 64 MiB; DataLoader workers pass batches through it
+
+
+@dataclass(frozen=True)
+class Budget:
+    ckpt_gb: float = 0.0  # one checkpoint
+    keep: int = 3  # how many the retention keeps
+    scratch_gb: float = 0.0  # everything else the run writes
+    worker_gb: float = 2.0  # RAM one DataLoader worker needs (measure it: RSS of a worker)
+
+    @property
+    def need_bytes(self) -> int:
+        return int((self.ckpt_gb * self.keep + self.scratch_gb) * GIB)
+
+
+def audit(store: Store, name: str, tiers: list[str], budget: Budget) -> dict[str, Any]:
+    backend = backend_for(store, name)
+    args = [a for tier in tiers for a in ("--path", tier)]
+    readings = machine_call(backend, "audit", args, timeout=300)
+    findings = (
+        _disk(readings, budget) + _memory(readings, budget) + _gpu(readings) + _software(readings)
+    )
+    return {
+        "machine": name,
+        "readings": readings,
+        "budget": {"need_bytes": budget.need_bytes, **budget.__dict__},
+        "workers": workers(readings, budget),
+        "findings": findings,
+        "ok": not any(f["severity"] == "error" for f in findings),
+    }
+
+
+def finding(severity: str, check: str, text: str, fix: str = "") -> dict[str, str]:
+    return {"severity": severity, "check": check, "finding": text, "fix": fix}
+
+
+def _disk(r: dict[str, Any], budget: Budget) -> list[dict[str, str]]:
+    out = []
+    for tier in r.get("tiers") or []:
+        worst = max(tier.get("bytes_pct") or 0, tier.get("inodes_pct") or 0)
+        if worst >= 90:
+            out.append(
+                finding(
+                    "warn",
+                    "disk",
+                    f"{tier['tier']} ({tier.get('mount')}) is "
+                    f"{tier.get('bytes_pct')}% full, inodes {tier.get('inodes_pct')}%",
+                    "free space or inodes there, or rent a bigger disk before training",
+                )
+            )
+    durable = (r.get("tiers") or [{}])[0]
+    free = durable.get("bytes_free")
+    if budget.need_bytes and free is not None and free < budget.need_bytes:
+        out.append(
+            finding(
+                "error",
+                "checkpoint budget",
+                f"checkpoints need {budget.need_bytes / GIB:.1f} GiB "
+                f"(ckpt × keep + scratch), {durable.get('tier')} has {free / GIB:.1f} GiB free",
+                "ask for a bigger disk or lower --keep; rgt never shrinks the experiment for you",
+            )
+        )
+    shm = r.get("shm") or {}
+    if shm.get("bytes_total") is not None and shm["bytes_total"] < SMALL_SHM:
+        out.append(
+            finding(
+                "warn",
+                "shm",
+                f"/dev/shm is {shm['bytes_total'] / 2**20:.0f} MiB",
+                "DataLoader workers die with a bus error: run the container with --shm-size=8g or "
+                "--ipc=host, or torch.multiprocessing.set_sharing_strategy('file_system')",
+            )
+        )
+    return out
+
+
+def workers(r: dict[str, Any], budget: Budget) -> dict[str, Any]:
+    cpus = r.get("cpu_quota") or r.get("cpus_online") or 1
+    limit = (r.get("memory") or {}).get("limit_bytes")
+    if not limit:
+        return {"suggested": int(cpus), "basis": "no cgroup memory limit: CPU count"}
+    by_memory = int(0.8 * limit / (budget.worker_gb * GIB)) - 1  # the main process counts too
+    return {
+        "suggested": max(0, min(int(cpus), by_memory)),
+        "by_memory": by_memory,
+        "cpus": cpus,
+        "basis": f"0.8 × {limit / GIB:.1f} GiB limit / {budget.worker_gb} "
+        "GiB per worker, minus the main process",
+    }
+
+
+def _memory(r: dict[str, Any], budget: Budget) -> list[dict[str, str]]:
+    out = []
+    quota, cpus = r.get("cpu_quota"), r.get("cpus_online")
+    if quota and cpus and quota < cpus:
+        out.append(
+            finding(
+                "warn",
+                "cpu quota",
+                f"the cgroup allows {quota:g} CPUs of {cpus} visible",
+                f"export OMP_NUM_THREADS={max(1, int(quota))} (torch sizes thread pools from the "
+                "host's cores and thrashes on a slice)",
+            )
+        )
+    suggested = workers(r, budget)
+    if "by_memory" in suggested and suggested["by_memory"] < int(suggested["cpus"]):
+        out.append(
+            finding(
+                "info",
+                "workers",
+                f"suggested num_workers={suggested['suggested']} "
+                f"(memory-bound: {suggested['basis']})",
+                "size DataLoader workers from this, not from the CPU count",
+            )
+        )
+    return out
+
+
+def _gpu(r: dict[str, Any]) -> list[dict[str, str]]:
+    gpu, out = r.get("gpu") or {}, []
+    if not gpu.get("available"):
+        return [
+            finding(
+                "error",
+                "gpu",
+                f"no GPU visible: {gpu.get('error')}",
+                "check the container has the GPU (--gpus all, NVIDIA Container Toolkit) and the "
+                "driver is loaded before paying for the hour",
+            )
+        ]
+    for g in gpu.get("gpus") or []:
+        if g.get("ecc_uncorrected"):
+            out.append(
+                finding(
+                    "error",
+                    "ecc",
+                    f"GPU {g['index']} has {g['ecc_uncorrected']} uncorrected ECC errors",
+                    "stop and rent another machine",
+                )
+            )
+        if g.get("slowdowns"):
+            out.append(
+                finding(
+                    "warn",
+                    "throttle",
+                    f"GPU {g['index']} is slowed down: {', '.join(g['slowdowns'])}",
+                    "a hot or power-capped card: re-rent if it persists under load",
+                )
+            )
+    for x in (r.get("xid") or {}).get("events") or []:
+        if x.get("fatal"):
+            out.append(
+                finding(
+                    "error",
+                    "xid",
+                    f"Xid {x['xid']} ({x['meaning']}) in dmesg",
+                    "the card is broken: stop and rent another machine",
+                )
+            )
+    held = {p["gpu_uuid"] for p in gpu.get("processes") or []}
+    for g in gpu.get("gpus") or []:
+        if (g.get("mem_used_mib") or 0) > 512 and g.get("uuid") not in held:
+            out.append(
+                finding(
+                    "warn",
+                    "vram",
+                    f"GPU {g['index']} has {g['mem_used_mib']:.0f} MiB used by no visible process",
+                    "a zombie holds VRAM: `rgt reap NAME`",
+                )
+            )
+    return out
+
+
+def _software(r: dict[str, Any]) -> list[dict[str, str]]:
+    torch = r.get("torch") or {}
+    gpu = (r.get("gpu") or {}).get("available")
+    if not torch.get("installed"):
+        return [
+            finding(
+                "info",
+                "torch",
+                f"torch not importable: {torch.get('error')}",
+                "the image is the environment: install into it once, don't conda create",
+            )
+        ]
+    out = []
+    if gpu and not torch.get("cuda_available"):
+        out.append(
+            finding(
+                "error",
+                "torch cuda",
+                f"torch {torch.get('torch')} sees no GPU",
+                "a CPU-only torch build or a driver older than its CUDA: install the build for "
+                f"the driver's CUDA {r.get('cuda_driver')}",
+            )
+        )
+    driver, built = r.get("cuda_driver"), torch.get("cuda")
+    if driver and built and _version(built) > _version(driver):
+        out.append(
+            finding(
+                "error",
+                "cuda version",
+                f"torch is built for CUDA {built}, the driver supports up to {driver}",
+                "install a torch build for CUDA <= the driver's",
+            )
+        )
+    return out
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())

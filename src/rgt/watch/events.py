@@ -1,0 +1,95 @@
+"""Events the CLI derives because no agent can report them, and the order events are shown in.
+
+- ``heartbeat_lost``: a job that should be running whose agent is gone, or whose status.json
+  has not been rewritten for too long, or whose host has a new boot id. The agent cannot say
+  it died; only a reader from outside can.
+- ``not_pulled``: a job that succeeded hours ago whose artifacts were never pulled and
+  verified. On a rental that is money (the machine keeps billing) and data at risk (a
+  release or a low-balance wipe deletes them).
+
+Ages are computed against the machine's own clock (the patrol document carries it), so a
+skewed laptop clock cannot fake a lost heartbeat.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from rgt.jobs.store import Store
+
+LIVE_STATES = ("running", "retrying")
+
+
+def parse_time(stamp: Any) -> datetime | None:
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    for fmt in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(stamp, fmt).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+    return None
+
+
+def age_s(stamp: Any, now: datetime) -> float | None:
+    then = parse_time(stamp)
+    return None if then is None else round((now - then).total_seconds(), 1)
+
+
+def event(job: dict[str, Any], kind: str, detail: dict[str, Any], next_step: str) -> dict[str, Any]:
+    return {
+        "time": job.get("_now"),
+        "job_id": job["job_id"],
+        "kind": kind,
+        "attempt": job.get("attempt"),
+        "detail": detail,
+        "next": next_step,
+        "derived": True,
+    }
+
+
+def heartbeat_lost(job: dict[str, Any], limit_s: float) -> dict[str, Any] | None:
+    """The agent of a live job is gone, silent, or its host restarted under it."""
+    if job.get("state") not in LIVE_STATES or job.get("exists") is False:
+        return None
+    age = job.get("heartbeat_age_s")
+    rebooted = bool(job.get("boot_id")) and job.get("boot_id") != job.get("boot_id_now")
+    silent = age is not None and age > limit_s
+    if not (rebooted or silent or job.get("agent_alive") is False):
+        return None
+    why = "the host restarted (boot id changed)" if rebooted else "the agent is not running"
+    if silent and not rebooted:
+        why = f"no heartbeat for {age:.0f}s (agent dead or frozen)"
+    detail = {"why": why, "heartbeat_age_s": age, "agent_alive": job.get("agent_alive")}
+    return event(job, "heartbeat_lost", detail, NEXT_HEARTBEAT.format(job=job["job_id"]))
+
+
+def not_pulled(job: dict[str, Any], store: Store, limit_h: float) -> dict[str, Any] | None:
+    if job.get("state") != "succeeded" or not job.get("known"):
+        return None
+    ended = age_s(job.get("ended"), parse_time(job.get("_now")) or datetime.now(timezone.utc))
+    if ended is None or ended < limit_h * 3600:
+        return None
+    pulled = store.last_pull(job["job_id"])
+    if pulled and pulled.get("verified"):
+        return None
+    detail = {"ended_hours_ago": round(ended / 3600, 1), "pulled": bool(pulled)}
+    return event(job, "not_pulled", detail, NEXT_PULL.format(job=job["job_id"]))
+
+
+def recent(jobs: list[dict[str, Any]], derived: list[dict[str, Any]], limit: int) -> list[Any]:
+    """Agent events of every job and the derived ones, newest last, at most ``limit``."""
+    merged = [e for j in jobs for e in j.get("events") or []] + derived
+    merged.sort(key=lambda e: str(e.get("time") or ""))
+    return merged[-limit:]
+
+
+NEXT_HEARTBEAT = (
+    "the job is not being supervised: check the machine (`rgt status`), then start its agent "
+    "again (the job resumes from its newest checkpoint); `rgt logs {job}` shows where it stopped"
+)
+NEXT_PULL = (
+    "`rgt pull {job}` copies and load-verifies the artifacts; until then they exist only on a "
+    "machine that keeps billing and can be wiped"
+)

@@ -1,0 +1,47 @@
+"""One call of a machine-wide agent subcommand (``patrol``, ``audit``, ``reap``).
+
+The agent file is versioned by content, so the first call after an upgrade finds no file:
+only then does the caller pay the extra round trips to install it. A steady-state refresh is
+exactly one ``transport.run``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from rgt.backends.base import Backend
+from rgt.errors import BackendError
+
+
+def machine_call(
+    backend: Backend, subcommand: str, args: Sequence[str] = (), timeout: float = 120
+) -> dict[str, Any]:
+    """Run ``agent SUBCOMMAND ROOT ARGS…`` on the machine and return its JSON document.
+    ``TransportError`` (the connection) propagates: it says nothing about any job."""
+    from rgt.agent.build import agent_version
+
+    agent = backend.root.agent_file(agent_version())
+    argv = [backend.python, agent, subcommand, backend.root.root, *args]
+    result = backend.transport.run(argv, timeout=timeout)
+    if not result.ok and not backend.transport.exists(agent):
+        backend.install_agent()
+        result = backend.transport.run(argv, timeout=timeout)
+    if not result.ok:
+        raise BackendError(
+            f"agent {subcommand} failed on {backend.machine.name}",
+            backend=backend.kind,
+            returncode=result.returncode,
+            stderr_tail=result.stderr_tail(),
+            fix=f"check that `{backend.python}` runs on the machine (rgt needs Python >= 3.8)",
+        )
+    try:
+        data: dict[str, Any] = json.loads(result.text())
+    except json.JSONDecodeError as exc:
+        raise BackendError(
+            f"agent {subcommand} printed no JSON on {backend.machine.name}",
+            backend=backend.kind,
+            stderr_tail=result.text()[-2000:],
+        ) from exc
+    return data
