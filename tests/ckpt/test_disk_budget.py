@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
 
-from rgt.ckpt import Checkpointer, _store
+from rgt.ckpt import Checkpointer
+from rgt.ckpt._writer import write_data
 from rgt.errors import DiskBudgetError
 
 Mount = Callable[[str, int], Path]
@@ -86,8 +88,12 @@ def test_enospc_mid_write_removes_the_partial_file(small_tmpfs: Mount) -> None:
     ckpt = Checkpointer(point / "ckpt")
     ckpt.save(state_of(0.5, 1), 1)
     before = snapshot(point / "ckpt")
-    with pytest.raises(DiskBudgetError, match="partial file was removed") as caught:
-        _store.write_data(str(point / "ckpt"), 2, memoryview(b"\0" * (3 << 20)))
+    big = state_of(3, 2)
+    with (
+        ThreadPoolExecutor(max_workers=2) as pool,
+        pytest.raises(DiskBudgetError, match="partial file was removed") as caught,
+    ):
+        write_data(str(point / "ckpt"), 2, lambda out: torch.save(big, out), pool, 0)
     assert caught.value.mount == str(point)
     assert snapshot(point / "ckpt") == before
     assert ckpt.load_latest()["step"] == 1

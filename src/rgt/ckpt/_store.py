@@ -20,18 +20,15 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
-import time
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rgt._fs import atomic_write_json, fsync_dir
-from rgt.ckpt._budget import FULL_ERRNOS, full_disk_error
+from rgt._fs import atomic_write_json
+from rgt.ckpt._writer import DATA_PREFIX as RECORD_PREFIX
+from rgt.ckpt._writer import TEMP_PREFIX
 
 FORMAT = "rgt.ckpt/1"
-RECORD_PREFIX = "ckpt-"
-TEMP_PREFIX = ".tmp-"
 log = logging.getLogger("rgt.ckpt")
 
 
@@ -61,35 +58,6 @@ def warn(message: str) -> None:
     """Tell the user twice: scripts see a ``warnings`` warning, agents' logs see a log line."""
     log.warning(message)
     warnings.warn(message, CheckpointFallbackWarning, stacklevel=3)
-
-
-def write_data(directory: str, step: int, payload: memoryview) -> str:
-    """Write the data file durably and return its path; on a full disk leave nothing behind."""
-    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".part", dir=directory)
-    final = os.path.join(directory, f"{RECORD_PREFIX}{step:012d}-{time.time_ns():x}.pt")
-    try:
-        _write_all(fd, payload)
-        os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, final)
-    except BaseException as exc:
-        if fd >= 0:
-            os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError) and exc.errno in FULL_ERRNOS:
-            raise full_disk_error(directory, payload.nbytes, exc) from exc
-        raise
-    fsync_dir(directory)
-    return final
-
-
-def _write_all(fd: int, payload: memoryview) -> None:
-    chunk = 64 << 20
-    offset = 0
-    while offset < payload.nbytes:
-        offset += os.write(fd, payload[offset : offset + chunk])
 
 
 def commit(directory: str, info: CheckpointInfo) -> CheckpointInfo:
@@ -151,19 +119,31 @@ def _read_record(directory: str, name: str) -> CheckpointInfo | None:
         return None
 
 
-def read_verified(info: CheckpointInfo) -> bytes | None:
-    """The data file's bytes if they match the record's size and sha256, else None (warned)."""
+def read_data(info: CheckpointInfo) -> bytes | None:
+    """The data file's bytes, or None (warned) if it cannot be read."""
     try:
         with open(info.path, "rb") as handle:
-            data = handle.read()
+            return handle.read()
     except OSError as exc:
         warn(f"checkpoint step {info.step}: cannot read {info.path} ({exc}); trying an older one")
         return None
-    if len(data) != info.bytes or hashlib.sha256(data).hexdigest() != info.sha256:
-        warn(
-            f"checkpoint step {info.step}: {info.path} is corrupt or truncated "
-            f"({len(data)} of {info.bytes} bytes, sha256 mismatch); trying an older one"
-        )
+
+
+def matches(info: CheckpointInfo, data: bytes, sha256: str) -> bool:
+    """Whether ``data`` (whose hash is ``sha256``) is what the record committed; warns if not."""
+    if len(data) == info.bytes and sha256 == info.sha256:
+        return True
+    warn(
+        f"checkpoint step {info.step}: {info.path} is corrupt or truncated "
+        f"({len(data)} of {info.bytes} bytes, sha256 mismatch); trying an older one"
+    )
+    return False
+
+
+def read_verified(info: CheckpointInfo) -> bytes | None:
+    """The data file's bytes if they match the record's size and sha256, else None (warned)."""
+    data = read_data(info)
+    if data is None or not matches(info, data, hashlib.sha256(data).hexdigest()):
         return None
     return data
 

@@ -15,9 +15,10 @@ from typing import Any
 
 from rgt.ckpt import _store
 from rgt.ckpt._budget import check_budget
-from rgt.ckpt._digest import state_digest
+from rgt.ckpt._digest import payload_estimate, state_digest
 from rgt.ckpt._signals import DEFAULT_SIGNALS, StopRequest
 from rgt.ckpt._store import CheckpointInfo
+from rgt.ckpt._writer import write_data
 from rgt.errors import CheckpointError, UsageError
 
 MODES = ("max", "min")
@@ -59,6 +60,7 @@ class Checkpointer:
         self.last_save_seconds: float | None = None
         self.loaded: CheckpointInfo | None = None
         self._last_save_clock = time.monotonic()
+        self._last_bytes = 0
         self._stop = StopRequest()
 
     @classmethod
@@ -81,8 +83,7 @@ class Checkpointer:
         """
         committed = _store.list_committed(self.directory)
         for info in committed:
-            data = _store.read_verified(info)
-            state = None if data is None else _deserialize(info, data, map_location)
+            state = self._load_one(info, map_location)
             if state is not None:
                 self.loaded = info
                 return state
@@ -94,6 +95,25 @@ class Checkpointer:
                 "deliberately start from scratch",
             )
         return None
+
+    def _load_one(self, info: CheckpointInfo, map_location: Any) -> Any:
+        """Hash and unpickle the same bytes in parallel; keep the result only if the hash
+        matches. Parsing before the hash is known is safe: weights_only unpickling runs no
+        code, and a damaged file only raises."""
+        data = _store.read_data(info)
+        if data is None:
+            return None
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            sha = pool.submit(lambda: hashlib.sha256(data).hexdigest())
+            state, error = _deserialize(data, map_location)
+            if not _store.matches(info, data, sha.result()):
+                return None
+        if error is not None:
+            _store.warn(
+                f"checkpoint step {info.step}: {info.path} verified but failed to load "
+                f"({type(error).__name__}: {error}); trying an older one"
+            )
+        return state
 
     def latest_info(self, verify: bool = True) -> CheckpointInfo | None:
         """The newest committed checkpoint's record (hash-verified unless ``verify=False``),
@@ -109,24 +129,20 @@ class Checkpointer:
         """Write ``state`` atomically as the checkpoint of ``step``; rotate old ones after."""
         started = time.perf_counter()
         os.makedirs(self.directory, exist_ok=True)
-        payload = _serialize(state)
-        check_budget(self.directory, payload.nbytes)
-        # Hash the bytes and digest the values while the kernel takes the write; hashlib
-        # releases the GIL on large buffers, so the three overlap on two cores.
+        need = max(payload_estimate(state), self._last_bytes)
+        check_budget(self.directory, need)
+        # Three overlapping streams (see _writer): torch.save copying storages into the page
+        # cache, SHA-256 of those bytes, and state_digest of the values.
         with ThreadPoolExecutor(max_workers=2) as pool:
-            sha = pool.submit(lambda: hashlib.sha256(payload).hexdigest())
             digest = pool.submit(state_digest, state)
-            path = _store.write_data(self.directory, step, payload)
+            path, sha, nbytes = write_data(
+                self.directory, step, lambda out: _torch().save(state, out), pool, need
+            )
             info = CheckpointInfo(
-                step,
-                path,
-                sha.result(),
-                digest.result(),
-                None if metric is None else float(metric),
-                time.time(),
-                payload.nbytes,
+                step, path, sha, digest.result(), _float(metric), time.time(), nbytes
             )
         info = _store.commit(self.directory, info)
+        self._last_bytes = nbytes
         self._rotate(info)
         self._after_save(started)
         return info
@@ -217,20 +233,15 @@ def _torch() -> Any:
     return torch
 
 
-def _serialize(state: Any) -> memoryview:
-    buffer = io.BytesIO()
-    _torch().save(state, buffer)
-    return buffer.getbuffer()
+def _float(metric: float | None) -> float | None:
+    return None if metric is None else float(metric)
 
 
-def _deserialize(info: CheckpointInfo, data: bytes, map_location: Any) -> Any:
+def _deserialize(data: bytes, map_location: Any) -> tuple[Any, Exception | None]:
     torch = _torch()
     try:
         # weights_only: a checkpoint is data, never code to run (no arbitrary unpickling).
-        return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
-    except Exception as exc:  # a verified file that still fails to load: warn, fall back
-        _store.warn(
-            f"checkpoint step {info.step}: {info.path} verified but failed to load "
-            f"({type(exc).__name__}: {exc}); trying an older one"
-        )
-        return None
+        state = torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
+    except Exception as exc:  # damaged bytes raise all kinds of errors
+        return None, exc
+    return state, None
