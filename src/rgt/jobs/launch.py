@@ -68,7 +68,7 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         machine=machine_name,
         command=options.command,
         code_snapshot=snapshot.digest,
-        env=options.env,
+        env={**_price_env(backend.machine.price_per_hour), **options.env},
         secret_env=options.secret_env,
         artifacts=options.artifacts,
         retry=options.retry,
@@ -83,6 +83,11 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         store.update_job(spec.job_id, state=JobState.FAILED, attempts=0, ended=utcnow())
         raise
     return record
+
+
+def _price_env(price: float | None) -> dict[str, str]:
+    """The agent's idle-GPU sentinel warns only where a meter runs (rgt.agent._sentinel)."""
+    return {"RGT_PRICE_PER_HOUR": f"{price:g}"} if price else {}
 
 
 def _read_secrets(names: Sequence[str]) -> dict[str, str]:
