@@ -53,7 +53,7 @@ def test_planted_findings_are_disclosed(paper_ws: Workspace, tmp_path: Path) -> 
     record_run(paper_ws, make_run(tmp_path / "smoke", name="smoke", metrics={"f1": 0.5},
                                   smoke=True, with_artifact=False))  # fmt: skip
     add_claim(paper_ws, Claim("f1", "smoke f1", "f1", run_glob="smoke-*", aggregate="value"))
-    (paper_ws.root / "notes.md").write_text("our loss was 0.45 in the draft\n")
+    (paper_ws.root / "notes.md").write_text("our loss was 0.415 in the draft\n")
     report = {c.value.claim.id: c for c in gate(paper_ws).claims}
     kinds = {cid: sorted(f.kind for f in c.findings) for cid, c in report.items()}
     assert kinds == {
@@ -64,7 +64,7 @@ def test_planted_findings_are_disclosed(paper_ws: Workspace, tmp_path: Path) -> 
     text = paper_ws.disclosure.read_text()
     assert "[leakage] 12 test images also in train (UNRESOLVED)" in text
     assert "(resolved: re-selected on val)" in text
-    assert "notes.md:1 prints 0.45" in text
+    assert "notes.md:1 prints 0.415" in text
     assert "constant outputs" not in text  # it touches no claimed run
     assert _cli(paper_ws).returncode == 0  # never blocks
     strict = _cli(paper_ws, "--strict", "--json")

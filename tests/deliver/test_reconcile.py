@@ -27,7 +27,7 @@ Old draft: accuracy 87.1 %.
 PAPER_TEX = r"""\section{Results}
 Our model attains an accuracy of 87.3\% (Table~\ref{tab:main}).
 % stale comment: accuracy 86.9\%
-The final test loss is 0.43 after 40 epochs.
+The final test loss is 0.418 after 40 epochs.
 """
 
 CODE = """\
@@ -67,7 +67,7 @@ def test_drifts_ok_and_distractors(repo: Path, paper_ws: Workspace) -> None:
     assert drifts == {
         ("README.md", 7, "87.1 %"),
         ("paper/main.tex", 3, r"86.9\%"),
-        ("paper/main.tex", 4, "0.43"),
+        ("paper/main.tex", 4, "0.418"),
         ("notes.ipynb", 19, "88.2%"),
     }
     ok = {(h.claim, h.file, h.line) for h in report.ok}
@@ -79,7 +79,7 @@ def test_drifts_ok_and_distractors(repo: Path, paper_ws: Workspace) -> None:
         ("acc", "notes.ipynb", 13),
     }
     assert report.missing == []
-    assert {h.claim for h in report.drifts if h.found == "0.43"} == {"loss"}
+    assert {h.claim for h in report.drifts if h.found == "0.418"} == {"loss"}
 
 
 def test_missing_claim_and_appears_in_update(repo: Path, paper_ws: Workspace) -> None:

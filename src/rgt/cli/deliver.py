@@ -201,7 +201,7 @@ def figure(names: tuple[str, ...], workspace_dir: Path | None, out: Output) -> N
 @click.option(
     "--tolerance",
     type=float,
-    default=0.3,
+    default=0.02,
     show_default=True,
     help="How far (relative) a number may be from the value to count as a stale copy.",
 )

@@ -68,13 +68,15 @@ class Found:
         return self.percent or "." in self.text
 
 
-def scales(value: float, found: Found) -> tuple[int, ...]:
+def scales(value: float, found: Found, percent: bool = True) -> tuple[int, ...]:
+    """Scales at which ``found`` may print ``value``: ×100 needs a percent sign, or a claim
+    printed as a percentage (then "87.3" in a table column of accuracies is a percentage)."""
     if found.percent:
         return (100,) if abs(value) <= 1 else ()
-    return (1, 100) if abs(value) <= 1 else (1,)
+    return (1, 100) if abs(value) <= 1 and percent else (1,)
 
 
-def is_copy(value: float, found: Found) -> bool:
+def is_copy(value: float, found: Found, percent: bool = True) -> bool:
     """Is ``found`` the value as someone would print it (any rounding, either scale)?"""
     if not found.comparable:
         return False
@@ -84,18 +86,18 @@ def is_copy(value: float, found: Found) -> bool:
         step = Decimal(1).scaleb(-found.decimals)
         return any(
             (exact * scale).copy_abs().quantize(step, rounding=rounding) == target
-            for scale in scales(value, found)
+            for scale in scales(value, found, percent)
             for rounding in _ROUNDINGS
         )
     except InvalidOperation:
         return False
 
 
-def is_near(value: float, found: Found, tolerance: float) -> bool:
+def is_near(value: float, found: Found, tolerance: float, percent: bool = True) -> bool:
     """A plausible stale copy: same scale, within ``tolerance`` (relative) of the value."""
     if not found.comparable:
         return False
-    for scale in scales(value, found):
+    for scale in scales(value, found, percent):
         if scale == 1 and abs(value) <= 1 and abs(found.value) > 1:
             continue
         seen = float(found.value.copy_abs()) / scale
