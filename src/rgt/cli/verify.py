@@ -194,5 +194,41 @@ def collapse(
     _print_findings(out, findings, "outputs vary with the input")
 
 
+@verify.command()
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--results",
+    "results",
+    multiple=True,
+    help="results.json runs to compare with (file, run dir or glob; repeatable). "
+    "Those found under PATH are always used.",
+)
+@click.option(
+    "--stale-after",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Minutes without a write after which a 'running' run counts as dead.",
+)
+@output_options
+def tracker(path: Path, results: tuple[str, ...], stale_after: float, out: Output) -> None:
+    """Forensics over MLflow, TensorBoard, W&B offline and trackio data under PATH."""
+    from rgt.results import find_runs
+    from rgt.verify.tracker import scan
+
+    extra = [run for spec in results for run in find_runs(spec)]
+    report = scan(path, results=extra, stale_after=stale_after * 60)
+    counts = ", ".join(f"{v['runs']} {source}" for source, v in report.sources.items())
+
+    def human(o: Output) -> None:
+        o.line(f"{len(report.runs)} run(s) read: {counts or 'no tracker data found'}")
+        for finding in report.findings:
+            o.line(f"[{_COLOURS[finding.severity]}]{finding.severity}[/] {finding.message}")
+        if report.runs and not report.findings:
+            o.line("[green]ok[/]: no duplicate, stale or inconsistent runs")
+
+    out.result(report.to_json(), human)
+
+
 def register(cli_group: click.Group) -> None:
     cli_group.add_command(verify)
