@@ -201,3 +201,31 @@ def test_code_push_lands_in_an_immutable_snapshot(sshd_server: SshServer, tmp_pa
     assert changed["snapshot"] != doc["snapshot"]
     assert (remote / "train.py").read_text() == "print('v1')\n"  # the old snapshot is intact
     assert no_pwned(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("profile", "words"),
+    [("slurm", "not a machine reached over SSH"), ("no-such-profile", "no-such-profile")],
+)
+def test_up_refuses_profiles_that_are_not_ssh(profile: str, words: str) -> None:
+    from rgt.backends.ssh import register_ssh
+    from rgt.errors import UsageError
+
+    with pytest.raises(UsageError) as info:
+        register_ssh(Store.open(), profile, "box", ssh_line="ssh root@127.0.0.1")
+    assert words in info.value.message and info.value.fix
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("~", "/home/u"),
+        ("~/data", "/home/u/data"),
+        ("data/x/", "/home/u/data/x"),
+        ("/root/autodl-tmp", "/root/autodl-tmp"),
+    ],
+)
+def test_durable_root_is_absolute_on_the_machine(given: str, expected: str) -> None:
+    from rgt.backends.ssh import _absolute
+
+    assert _absolute(given, "/home/u") == expected

@@ -137,3 +137,17 @@ def test_a_data_error_is_not_retried(sshd_server: SshServer, tmp_path: Path) -> 
         )
     assert info.value.returncode not in RETRYABLE
     assert "did not retry" in str(info.value.fix)
+
+
+def test_crlf_scripts_are_reported(sshd_server: SshServer, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "prep.sh").write_bytes(b"set -e\r\necho prep\r\n")
+    (data / "launch").write_bytes(b"#!/usr/bin/env bash\r\necho go\r\n")
+    (data / "fine.sh").write_bytes(b"#!/bin/sh\necho ok\n")
+    (data / "table.csv").write_bytes(b"a,b\r\n1,2\r\n")  # CRLF data is data, not a script
+    register(sshd_server, "box", tmp_path / "root")
+    notices: list[str] = []
+    report = push(Store.open(), "box", [data], notice=notices.append)
+    assert sorted(report.crlf_scripts) == ["data/launch", "data/prep.sh"]
+    assert len(notices) == 2 and all("bad interpreter" in n for n in notices)

@@ -13,11 +13,13 @@ durable root: ``--root`` > the profile's ``DURABLE_DIR`` (``~`` = the remote hom
 
 from __future__ import annotations
 
+import posixpath
 import secrets
 import shlex
 import subprocess
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from rgt.backends.base import Backend
@@ -27,6 +29,8 @@ from rgt.jobs.store import Store, utcnow
 from rgt.models import Machine
 from rgt.transport.base import ProgressFn
 from rgt.transport.ssh import SshTarget, SshTransport, known_hosts_path, parse_ssh_line
+
+SSH_KINDS = ("ssh-rental", "cloud-api")  # profile kinds whose machines take an ssh line
 
 # Runs on the machine. Secrets are read into a shell variable (memory only) and piped to the
 # agent: never a file, never argv (printf is a shell builtin). The session ends only after the
@@ -152,6 +156,7 @@ def register_ssh(
     root: str | None = None,
 ) -> Machine:
     """Parse, connect (TOFU), check, pick the durable root, record. See the module docstring."""
+    durable_default = _ssh_profile_durable_dir(profile)
     if not ssh_line:
         raise UsageError(
             f"profile {profile!r} needs the ssh line of the machine",
@@ -172,8 +177,8 @@ def register_ssh(
     )
     transport = SshTransport(target)
     home, python = _probe(transport)
-    durable = root or _durable_from_profile(profile, home) or home
-    transport.check(["mkdir", "-p", "--", f"{durable.rstrip('/')}/.rgt"])
+    durable = _absolute(root or durable_default or "~", home)
+    transport.check(["mkdir", "-p", "--", posixpath.join(durable, ".rgt")])
     connection = {**target.to_connection(), "python": python, "host_key": host_fingerprint(known)}
     machine = Machine(
         name=name,
@@ -188,7 +193,29 @@ def register_ssh(
     return machine
 
 
-def _forget_if_moved(store: Store, name: str, fields: dict[str, Any], known: Any) -> None:
+def _ssh_profile_durable_dir(profile: str) -> str | None:
+    """The profile's ``DURABLE_DIR``; refuses profiles that are not reached over SSH."""
+    try:
+        from rgt.profiles import load_profile
+    except ImportError:
+        return None
+    found = load_profile(profile)  # an unknown name raises UsageError listing the known ones
+    if found.kind not in SSH_KINDS:
+        raise UsageError(
+            f"profile {profile!r} ({found.kind}) is not a machine reached over SSH",
+            fix=f"SSH profiles: {', '.join(SSH_KINDS)} kinds, e.g. generic-ssh, autodl, runpod",
+        )
+    return found.durable_dir
+
+
+def _absolute(path: str, home: str) -> str:
+    """``~``, ``~/x`` and relative paths are under the remote user's home."""
+    if path == "~" or path.startswith("~/"):
+        path = home + path[1:]
+    return posixpath.normpath(posixpath.join(home, path))
+
+
+def _forget_if_moved(store: Store, name: str, fields: dict[str, Any], known: Path) -> None:
     """Re-registering a name for another address is a new machine: start a new trust."""
     try:
         old = store.machine(name).connection
@@ -216,16 +243,7 @@ def _probe(transport: SshTransport) -> tuple[str, str]:
     return home or "/", python
 
 
-def _durable_from_profile(profile: str, home: str) -> str | None:
-    try:
-        from rgt.profiles import load_profile
-
-        return load_profile(profile).durable_dir_for(home)
-    except (ImportError, RgtError):
-        return None
-
-
-def host_fingerprint(known_hosts: Any) -> str | None:
+def host_fingerprint(known_hosts: str | Path) -> str | None:
     """``SHA256:…`` of the recorded host key, for the user to compare with the console."""
     proc = subprocess.run(
         ["ssh-keygen", "-l", "-f", str(known_hosts)], capture_output=True, check=False, timeout=30

@@ -23,14 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rgt._fs import sha256_file
+from rgt._fs import CHUNK
 from rgt.errors import BackendError, UsageError, VerifyError
 from rgt.jobs.snapshot import Snapshot, take_snapshot
 from rgt.jobs.store import Store
 from rgt.transport.base import ProgressFn, Transport
 
 SCRIPT_SUFFIXES = (".sh", ".bash")
-SHEBANG_PEEK = 512
 NoticeFn = Callable[[str], None]
 
 # Runs on the machine with its python3 (present: the agent needs it). Hashes the NUL-separated
@@ -129,8 +128,9 @@ def _push_code(
     crlf = crlf_scripts([(snapshot.root / f.rel, f.rel) for f in snapshot.files])
     _warn_crlf(crlf, notice)
     remote = backend.push_snapshot(snapshot, progress=progress)
-    hashes = dict(_local_hashes([(snapshot.root / f.rel, f.rel) for f in snapshot.files]))
-    files = tuple(PushedFile(f.rel, f.size, hashes[f.rel]) for f in snapshot.files)
+    local = _local_hashes([(snapshot.root / f.rel, f.rel) for f in snapshot.files])
+    crlf += _late_crlf(local, crlf, notice)
+    files = tuple(PushedFile(rel, found.size, found.sha256) for rel, found in local.items())
     return PushReport(
         machine=backend.machine.name,
         kind="code",
@@ -155,14 +155,14 @@ def _push_data(
     crlf = crlf_scripts(listing)
     _warn_crlf(crlf, notice)
     backend.transport.mkdir(remote)
-    attempts, sent, matched = _transfer(backend, sources, remote, progress)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the machine hashes while we do
-        remote_future = pool.submit(
-            remote_sha256, backend.transport, backend.python, remote, [rel for _, rel in listing]
-        )
-        local = _local_hashes(listing)
-        arrived = remote_future.result()
-    files = _compare(backend.machine.name, remote, listing, local, arrived)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # hash here while the bytes travel
+        local_future = pool.submit(_local_hashes, listing)
+        attempts, sent, matched = _transfer(backend, sources, remote, progress)
+        rels = [rel for _, rel in listing]
+        arrived = remote_sha256(backend.transport, backend.python, remote, rels)
+        local = local_future.result()
+    files = _compare(backend.machine.name, remote, local, arrived)
+    crlf += _late_crlf(local, crlf, notice)
     return PushReport(
         machine=backend.machine.name,
         kind="data",
@@ -253,18 +253,39 @@ def remote_sha256(
     return {rel: (None if h == "-" else h) for rel, h in zip(rels, lines, strict=True)}
 
 
-def _local_hashes(listing: Sequence[tuple[Path, str]]) -> dict[str, str]:
-    return {rel: sha256_file(str(path)) for path, rel in listing}
+@dataclass(frozen=True)
+class LocalFile:
+    sha256: str
+    size: int
+    crlf_script: bool  # starts with ``#!`` and has CRLF line endings
+
+
+def _local_hashes(listing: Sequence[tuple[Path, str]]) -> dict[str, LocalFile]:
+    return {rel: _read_local(path) for path, rel in listing}
+
+
+def _read_local(path: Path) -> LocalFile:
+    """One read of the file: its sha256, size, and the CRLF check for ``#!`` scripts."""
+    digest = hashlib.sha256()
+    size = 0
+    script = crlf = False
+    with path.open("rb") as handle:
+        while block := handle.read(CHUNK):
+            if size == 0:
+                script = block.startswith(b"#!")
+            crlf = crlf or (script and b"\r\n" in block)
+            digest.update(block)
+            size += len(block)
+    return LocalFile(digest.hexdigest(), size, crlf)
 
 
 def _compare(
     machine: str,
     remote: str,
-    listing: Sequence[tuple[Path, str]],
-    local: dict[str, str],
+    local: dict[str, LocalFile],
     arrived: dict[str, str | None],
 ) -> tuple[PushedFile, ...]:
-    bad = [rel for _, rel in listing if arrived.get(rel) != local[rel]]
+    bad = [rel for rel, found in local.items() if arrived.get(rel) != found.sha256]
     if bad:
         raise VerifyError(
             f"{len(bad)} pushed file(s) differ on {machine}: {bad[:5]}",
@@ -272,22 +293,28 @@ def _compare(
             fix="a file changed during the push or the disk is full there; "
             "run the same push again (it resumes)",
         )
-    return tuple(PushedFile(rel, path.stat().st_size, local[rel]) for path, rel in listing)
+    return tuple(PushedFile(rel, found.size, found.sha256) for rel, found in local.items())
 
 
 def crlf_scripts(listing: Sequence[tuple[Path, str]]) -> list[str]:
-    """Shell scripts (``*.sh``, ``*.bash`` or a ``#!`` first line) with CRLF line endings."""
+    """Shell scripts by name (``*.sh``, ``*.bash``) with CRLF line endings. Other ``#!``
+    scripts are caught in the hashing pass (``LocalFile.crlf_script``), which reads every
+    file anyway."""
     found = []
     for path, rel in listing:
-        try:
-            with path.open("rb") as handle:
-                head = handle.read(SHEBANG_PEEK)
-                is_script = rel.endswith(SCRIPT_SUFFIXES) or head.startswith(b"#!")
-                if is_script and b"\r\n" in head + handle.read():
+        if rel.endswith(SCRIPT_SUFFIXES):
+            try:
+                if b"\r\n" in path.read_bytes():
                     found.append(rel)
-        except OSError:
-            continue
+            except OSError:
+                continue
     return found
+
+
+def _late_crlf(local: dict[str, LocalFile], known: list[str], notice: NoticeFn | None) -> list[str]:
+    late = [rel for rel, found in local.items() if found.crlf_script and rel not in known]
+    _warn_crlf(late, notice)
+    return late
 
 
 def _warn_crlf(crlf: list[str], notice: NoticeFn | None) -> None:
@@ -302,16 +329,22 @@ def _warn_crlf(crlf: list[str], notice: NoticeFn | None) -> None:
 
 def local_files(sources: Sequence[Path]) -> list[tuple[Path, str]]:
     """Every regular file under ``sources`` with its path as it lands in the destination
-    (rsync without a trailing slash: ``dir`` becomes ``dest/dir/…``)."""
+    (rsync without a trailing slash: ``dir`` becomes ``dest/dir/…``). Symlinks are copied as
+    links by rsync and are not listed (they have no content of their own to hash)."""
     found: list[tuple[Path, str]] = []
     for source in sources:
         if source.is_file() and not source.is_symlink():
             found.append((source, source.name))
-            continue
-        for dirpath, dirnames, filenames in os.walk(source):
-            dirnames.sort()
-            for name in sorted(filenames):
-                path = Path(dirpath) / name
-                if path.is_file() and not path.is_symlink():
-                    found.append((path, f"{source.name}/{path.relative_to(source).as_posix()}"))
+        elif source.is_dir() and not source.is_symlink():
+            _scan(source, source.name, found)
     return found
+
+
+def _scan(directory: Path, rel: str, found: list[tuple[Path, str]]) -> None:
+    # scandir: the directory entry already knows the file type, no extra stat per file.
+    with os.scandir(directory) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False):
+                _scan(Path(entry.path), f"{rel}/{entry.name}", found)
+            elif entry.is_file(follow_symlinks=False):
+                found.append((Path(entry.path), f"{rel}/{entry.name}"))

@@ -16,6 +16,7 @@ restarted from the console, a laptop closing). So every transfer runs in a loop:
 
 from __future__ import annotations
 
+import functools
 import os
 import pty
 import re
@@ -116,6 +117,7 @@ class Rsync:
     def transfer(
         self, sources: Sequence[str], dest: str, *, progress: ProgressFn | None = None
     ) -> TransferReport:
+        check_local_rsync()
         report = TransferReport()
         argv = self.argv(sources, dest)
         for attempt_no in range(self.retries + 1):
@@ -158,6 +160,23 @@ class Rsync:
                 fix="read the message above (a full disk, a permission, a bad path); this is "
                 "not a connection problem, so rgt did not retry",
             )
+
+
+@functools.cache
+def check_local_rsync() -> str:
+    """rsync >= 3.1 here (``--info=progress2``); macOS ships 2.6.9 or openrsync."""
+    try:
+        out = subprocess.run(["rsync", "--version"], capture_output=True, timeout=30).stdout
+    except FileNotFoundError:
+        out = b""
+    found = re.search(rb"rsync\s+version\s+v?(\d+)\.(\d+)\S*", out)
+    if not found or (int(found.group(1)), int(found.group(2))) < (3, 1):
+        raise TransportError(
+            f"rgt needs rsync >= 3.1 on this computer (found: "
+            f"{found.group(0).decode() if found else 'none'})",
+            fix="install it (Debian/Ubuntu: `apt-get install rsync`; macOS: `brew install rsync`)",
+        )
+    return found.group(0).decode()
 
 
 def _run_once(argv: list[str], progress: ProgressFn | None) -> Attempt:
