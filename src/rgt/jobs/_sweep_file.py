@@ -1,0 +1,383 @@
+"""The sweep file (TOML): what cells a sweep has, and how each one is run.
+
+    name = "lr-demo"                      # letters, digits, '.', '_', '-'
+    command = ["python3", "train.py", "--lr", "{lr}", "--seed", "{seed}"]
+    seeds = [0, 1, 2]                     # seeds are the unit of replication (default [0])
+    machines = ["box-a", "box-b"]         # registered machines, or ONE slurm machine
+    per_machine = 2                       # most jobs of this sweep in flight on one machine
+    artifacts = ["outputs/*.pt"]          # optional extra artifact globs (ckpt/ and outputs/
+                                          # are always artifacts)
+    env = { WANDB_MODE = "offline" }      # optional plain environment (never secrets)
+    code = "."                            # optional: the directory snapshotted (default: the
+                                          # sweep file's own directory)
+    retries = 3                           # optional: the agent's retry budget per job
+    [grid]                                # a cartesian product ...
+    lr = [0.01, 0.1]
+    # [[cells]]                           # ... or an explicit list of override tables
+    [resources]                           # optional, rgt's one resource vocabulary
+    timeout_min = 30
+
+A cell is one override table plus one seed. Its id is stable: the sweep name and a hash of
+the sweep name, the sorted overrides and the seed, so re-reading the file (in any key order)
+names the same cells, and editing one value makes a new cell rather than re-using an old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rgt.config import _load_toml
+from rgt.errors import SpecError
+from rgt.resources import Resources
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+ALLOWED = (
+    "name",
+    "command",
+    "grid",
+    "cells",
+    "seeds",
+    "machines",
+    "per_machine",
+    "resources",
+    "artifacts",
+    "env",
+    "code",
+    "retries",
+)
+BUILTIN_FIELDS = ("seed", "cell_id")
+Scalar = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One job of the sweep: overrides (without the seed) and the seed."""
+
+    cell_id: str
+    overrides: dict[str, Scalar]
+    seed: int
+    argv: tuple[str, ...]
+
+    @property
+    def group(self) -> str:
+        """The overrides as ``k=v,k=v`` (sorted): every seed of one setting shares it."""
+        return ",".join(f"{k}={_text(v)}" for k, v in sorted(self.overrides.items())) or "all"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    path: Path
+    command: tuple[str, ...]
+    cells: tuple[Cell, ...]
+    machines: tuple[str, ...]
+    per_machine: int = 1
+    resources: Resources = field(default_factory=Resources)
+    artifacts: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    code: Path = field(default_factory=Path.cwd)
+    retries: int = 3
+
+
+def load_sweep(path: Path) -> Sweep:
+    """Read and check a sweep file; a bad one raises ``SpecError`` naming the key."""
+    if not path.is_file():
+        raise SpecError(f"no sweep file at {path}", path=str(path), fix="give a SWEEP.toml path")
+    data = _load_toml(path)
+    where = str(path)
+    unknown = sorted(set(data) - set(ALLOWED))
+    if unknown:
+        raise _err(
+            where, unknown[0], f"unknown key {unknown[0]!r}", f"allowed: {', '.join(ALLOWED)}"
+        )
+    name = _name(where, data)
+    command = _command(where, data)
+    tables = _override_tables(where, data)
+    seeds = _seeds(where, data)
+    cells = tuple(_cell(name, command, t, s, where) for t in tables for s in seeds)
+    return Sweep(
+        name=name,
+        path=path.resolve(),
+        command=command,
+        cells=cells,
+        machines=_machines(where, data),
+        per_machine=_positive_int(where, data, "per_machine", 1),
+        resources=_resources(where, data),
+        artifacts=_strings(where, data, "artifacts"),
+        env=_env(where, data),
+        code=_code(path, data),
+        retries=_positive_int(where, data, "retries", 3, minimum=0),
+    )
+
+
+def cell_id(name: str, overrides: Mapping[str, Scalar], seed: int) -> str:
+    canonical = json.dumps(
+        {"sweep": name, "overrides": dict(sorted(overrides.items())), "seed": seed},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return f"{name}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
+
+
+def _err(where: str, key: str, message: str, fix: str) -> SpecError:
+    return SpecError(f"{where}: {message}", path=where, field=key, fix=fix)
+
+
+def _name(where: str, data: dict[str, Any]) -> str:
+    name = data.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise _err(
+            where,
+            "name",
+            f"'name' is {name!r}",
+            "give name = \"…\": letters, digits, '.', '_' or '-' (max 64)",
+        )
+    return name
+
+
+def _command(where: str, data: dict[str, Any]) -> tuple[str, ...]:
+    command = data.get("command")
+    if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
+        raise _err(
+            where,
+            "command",
+            "'command' must be a non-empty list of strings",
+            'e.g. command = ["python3", "train.py", "--lr", "{lr}"]',
+        )
+    for word in command:
+        _placeholders(where, word)
+    return tuple(command)
+
+
+def _placeholders(where: str, word: str) -> list[str]:
+    try:
+        names = [f for _, f, _, _ in string.Formatter().parse(word) if f is not None]
+    except ValueError as exc:
+        raise _err(
+            where,
+            "command",
+            f"'command' word {word!r}: {exc}",
+            "write placeholders as {name}; a literal brace is {{ or }}",
+        ) from exc
+    bad = [n for n in names if not KEY_RE.match(n)]
+    if bad:
+        raise _err(
+            where,
+            "command",
+            f"'command' placeholder {{{bad[0]}}} is not a plain name",
+            "use {key} with a key of grid/cells, {seed} or {cell_id}",
+        )
+    return names
+
+
+def _override_tables(where: str, data: dict[str, Any]) -> list[dict[str, Scalar]]:
+    if "grid" in data and "cells" in data:
+        raise _err(
+            where,
+            "cells",
+            "give either 'grid' or 'cells', not both",
+            "a grid is a cartesian product; cells is an explicit list",
+        )
+    if "cells" in data:
+        return _cells_list(where, data["cells"])
+    grid = data.get("grid", {})
+    if not isinstance(grid, dict):
+        raise _err(where, "grid", "'grid' must be a table of lists", "[grid]\nlr = [0.01, 0.1]")
+    for key, values in grid.items():
+        _key(where, f"grid.{key}", key)
+        if not isinstance(values, list) or not values or not all(_scalar(v) for v in values):
+            raise _err(
+                where,
+                f"grid.{key}",
+                f"'grid.{key}' must be a non-empty list of strings, numbers or booleans",
+                f"e.g. {key} = [1, 2]",
+            )
+        if len({_text(v) for v in values}) != len(values):
+            raise _err(where, f"grid.{key}", f"'grid.{key}' repeats a value", "list each once")
+    keys = sorted(grid)
+    return [
+        dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(grid[k] for k in keys))
+    ]
+
+
+def _cells_list(where: str, cells: Any) -> list[dict[str, Scalar]]:
+    if not isinstance(cells, list) or not cells or not all(isinstance(c, dict) for c in cells):
+        raise _err(
+            where, "cells", "'cells' must be a non-empty list of tables", "[[cells]]\nlr = 0.01"
+        )
+    seen: dict[str, int] = {}
+    for index, cell in enumerate(cells):
+        for key, value in cell.items():
+            _key(where, f"cells[{index}].{key}", key)
+            if not _scalar(value):
+                raise _err(
+                    where,
+                    f"cells[{index}].{key}",
+                    f"'cells[{index}].{key}' is {value!r}",
+                    "a string, number or boolean",
+                )
+        canon = json.dumps(cell, sort_keys=True)
+        if canon in seen:
+            raise _err(
+                where,
+                f"cells[{index}]",
+                f"'cells[{index}]' repeats cells[{seen[canon]}]",
+                "list each setting once; seeds come from 'seeds'",
+            )
+        seen[canon] = index
+    return [dict(c) for c in cells]
+
+
+def _key(where: str, field_name: str, key: str) -> None:
+    if key in BUILTIN_FIELDS:
+        raise _err(
+            where,
+            field_name,
+            f"'{field_name}' is a reserved name",
+            "list seeds in 'seeds'; cell_id is computed",
+        )
+    if not KEY_RE.match(key):
+        raise _err(
+            where,
+            field_name,
+            f"override name {key!r} is not a plain name",
+            "use letters, digits and '_' (it becomes a {placeholder})",
+        )
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool)
+
+
+def _text(value: Scalar) -> str:
+    return json.dumps(value) if isinstance(value, bool) else str(value)
+
+
+def _seeds(where: str, data: dict[str, Any]) -> list[int]:
+    seeds = data.get("seeds", [0])
+    ok = (
+        isinstance(seeds, list)
+        and seeds
+        and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    )
+    if not ok or len(set(seeds)) != len(seeds):
+        raise _err(
+            where, "seeds", f"'seeds' is {seeds!r}", "a list of distinct integers, e.g. [0, 1, 2]"
+        )
+    return list(seeds)
+
+
+def _cell(
+    name: str, command: tuple[str, ...], table: dict[str, Scalar], seed: int, where: str
+) -> Cell:
+    ident = cell_id(name, table, seed)
+    values: dict[str, Any] = {**table, "seed": seed, "cell_id": ident}
+    argv = []
+    for word in command:
+        missing = [n for n in _placeholders(where, word) if n not in values]
+        if missing:
+            raise _err(
+                where,
+                "command",
+                f"'command' uses {{{missing[0]}}} but cell "
+                f"{_describe(table)} has no {missing[0]!r}",
+                f"add {missing[0]!r} to grid/cells, or drop the placeholder",
+            )
+        argv.append(
+            word.format_map({k: _text(v) if isinstance(v, bool) else v for k, v in values.items()})
+        )
+    return Cell(cell_id=ident, overrides=dict(table), seed=seed, argv=tuple(argv))
+
+
+def _describe(table: dict[str, Scalar]) -> str:
+    return "{" + ", ".join(f"{k}={_text(v)}" for k, v in sorted(table.items())) + "}"
+
+
+def _machines(where: str, data: dict[str, Any]) -> tuple[str, ...]:
+    machines = data.get("machines")
+    if not (isinstance(machines, list) and machines and all(isinstance(m, str) for m in machines)):
+        machines = None
+    if machines is None or len(set(machines)) != len(machines):
+        raise _err(
+            where,
+            "machines",
+            f"'machines' is {data.get('machines')!r}",
+            "a list of distinct registered machine names (`rgt status` lists them)",
+        )
+    return tuple(machines)
+
+
+def _positive_int(
+    where: str, data: dict[str, Any], key: str, default: int, minimum: int = 1
+) -> int:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _err(where, key, f"'{key}' is {value!r}", f"a whole number >= {minimum}")
+    return value
+
+
+def _resources(where: str, data: dict[str, Any]) -> Resources:
+    table = data.get("resources", {})
+    if not isinstance(table, dict):
+        raise _err(
+            where,
+            "resources",
+            "'resources' must be a table",
+            f"keys: {', '.join(Resources.keys())}",
+        )
+    try:
+        return Resources.from_mapping(table, path=where)
+    except SpecError as exc:
+        raise _err(where, f"resources.{exc.field}", exc.message, exc.fix or "") from exc
+
+
+def _strings(where: str, data: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _err(
+            where, key, f"'{key}' must be a list of strings", f'e.g. {key} = ["outputs/*.pt"]'
+        )
+    return tuple(value)
+
+
+def _env(where: str, data: dict[str, Any]) -> dict[str, str]:
+    env = data.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str | int | float) for v in env.values()):
+        raise _err(
+            where,
+            "env",
+            "'env' must be a table of strings",
+            'e.g. env = { WANDB_MODE = "offline" }; secrets go through `rgt run --secret`',
+        )
+    reserved = [k for k in env if str(k).startswith("RGT_")]
+    if reserved:
+        raise _err(
+            where,
+            f"env.{reserved[0]}",
+            f"'env.{reserved[0]}' is set by rgt",
+            "RGT_* variables belong to rgt; pick another name",
+        )
+    return {str(k): str(v) for k, v in env.items()}
+
+
+def _code(path: Path, data: dict[str, Any]) -> Path:
+    code = data.get("code", ".")
+    base = path.resolve().parent
+    target = (base / code).resolve() if isinstance(code, str) else None
+    if target is None or not target.is_dir():
+        raise _err(
+            str(path),
+            "code",
+            f"'code' is {code!r}, not a directory",
+            "a directory relative to the sweep file (default: the file's own directory)",
+        )
+    return target

@@ -1,0 +1,227 @@
+"""Reconciliation: what each cell of a sweep is, from the state DB and the machines' word.
+
+The state DB says which jobs belong to which cell (every sweep job carries ``RGT_SWEEP`` and
+``RGT_CELL_ID`` in its spec) and which were pulled and verified; the machines say what each
+job is now. Each machine is read in one agent round trip (``patrol``); on Slurm the jobs the
+agent has not ended are also asked of the controller, which knows a pending array task.
+
+A machine that cannot be read says nothing about its jobs. Their last state is kept only when
+the agent itself recorded an end (a terminal ``status.json`` is final: the agent never runs a
+job again after it); anything else becomes ``unreachable`` — in doubt — and a cell in doubt is
+never launched anywhere else. That is the rule that keeps a cell from running twice to
+completion: a new job for a cell is started only when every earlier job of it is known, from a
+machine that answered, to have ended without success or never to have started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from rgt.errors import RgtError
+from rgt.jobs._sweep_file import Cell, Sweep
+from rgt.jobs.launch import NEVER_LAUNCHED_S, _age_s
+from rgt.jobs.store import Store
+from rgt.models import TERMINAL, JobRecord, JobState
+
+ACTIVE = ("running", "retrying")
+# Cell states, in the order the table shows them.
+CELL_STATES = (
+    "done",
+    "succeeded",
+    "running",
+    "queued",
+    "unreachable",
+    "failed",
+    "missing",
+    "duplicate",
+)
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job of a cell. ``state`` is a JobState value, ``absent`` (the machine answered and
+    has no such job: it never started) or ``unreachable`` (the machine did not answer)."""
+
+    job_id: str
+    machine: str
+    state: str
+    label: str | None
+    reason: str | None
+    pulled: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@dataclass(frozen=True)
+class CellView:
+    cell: Cell
+    state: str
+    jobs: tuple[JobView, ...]
+    label: str | None = None
+    retryable: bool = False
+
+    @property
+    def machine(self) -> str | None:
+        """Where the job that decides the cell's state lives."""
+        deciding = [j for j in self.jobs if j.state not in ("absent",)]
+        return deciding[-1].machine if deciding else None
+
+    def needs_launch(self, retry_failed: bool) -> bool:
+        if self.state == "missing":
+            return True
+        return self.state == "failed" and (self.retryable or retry_failed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cell_id": self.cell.cell_id,
+            "group": self.cell.group,
+            "overrides": self.cell.overrides,
+            "seed": self.cell.seed,
+            "state": self.state,
+            "label": self.label,
+            "retryable": self.retryable,
+            "machine": self.machine,
+            "jobs": [j.to_json() for j in self.jobs],
+        }
+
+
+@dataclass(frozen=True)
+class Observation:
+    cells: tuple[CellView, ...]
+    unreachable: dict[str, str]  # machine -> why it could not be read
+
+    def in_flight(self, machine: str) -> int:
+        return sum(1 for c in self.cells for j in c.jobs if j.machine == machine and _busy(j.state))
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(1 for c in self.cells if c.state == s) for s in CELL_STATES}
+
+
+def sweep_jobs(store: Store, sweep: Sweep) -> dict[str, list[JobRecord]]:
+    """cell id -> its jobs (oldest first), from the state DB."""
+    wanted = {c.cell_id for c in sweep.cells}
+    found: dict[str, list[JobRecord]] = {c: [] for c in wanted}
+    for record in store.jobs():
+        env = record.spec.env
+        if env.get("RGT_SWEEP") == sweep.name and env.get("RGT_CELL_ID") in wanted:
+            found[env["RGT_CELL_ID"]].append(record)
+    return found
+
+
+def observe(store: Store, sweep: Sweep) -> Observation:
+    """Read every machine that holds a job of the sweep (in parallel) and classify each cell."""
+    jobs = sweep_jobs(store, sweep)
+    by_machine: dict[str, list[JobRecord]] = {}
+    for record in (r for records in jobs.values() for r in records):
+        by_machine.setdefault(record.machine, []).append(record)
+    names = sorted(set(by_machine) | set(sweep.machines))
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(names)))) as pool:
+        answers = list(pool.map(lambda n: read_machine(store, n, by_machine.get(n, [])), names))
+    statuses: dict[str, dict[str, Any]] = {}
+    unreachable: dict[str, str] = {}
+    for name, answer in zip(names, answers, strict=True):
+        if isinstance(answer, str):
+            unreachable[name] = answer
+        else:
+            statuses.update(answer)
+    cells = []
+    for cell in sweep.cells:
+        views = [
+            _job_view(store, r, statuses.get(r.job_id), r.machine in unreachable)
+            for r in jobs[cell.cell_id]
+        ]
+        cells.append(classify(cell, views))
+    return Observation(tuple(cells), unreachable)
+
+
+def read_machine(
+    store: Store, name: str, records: Sequence[JobRecord]
+) -> dict[str, dict[str, Any]] | str:
+    """job id -> status for ``records`` on machine ``name``, or why it could not be read."""
+    from rgt.machines import backend_for
+    from rgt.watch.remote import machine_call
+
+    try:
+        backend = backend_for(store, name)
+        doc = machine_call(backend, "patrol", ["--events", "0", "--no-gpu"], timeout=60)
+        found = {str(j.get("job_id")): j for j in doc.get("jobs") or []}
+        out = {r.job_id: found.get(r.job_id) or {"exists": False} for r in records}
+        if backend.kind == "slurm":  # the controller knows pending and vanished tasks
+            for job_id, status in out.items():
+                if status.get("state") not in {s.value for s in TERMINAL}:
+                    out[job_id] = backend.status(job_id)
+    except RgtError as exc:
+        return exc.message
+    _cache(store, records, out)
+    return out
+
+
+def _cache(store: Store, records: Iterable[JobRecord], statuses: dict[str, dict[str, Any]]) -> None:
+    """Copy the machine's word into the local cache (what `rgt status` shows)."""
+    for record in records:
+        status = statuses[record.job_id]
+        if status.get("exists") is False and "slurm" not in status:
+            continue
+        state = JobState(status.get("state") or record.state.value)
+        attempts = int(status.get("attempt") or 0)
+        if (state, attempts, status.get("label")) != (record.state, record.attempts, record.label):
+            store.update_job(
+                record.job_id,
+                state=state,
+                attempts=attempts,
+                label=status.get("label"),
+                ended=status.get("ended"),
+            )
+
+
+def _job_view(
+    store: Store, record: JobRecord, status: dict[str, Any] | None, unreachable: bool
+) -> JobView:
+    pull = store.last_pull(record.job_id)
+    pulled = bool(pull and pull["verified"])
+    if unreachable or status is None:
+        # Only an end the agent recorded is final; our own launch-failure mark is not.
+        final = record.state in TERMINAL and (record.attempts > 0 or record.label is not None)
+        state = record.state.value if final else "unreachable"
+        return JobView(record.job_id, record.machine, state, record.label, None, pulled)
+    if status.get("exists") is False and "slurm" not in status:
+        launch_failed = record.state == JobState.FAILED and record.attempts == 0
+        absent = launch_failed or _age_s(record.created) > NEVER_LAUNCHED_S
+        state = "absent" if absent else "queued"
+        return JobView(record.job_id, record.machine, state, None, None, pulled)
+    return JobView(
+        record.job_id,
+        record.machine,
+        str(status.get("state") or "queued"),
+        status.get("label"),
+        status.get("reason"),
+        pulled,
+    )
+
+
+def classify(cell: Cell, jobs: Sequence[JobView]) -> CellView:
+    from rgt.triage.labels import LABEL_RETRYABLE
+
+    views = tuple(jobs)
+    succeeded = [j for j in views if j.state == JobState.SUCCEEDED.value]
+    if len(succeeded) > 1:
+        return CellView(cell, "duplicate", views)
+    if succeeded:
+        return CellView(cell, "done" if succeeded[0].pulled else "succeeded", views)
+    for wanted in (("running", "retrying"), ("queued",), ("unreachable",)):
+        if any(j.state in wanted for j in views):
+            return CellView(cell, wanted[0], views)
+    ended = [j for j in views if j.state in (JobState.FAILED.value, JobState.CANCELLED.value)]
+    if not ended:
+        return CellView(cell, "missing", views)
+    last = ended[-1]
+    retryable = last.state == JobState.FAILED.value and LABEL_RETRYABLE.get(last.label or "", False)
+    return CellView(cell, "failed", views, last.label or last.state, bool(retryable))
+
+
+def _busy(state: str) -> bool:
+    return state in (*ACTIVE, "queued")
