@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "rgt.cli.profiles",
     "rgt.cli.push",
     "rgt.cli.watch",
+    "rgt.cli.sweep",
 )
 
 
