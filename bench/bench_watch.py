@@ -1,0 +1,122 @@
+"""Benchmark of `rgt watch` on the local backend.
+
+1. Death to event: a job is killed (SIGKILL of its process group, no traceback); we time from
+   the kill to the first `rgt watch JOB --once --json` (a fresh CLI process each try, as a
+   cron patrol would run it) whose job shows the classified end (state retrying/failed with a
+   triage label). Goal <= 5 s.
+2. Patrol of 8 machines: 8 local machines with one running job each; time of
+   `rgt watch --once --json` (CLI start + 8 agent round trips in parallel). Goal <= 2 s.
+
+Run: .venv/bin/python bench/bench_watch.py [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+JOB = "import time\nprint('step 1 loss 0.5', flush=True)\ntime.sleep(600)\n"
+
+
+def rgt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rgt.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+
+
+def launch(machine: str, proj: Path) -> str:
+    proc = rgt(
+        "run",
+        machine,
+        "--probe-seconds",
+        "0",
+        "--retries",
+        "0",
+        "--json",
+        "--",
+        sys.executable,
+        "job.py",
+        cwd=proj,
+    )
+    return str(json.loads(proc.stdout)["job_id"])
+
+
+def wait_running(job_id: str) -> dict[str, object]:
+    while True:
+        job = json.loads(rgt("watch", job_id, "--once", "--json", "--no-gpu").stdout)
+        if job["state"] == "running" and job.get("attempt"):
+            return job
+        time.sleep(0.1)
+
+
+def death_to_event(proj: Path) -> float:
+    job_id = launch("m0", proj)
+    wait_running(job_id)
+    pid = _status_pid(job_id)
+    killed = time.monotonic()
+    os.killpg(pid, signal.SIGKILL)
+    while True:
+        job = json.loads(rgt("watch", job_id, "--once", "--json", "--no-gpu").stdout)
+        if job["state"] in ("failed", "retrying") and job.get("label"):
+            return time.monotonic() - killed
+
+
+def _status_pid(job_id: str) -> int:
+    home = Path(os.environ["RGT_HOME"])
+    status = next(home.glob(f"machines/*/.rgt/jobs/{job_id}/status.json"))
+    return int(json.loads(status.read_text())["pid"])
+
+
+def patrol_time() -> float:
+    start = time.monotonic()
+    proc = rgt("watch", "--once", "--json", "--no-gpu")
+    elapsed = time.monotonic() - start
+    report = json.loads(proc.stdout)
+    assert len(report["machines"]) == 8 and all(m["reachable"] for m in report["machines"])
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rgt-bench-watch-") as tmp:
+        os.environ["RGT_HOME"] = str(Path(tmp) / "home")
+        proj = Path(tmp) / "proj"
+        proj.mkdir()
+        (proj / "job.py").write_text(JOB)
+        for i in range(8):
+            rgt("up", "local", "--name", f"m{i}")
+        deaths = [death_to_event(proj) for _ in range(args.repeat)]
+        jobs = [launch(f"m{i}", proj) for i in range(8)]
+        for job_id in jobs:
+            wait_running(job_id)
+        patrols = [patrol_time() for _ in range(args.repeat)]
+        for job_id in jobs:
+            rgt("cancel", job_id)
+    for name, values, goal in (
+        ("death -> classified event in watch --once", deaths, 5.0),
+        ("patrol of 8 local machines (watch --once)", patrols, 2.0),
+    ):
+        print(
+            f"{name}: median {statistics.median(values):.2f} s, max {max(values):.2f} s "
+            f"over {len(values)} runs (goal <= {goal:g} s)"
+        )
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
