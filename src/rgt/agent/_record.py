@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import urllib.request
 from typing import Any, Dict, List, Optional
 
 from rgt import _fs
-from rgt.agent import _system, _webhook
+from rgt.agent import _system
 from rgt.jobs.paths import JobPaths
 
 REDACTED = "***"
@@ -119,6 +118,10 @@ class JobRecorder(object):
     def notify(self, record: Dict[str, Any]) -> None:
         """POST the event in the webhook's format (``_webhook``); a dead hook never stops
         the job."""
+        import urllib.request  # only an agent with a webhook pays for importing it
+
+        from rgt.agent import _webhook
+
         try:
             request = _webhook.request(str(self.notify_url), record)
             with urllib.request.urlopen(request, timeout=NOTIFY_TIMEOUT_S) as response:

@@ -21,10 +21,10 @@ from typing import Any, Dict, List, Optional, Tuple
 from rgt import _fs
 from rgt.agent import _system
 from rgt.agent._record import JobRecorder, log, read_status
-from rgt.agent.supervisor import TERMINAL, Supervisor, install_signal_handlers
 from rgt.jobs.paths import JobPaths
 
 SPEC_SCHEMA = "rgt.spec/1"
+TERMINAL = ("succeeded", "failed", "cancelled")  # as rgt.agent.supervisor.TERMINAL
 LOCK_NAME = "agent.lock"
 AGENT_LOG = "agent.log"
 
@@ -73,6 +73,8 @@ def cmd_run(job_dir: str, secrets_stdin: bool, version: str) -> int:
     spec, problem = load_spec(job_dir)
     if problem:
         return record_bad_spec(job_dir, problem)
+    from rgt.agent.supervisor import Supervisor, install_signal_handlers
+
     supervisor = Supervisor(job_dir, spec, secrets, version)
     install_signal_handlers(supervisor)
     try:
@@ -248,6 +250,8 @@ def _cancel_without_agent(job_dir: str, status: Dict[str, Any]) -> str:
     spec, problem = load_spec(job_dir)
     if problem:
         return str(status.get("state", "queued"))
+    from rgt.agent.supervisor import Supervisor
+
     supervisor = Supervisor(job_dir, spec, {})
     supervisor.rec.adopt(status)
     supervisor.finish("cancelled", "cancelled on request (no agent was running)")

@@ -7,6 +7,7 @@ exactly one ``transport.run``.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -15,14 +16,20 @@ from rgt.backends.base import Backend
 from rgt.errors import BackendError
 
 
+@functools.lru_cache(maxsize=1)
+def _agent_version() -> str:
+    """Hashing the bundled sources once per process, not once per machine."""
+    from rgt.agent.build import agent_version
+
+    return agent_version()
+
+
 def machine_call(
     backend: Backend, subcommand: str, args: Sequence[str] = (), timeout: float = 120
 ) -> dict[str, Any]:
     """Run ``agent SUBCOMMAND ROOT ARGS…`` on the machine and return its JSON document.
     ``TransportError`` (the connection) propagates: it says nothing about any job."""
-    from rgt.agent.build import agent_version
-
-    agent = backend.root.agent_file(agent_version())
+    agent = backend.root.agent_file(_agent_version())
     argv = [backend.python, agent, subcommand, backend.root.root, *args]
     result = backend.transport.run(argv, timeout=timeout)
     if not result.ok and not backend.transport.exists(agent):
