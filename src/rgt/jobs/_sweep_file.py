@@ -337,7 +337,8 @@ def _resources(where: str, data: dict[str, Any]) -> Resources:
     try:
         return Resources.from_mapping(table, path=where)
     except SpecError as exc:
-        raise _err(where, f"resources.{exc.field}", exc.message, exc.fix or "") from exc
+        key = f"resources.{exc.field}"
+        raise _err(where, key, f"'{key}': {exc.message}", exc.fix or "") from exc
 
 
 def _strings(where: str, data: dict[str, Any], key: str) -> tuple[str, ...]:
