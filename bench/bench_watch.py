@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -80,10 +81,16 @@ def _status_pid(job_id: str) -> int:
     return int(json.loads(status.read_text())["pid"])
 
 
+CPU: list[float] = []
+
+
 def patrol_time() -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     proc = rgt("watch", "--once", "--json", "--no-gpu")
     elapsed = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     report = json.loads(proc.stdout)
     assert len(report["machines"]) == 8 and all(m["reachable"] for m in report["machines"])
     return elapsed
@@ -115,6 +122,7 @@ def main() -> None:
             f"{name}: median {statistics.median(values):.2f} s, max {max(values):.2f} s "
             f"over {len(values)} runs (goal <= {goal:g} s)"
         )
+    print(f"patrol CPU time (CLI + 8 agents, user+sys): median {statistics.median(CPU):.2f} s")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
 
 

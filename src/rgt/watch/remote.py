@@ -30,7 +30,9 @@ def machine_call(
     """Run ``agent SUBCOMMAND ROOT ARGS…`` on the machine and return its JSON document.
     ``TransportError`` (the connection) propagates: it says nothing about any job."""
     agent = backend.root.agent_file(_agent_version())
-    argv = [backend.python, agent, subcommand, backend.root.root, *args]
+    # -S: the agent is stdlib-only, so skipping site-packages (and its .pth files) saves a
+    # third of its start-up on every refresh of every machine.
+    argv = [backend.python, "-S", agent, subcommand, backend.root.root, *args]
     result = backend.transport.run(argv, timeout=timeout)
     if not result.ok and not backend.transport.exists(agent):
         backend.install_agent()
