@@ -46,6 +46,8 @@ class DemoReport:
     exact_resume: bool = False
     reference_digest: str | None = None
     final_digest: str | None = None
+    compare: dict[str, Any] = field(default_factory=dict)
+    delivery: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -132,7 +134,29 @@ def run_demo(say: Say, steps: int = 120) -> DemoReport:
         report.exact_resume = bool(
             ref and ref.state_digest and ref.state_digest == report.final_digest
         )
+    _verify_and_deliver(report, workspace, say)
     return report
+
+
+def _verify_and_deliver(report: DemoReport, workspace: Path, say: Say) -> None:
+    from rgt import _demo_evidence as evidence
+
+    with _Phase(report, "train 3 seeds x 2 variants", say):
+        groups = evidence.train_variants(example_script(), workspace / "variants", steps=40)
+    with _Phase(report, "verify compare", say):
+        report.compare = evidence.compare_variants(groups)
+        say(
+            f"  lr 1e-3 vs 3e-3 on val_accuracy: {report.compare['verdict']} — "
+            f"{report.compare.get('explanation', '')}"
+        )
+    with _Phase(report, "deliver: record, figure, report, gate", say):
+        report.delivery = evidence.build_delivery(
+            workspace, groups, workspace / "pulled" / "outputs", report.compare
+        )
+        say(
+            f"  {report.delivery['runs']} runs recorded; figure {report.delivery['figure']}; "
+            f"report {report.delivery['report']}"
+        )
 
 
 def _run_with_kill(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rgt.backends.base import Backend
-from rgt.errors import UsageError
+from rgt.errors import TransportError, UsageError
 from rgt.jobs.snapshot import take_snapshot
 from rgt.jobs.store import Store, utcnow
 from rgt.machines import backend_for
@@ -176,15 +176,36 @@ def wait(
     poll: float = 1.0,
     on_tick: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Follow a job until it ends (or ``timeout``); returns the last status read."""
+    """Follow a job until it ends (or ``timeout``); returns the last status read.
+
+    A lost connection is not a lost job: the agent keeps running it. ``wait`` reports the
+    machine as unreachable, backs off (up to 30 s between tries) and reconnects."""
     backend = backend_for(store, store.job(job_id).machine)
     start = time.monotonic()
+    delay = poll
     while True:
-        status = refresh(store, job_id, backend)
+        try:
+            status = refresh(store, job_id, backend)
+            delay = poll
+        except TransportError as exc:
+            status = _unreachable(store, job_id, exc)
+            delay = min(delay * 2, 30.0)
         if on_tick:
             on_tick(status)
         if JobState(status["state"]) in TERMINAL:
             return status
         if timeout is not None and time.monotonic() - start >= timeout:
             return status
-        time.sleep(poll)
+        time.sleep(delay)
+
+
+def _unreachable(store: Store, job_id: str, exc: TransportError) -> dict[str, Any]:
+    record = store.job(job_id)
+    return {
+        "job_id": job_id,
+        "machine": record.machine,
+        "state": record.state.value,
+        "attempt": record.attempts,
+        "unreachable": exc.message,
+        "reason": f"machine unreachable ({exc.message}); the job is not affected, retrying",
+    }

@@ -1,0 +1,28 @@
+"""Loss curves of the recorded runs: `rgt deliver figure loss` runs this with matplotlib (Agg).
+
+    python plot_loss.py source_data.csv loss.png
+
+``source_data.csv`` is built by rgt from the cited runs' ``metrics.jsonl`` (columns run_id,
+step, loss, …); the figure is reopened and pixel-checked after it is saved.
+"""
+
+import csv
+import sys
+from collections import defaultdict
+
+import matplotlib.pyplot as plt
+
+source, image = sys.argv[1], sys.argv[2]
+curves: dict[str, tuple[list[int], list[float]]] = defaultdict(lambda: ([], []))
+with open(source, newline="") as handle:
+    for row in csv.DictReader(handle):
+        xs, ys = curves[row["run_id"]]
+        xs.append(int(row["step"]))
+        ys.append(float(row["loss"]))
+fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
+for run, (xs, ys) in sorted(curves.items()):
+    ax.plot(xs, ys, label=run[:24])
+ax.set_xlabel("step")
+ax.set_ylabel("training loss")
+ax.legend(fontsize=7)
+fig.savefig(image)

@@ -1,0 +1,65 @@
+"""`rgt watch` over SSH: a dropped connection is reported as unreachable, never as a dead job,
+and the watch reconnects and ends with the job's real outcome."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.sshd import SshServers, register
+
+JOB = (
+    "import time, pathlib, os\ntime.sleep(8)\n"
+    "pathlib.Path(os.environ['RGT_OUTPUT_DIR'], 'done.json').write_text('[1]')\n"
+)
+
+
+def test_watch_survives_sshd_going_away(sshd_factory: SshServers, tmp_path: Path) -> None:
+    server = sshd_factory()
+    register(server, "box", tmp_path / "root")
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "job.py").write_text(JOB)
+    env = os.environ.copy()
+    launched = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rgt.cli",
+            "run",
+            "box",
+            "--probe-seconds",
+            "1",
+            "--json",
+            "--",
+            "python3",
+            "job.py",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert launched.returncode == 0, launched.stderr
+    job_id = json.loads(launched.stdout)["job_id"]
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "rgt.cli", "watch", job_id, "--interval", "0.5", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    time.sleep(1.5)
+    subprocess.run(["pkill", "-f", f"ssh.*{server.port}"], check=False)  # drop live sessions
+    server.stop()
+    time.sleep(4)
+    assert watch.poll() is None, "watch gave up while the machine was unreachable"
+    server.start()
+    out, err = watch.communicate(timeout=120)
+    assert watch.returncode == 0, err[-2000:]
+    assert json.loads(out)["state"] == "succeeded"
