@@ -66,12 +66,13 @@ def stale_running(run: TrackedRun, now: float, stale_after: float) -> list[Findi
     last = run.last_activity
     if run.status != "running" or last is None or now - last <= stale_after:
         return []
-    hours = (now - last) / 3600
+    idle = now - last
+    quiet = f"{idle / 3600:.1f} h" if idle >= 3600 else f"{idle / 60:.0f} min"
     return [
         Finding(
             probe="stale_running",
             severity="bug",
-            message=f"{run.label} is marked running but wrote nothing for {hours:.1f} h: "
+            message=f"{run.label} is marked running but wrote nothing for {quiet}: "
             "it crashed or was killed and never closed; its numbers are partial",
             runs=(run.label,),
             evidence={
