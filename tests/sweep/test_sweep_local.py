@@ -83,8 +83,12 @@ def test_failures_reruns_pull_and_duplicates(project: Path, tmp_path: Path) -> N
 
     # A second job of a finished cell started behind the sweep's back: a duplicate.
     victim = next(c for c in sweep.cells if by_lr[c.cell_id] == 0.1)
-    env = {"RGT_SWEEP": "mix", "RGT_CELL_ID": victim.cell_id, "RGT_SEED": str(victim.seed),
-           "RGT_OVERRIDES": json.dumps(victim.overrides)}  # fmt: skip
+    env = {
+        "RGT_SWEEP": "mix",
+        "RGT_CELL_ID": victim.cell_id,
+        "RGT_SEED": str(victim.seed),
+        "RGT_OVERRIDES": json.dumps(victim.overrides),
+    }
     rogue = launch(Store.open(), "b", LaunchOptions(command=victim.argv, cwd=project, env=env))
     assert rgt("watch", rogue.job_id, "--interval", "0.3", "--json").returncode == 0
     final = rgt_json("sweep", "status", str(path))
@@ -114,3 +118,24 @@ def test_pulled_groups_feed_verify_compare(project: Path, tmp_path: Path) -> Non
     assert os.path.islink(
         Path(groups[0]["path"]) / sorted(os.listdir(groups[0]["path"]))[0] / "results.json"
     )
+
+
+def test_a_slurm_machine_must_be_alone(project: Path) -> None:
+    from rgt.models import Machine
+
+    store = Store.open()
+    store.add_machine(
+        Machine(
+            name="hpc",
+            backend="slurm",
+            profile="slurm",
+            connection={"slurm": {}},
+            durable_root=str(project),
+        )
+    )
+    path = write_project(project, sweep_toml("mixed", ["a", "hpc"], lrs=[0.1], seeds=[0]))
+    proc = rgt("sweep", "run", str(path), "--json")
+    assert proc.returncode == 2
+    error = json.loads(proc.stdout)
+    assert error["field"] == "machines" and "array" in error["fix"]
+    assert Store.open().jobs() == []  # nothing was launched
