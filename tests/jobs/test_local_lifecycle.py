@@ -202,6 +202,11 @@ def test_a_failing_job_fails_fast_and_is_not_retried(project: Path, machine: str
     status = json.loads(rgt("status", doc["job_id"], "--json").stdout)
     assert status["jobs"][0]["attempt"] == 1
     assert status["jobs"][0]["label"] == "import_error"
+    triaged = rgt("triage", doc["job_id"], "--json")
+    assert triaged.returncode == 0, triaged.stderr
+    verdict = json.loads(triaged.stdout)
+    assert verdict["label"] == "import_error" and verdict["retryable"] is False
+    assert any("nonexistent_module_xyz" in line for line in verdict["evidence"])
 
 
 def test_cancel(project: Path, machine: str) -> None:

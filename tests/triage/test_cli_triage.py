@@ -50,4 +50,4 @@ def test_a_missing_log_is_a_usage_error(tmp_path: Path) -> None:
     result = _rgt(str(tmp_path / "nope.log"), "--json")
     assert result.returncode == 2
     assert json.loads(result.stdout)["error"] == "UsageError"
-    assert "no such log file" in result.stderr
+    assert "neither a log file nor a job id" in result.stderr

@@ -1,7 +1,7 @@
 """Triage: `rgt triage LOGFILE` classifies a failed job's log into one label with cause and remedy.
 
-The argument is a log path today; a JOB id (read the job's log, exit status and the machine's
-readings from the state DB) plugs in at ``_resolve_target`` without changing the command.
+The argument is a log file, or a JOB id: then the last attempt's log tail and exit status are
+read from the job's machine (the same evidence the agent classified when the job ended).
 """
 
 from __future__ import annotations
@@ -30,10 +30,7 @@ def _resolve_target(target: str, exit_code: int | None, signal: int | None) -> T
     from rgt.triage import read_tail
 
     if not os.path.isfile(target):
-        raise UsageError(
-            f"no such log file: {target!r}",
-            fix="pass the path of a job's log file (e.g. logs/attempt-1.log)",
-        )
+        return _from_job(target, exit_code, signal)
     try:
         tail = read_tail(target)
     except OSError as exc:
@@ -41,6 +38,25 @@ def _resolve_target(target: str, exit_code: int | None, signal: int | None) -> T
             f"cannot read log file {target!r}: {exc.strerror}", fix="check the file's permissions"
         ) from exc
     return TriageInput(tail, exit_code=exit_code, signal=signal)
+
+
+def _from_job(target: str, exit_code: int | None, signal: int | None) -> TriageInput:
+    from rgt.errors import UnknownJobError
+    from rgt.jobs.diagnose import job_evidence
+    from rgt.jobs.store import Store
+
+    try:
+        evidence = job_evidence(Store.open(), target)
+    except UnknownJobError:
+        raise UsageError(
+            f"{target!r} is neither a log file nor a job id",
+            fix="pass a log file path, or a job id from `rgt status`",
+        ) from None
+    return TriageInput(
+        evidence.log_tail,
+        exit_code=evidence.exit_code if exit_code is None else exit_code,
+        signal=evidence.signal if signal is None else signal,
+    )
 
 
 def _human(data: dict[str, Any]) -> Any:
@@ -60,12 +76,12 @@ def _human(data: dict[str, Any]) -> Any:
 
 
 @click.command()
-@click.argument("target", metavar="LOGFILE")
+@click.argument("target", metavar="LOGFILE|JOB")
 @click.option("--exit-code", type=int, help="The job's exit status (137 = killed by SIGKILL).")
 @click.option("--signal", "signal_", type=int, help="The signal that ended the job, if any.")
 @output_options
 def triage(target: str, exit_code: int | None, signal_: int | None, out: Output) -> None:
-    """Classify a failed job's LOGFILE: label, cause, remedy, retry yes/no, evidence."""
+    """Classify a failed job (its LOGFILE or JOB id): label, cause, remedy, retry, evidence."""
     from rgt.triage import classify
 
     job = _resolve_target(target, exit_code, signal_)
