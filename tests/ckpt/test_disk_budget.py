@@ -5,14 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
 
-from rgt.ckpt import Checkpointer
-from rgt.ckpt._writer import write_data
+from rgt.ckpt import Checkpointer, _persist
 from rgt.errors import DiskBudgetError
 
 Mount = Callable[[str, int], Path]
@@ -82,18 +80,22 @@ def test_inodes_exhausted_refuses_before_writing(small_tmpfs: Mount) -> None:
     assert ckpt.load_latest()["step"] == 1
 
 
-def test_enospc_mid_write_removes_the_partial_file(small_tmpfs: Mount) -> None:
-    # The budget check passed earlier, then the disk filled up (another writer) mid-write.
-    point = small_tmpfs("2m", 64)
+def test_enospc_mid_write_removes_the_partial_file(
+    small_tmpfs: Mount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The budget check passed, then another writer filled the disk before the data went out.
+    point = small_tmpfs("4m", 64)
     ckpt = Checkpointer(point / "ckpt")
     ckpt.save(state_of(0.5, 1), 1)
     before = snapshot(point / "ckpt")
-    big = state_of(3, 2)
-    with (
-        ThreadPoolExecutor(max_workers=2) as pool,
-        pytest.raises(DiskBudgetError, match="partial file was removed") as caught,
-    ):
-        write_data(str(point / "ckpt"), 2, lambda out: torch.save(big, out), pool, 0)
+
+    def fill_the_disk(stage: str) -> None:
+        if stage == "open":
+            (point / "filler").write_bytes(b"x" * (3 << 20))
+
+    monkeypatch.setattr(_persist, "hold", fill_the_disk)
+    with pytest.raises(DiskBudgetError, match="partial file was removed") as caught:
+        ckpt.save(state_of(1, 2), 2)
     assert caught.value.mount == str(point)
     assert snapshot(point / "ckpt") == before
     assert ckpt.load_latest()["step"] == 1

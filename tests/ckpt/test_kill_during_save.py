@@ -25,7 +25,7 @@ def evidence_of_an_interrupted_save(directory: Path) -> bool:
     """A temp file, or a data file no record points to, is what a kill mid-save leaves."""
     referenced = {os.path.basename(i.path) for i in _store.list_committed(str(directory))}
     return any(
-        name.startswith(TEMP_PREFIX) or (name.endswith(".pt") and name not in referenced)
+        name.startswith(TEMP_PREFIX) or (name.endswith((".pt", ".rgt")) and name not in referenced)
         for name in os.listdir(directory)
     )
 

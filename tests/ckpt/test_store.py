@@ -104,7 +104,7 @@ def test_keep_last_rotates_after_commit(tmp_path: Path) -> None:
         "ckpt-000000000004.json",
         "ckpt-000000000005.json",
     ]
-    assert len([name for name in files(tmp_path) if name.endswith(".pt")]) == 2
+    assert len([name for name in files(tmp_path) if name.endswith(".rgt")]) == 2
 
 
 @pytest.mark.parametrize(("mode", "best_step"), [("max", 2), ("min", 4)])

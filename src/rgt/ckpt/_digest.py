@@ -6,6 +6,11 @@ round trip through ``torch.load``). So the digest walks the nested state and has
 length-framed encoding: dict keys in sorted order, every tensor by dtype, shape and raw bytes,
 floats by their exact hex form. torch and numpy are looked up in ``sys.modules`` only: if they
 were never imported, the state cannot hold their objects, so importing this module stays cheap.
+
+The encoding is produced as a list of pieces (small framing bytes and references to arrays) by
+``encode``. ``state_digest`` hashes the pieces; the checkpoint writer lays the very same pieces
+out in its staging arena, so the data file *begins with* the canonical stream and the digest
+comes out of the one SHA-256 pass that also hashes the file (``rgt.ckpt._format``).
 """
 
 from __future__ import annotations
@@ -14,34 +19,78 @@ import hashlib
 import struct
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rgt.errors import CheckpointError
 
+PREFIX = b"rgt.state_digest/1"
 _SCALARS = (type(None), bool, int, float, str, bytes)
+
+
+@dataclass(frozen=True)
+class ArrayRef:
+    """One tensor or numpy array in the canonical stream: its raw bytes follow its header."""
+
+    obj: Any
+    dtype: str  # str(torch dtype), e.g. "torch.float32", or numpy's dtype.str, e.g. "<f4"
+    shape: tuple[int, ...]
+    nbytes: int
+    is_numpy: bool
+
+
+Piece = bytes | ArrayRef
+
+
+class _Pieces:
+    def __init__(self) -> None:
+        self.items: list[Piece] = []
+        self._small = bytearray(PREFIX)
+
+    def add(self, data: bytes) -> None:
+        self._small += data
+
+    def array(self, ref: ArrayRef) -> None:
+        self._small += struct.pack("<Q", ref.nbytes)
+        self.items.append(bytes(self._small))
+        self.items.append(ref)
+        self._small = bytearray()
+
+    def done(self) -> list[Piece]:
+        if self._small:
+            self.items.append(bytes(self._small))
+        return self.items
+
+
+def encode(state: object) -> list[Piece]:
+    """The canonical stream of ``state`` as pieces; raises ``CheckpointError`` on opaque types."""
+    pieces = _Pieces()
+    _feed(pieces, state, "state")
+    return pieces.done()
 
 
 def state_digest(state: object) -> str:
     """Hex SHA-256 of the canonical encoding of ``state`` (see the module docstring)."""
-    hasher = hashlib.sha256(b"rgt.state_digest/1")
-    _feed(hasher, state, "state")
+    hasher = hashlib.sha256()
+    for piece in encode(state):
+        hasher.update(piece if isinstance(piece, bytes) else raw_bytes(piece))
     return hasher.hexdigest()
 
 
-def _frame(hasher: Any, tag: bytes, payload: bytes) -> None:
-    hasher.update(tag + struct.pack("<Q", len(payload)) + payload)
+def _frame(out: _Pieces, tag: bytes, payload: bytes) -> None:
+    out.add(tag + struct.pack("<Q", len(payload)) + payload)
 
 
-def _feed(hasher: Any, obj: object, where: str) -> None:
+def _feed(out: _Pieces, obj: object, where: str) -> None:
     if isinstance(obj, _SCALARS):
-        _feed_scalar(hasher, obj)
+        _feed_scalar(out, obj)
     elif isinstance(obj, Mapping):
-        _feed_mapping(hasher, obj, where)
+        _feed_mapping(out, obj, where)
     elif isinstance(obj, list | tuple):
-        _frame(hasher, b"L", str(len(obj)).encode())
+        _frame(out, b"L", str(len(obj)).encode())
         for index, item in enumerate(obj):
-            _feed(hasher, item, f"{where}[{index}]")
-    elif not _feed_array(hasher, obj):
+            _feed(out, item, f"{where}[{index}]")
+    elif not _feed_array(out, obj):
         raise CheckpointError(
             f"cannot digest {where}: unsupported type {type(obj).__module__}.{type(obj).__name__}",
             fix="store plain containers, numbers, strings, tensors or numpy arrays in the state "
@@ -49,66 +98,74 @@ def _feed(hasher: Any, obj: object, where: str) -> None:
         )
 
 
-def _feed_scalar(hasher: Any, obj: object) -> None:
+def _feed_scalar(out: _Pieces, obj: object) -> None:
     if obj is None:
-        _frame(hasher, b"N", b"")
+        _frame(out, b"N", b"")
     elif isinstance(obj, bool):
-        _frame(hasher, b"B", b"1" if obj else b"0")
+        _frame(out, b"B", b"1" if obj else b"0")
     elif isinstance(obj, int):
-        _frame(hasher, b"I", str(obj).encode())
+        _frame(out, b"I", str(obj).encode())
     elif isinstance(obj, float):
-        _frame(hasher, b"F", float(obj).hex().encode())
+        _frame(out, b"F", float(obj).hex().encode())
     elif isinstance(obj, str):
-        _frame(hasher, b"S", obj.encode("utf-8", "surrogatepass"))
+        _frame(out, b"S", obj.encode("utf-8", "surrogatepass"))
     else:
         assert isinstance(obj, bytes)
-        _frame(hasher, b"Y", obj)
+        _frame(out, b"Y", obj)
 
 
-def _key_order(key: object) -> tuple[str, str]:
+def key_order(key: object) -> tuple[str, str]:
     return (type(key).__name__, repr(key))
 
 
-def _feed_mapping(hasher: Any, obj: Mapping[Any, Any], where: str) -> None:
-    _frame(hasher, b"D", str(len(obj)).encode())
-    for key in sorted(obj, key=_key_order):
-        _feed(hasher, key, f"{where} key")
-        _feed(hasher, obj[key], f"{where}[{key!r}]")
+def _feed_mapping(out: _Pieces, obj: Mapping[Any, Any], where: str) -> None:
+    _frame(out, b"D", str(len(obj)).encode())
+    for key in sorted(obj, key=key_order):
+        _feed(out, key, f"{where} key")
+        _feed(out, obj[key], f"{where}[{key!r}]")
 
 
-def _feed_array(hasher: Any, obj: object) -> bool:
+def _feed_array(out: _Pieces, obj: object) -> bool:
     """Tensors, numpy arrays and the small torch/numpy value types; False if none of them."""
     torch = sys.modules.get("torch")
     numpy = sys.modules.get("numpy")
     if torch is not None and isinstance(obj, torch.Tensor):
-        _feed_tensor(hasher, obj, torch)
+        shape = tuple(obj.shape)
+        _array(out, ArrayRef(obj, str(obj.dtype), shape, obj.numel() * obj.element_size(), False))
     elif torch is not None and isinstance(obj, torch.dtype | torch.device):
-        _frame(hasher, b"T", str(obj).encode())
+        _frame(out, b"T", str(obj).encode())
     elif numpy is not None and isinstance(obj, numpy.ndarray):
-        array = numpy.ascontiguousarray(obj)
-        _feed_raw(hasher, array.dtype.str, array.shape, memoryview(array).cast("B"))
+        _array(out, ArrayRef(obj, obj.dtype.str, tuple(obj.shape), int(obj.nbytes), True))
     elif numpy is not None and isinstance(obj, numpy.generic):
-        _feed(hasher, obj.item(), "numpy scalar")
+        _feed(out, obj.item(), "numpy scalar")
     else:
         return False
     return True
 
 
-def _feed_tensor(hasher: Any, tensor: Any, torch: Any) -> None:
+def _array(out: _Pieces, ref: ArrayRef) -> None:
+    _frame(out, b"A", f"{ref.dtype}|{','.join(map(str, ref.shape))}".encode())
+    out.array(ref)
+
+
+def raw_bytes(ref: ArrayRef) -> memoryview:
+    """A CPU, contiguous byte view of the array (zero-copy when it already is one)."""
+    if ref.is_numpy:
+        import numpy
+
+        array: Any = numpy.ascontiguousarray(ref.obj)
+        return memoryview(array).cast("B")
+    return memoryview(flat_tensor_bytes(ref.obj).numpy()) if ref.nbytes else memoryview(b"")
+
+
+def flat_tensor_bytes(tensor: Any) -> Any:
+    """The tensor's values as a flat CPU uint8 tensor (dense, contiguous)."""
+    import torch
+
     flat = tensor.detach()
     if flat.layout != torch.strided:
         flat = flat.to_dense()
-    flat = flat.cpu().contiguous().reshape(-1).view(torch.uint8)
-    # A zero-copy view of the tensor's bytes; hashlib releases the GIL while it hashes it.
-    raw = memoryview(flat.numpy()) if flat.numel() else memoryview(b"")
-    _feed_raw(hasher, str(tensor.dtype), tuple(tensor.shape), raw)
-
-
-def _feed_raw(hasher: Any, dtype: str, shape: tuple[int, ...], raw: memoryview) -> None:
-    header = f"{dtype}|{','.join(map(str, shape))}".encode()
-    _frame(hasher, b"A", header)
-    hasher.update(struct.pack("<Q", raw.nbytes))
-    hasher.update(raw)
+    return flat.cpu().contiguous().reshape(-1).view(torch.uint8)
 
 
 def payload_estimate(state: object) -> int:

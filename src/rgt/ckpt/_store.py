@@ -1,9 +1,12 @@
-"""The on-disk format of a checkpoint directory (format ``rgt.ckpt/1``).
+"""The on-disk format of a checkpoint directory (format ``rgt.ckpt/2``).
 
-    ckpt-000000001200-<token>.pt    the data file (torch.save bytes), written first
+    ckpt-000000001200-<token>.rgt   the data file (layout in ``_format``), written first
     ckpt-000000001200.json          the commit record, written LAST: step, metric, time, file,
                                     bytes, sha256 of the data file, state_digest, format
     .tmp-*.part                     a save in flight, or left by a killed one (ignored, cleaned)
+
+Directories written by format ``rgt.ckpt/1`` (data files ``*.pt`` holding ``torch.save``
+bytes, same record fields) are still read: the loader picks the reader by the file's suffix.
 
 A checkpoint exists only once its record does. Both files go through temp file → fsync →
 rename → fsync of the directory, so a ``kill -9`` or a power loss at any moment leaves either the
@@ -25,10 +28,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rgt._fs import atomic_write_json
-from rgt.ckpt._writer import DATA_PREFIX as RECORD_PREFIX
-from rgt.ckpt._writer import TEMP_PREFIX
+from rgt.ckpt._persist import DATA_PREFIX as RECORD_PREFIX
+from rgt.ckpt._persist import DATA_SUFFIX, TEMP_PREFIX
 
-FORMAT = "rgt.ckpt/1"
+FORMAT = "rgt.ckpt/2"
+READABLE_FORMATS = ("rgt.ckpt/1", FORMAT)
+DATA_SUFFIXES = (".pt", DATA_SUFFIX)
 log = logging.getLogger("rgt.ckpt")
 
 
@@ -101,7 +106,7 @@ def _read_record(directory: str, name: str) -> CheckpointInfo | None:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
         file = str(data["file"])
-        if os.path.basename(file) != file or data.get("format") != FORMAT:
+        if os.path.basename(file) != file or data.get("format") not in READABLE_FORMATS:
             raise ValueError(f"bad file name or format: {file!r}, {data.get('format')!r}")
         metric = data.get("metric")
         return CheckpointInfo(
@@ -171,7 +176,8 @@ def clean_orphans(directory: str, keep: Iterable[CheckpointInfo]) -> list[str]:
     removed = []
     for name in _names(directory):
         temp = name.startswith(TEMP_PREFIX) and name.endswith(".part")
-        orphan = name.startswith(RECORD_PREFIX) and name.endswith(".pt") and name not in referenced
+        data = name.startswith(RECORD_PREFIX) and name.endswith(DATA_SUFFIXES)
+        orphan = data and name not in referenced
         if temp or orphan:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(directory, name))

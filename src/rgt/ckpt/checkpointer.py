@@ -1,25 +1,35 @@
-"""``Checkpointer``: atomic, verified, budgeted checkpoints for a training loop."""
+"""``Checkpointer``: atomic, verified, budgeted checkpoints for a training loop.
+
+One code path serves both modes. ``save`` lays the state out, checks the disk budget and copies
+it into the staging arena (the snapshot); then the same ``_persist_and_commit`` writes the data
+file, commits the record and rotates old checkpoints, either right away in the caller
+(synchronous) or in a background writer thread (``asynchronous=True``), in which case ``save``
+returns as soon as the snapshot is taken and ``wait`` returns once that save is durable.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import io
+import logging
 import math
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from rgt.ckpt import _store
+from rgt.ckpt import _persist, _store
+from rgt.ckpt._arena import Arena, stage
 from rgt.ckpt._budget import check_budget
-from rgt.ckpt._digest import payload_estimate, state_digest
+from rgt.ckpt._format import plan
+from rgt.ckpt._load import load_one
+from rgt.ckpt._plan import IntervalPlan, IntervalPlanner
 from rgt.ckpt._signals import DEFAULT_SIGNALS, StopRequest
 from rgt.ckpt._store import CheckpointInfo
-from rgt.ckpt._writer import write_data
 from rgt.errors import CheckpointError, UsageError
+
+log = logging.getLogger("rgt.ckpt")
 
 MODES = ("max", "min")
 
@@ -29,7 +39,9 @@ class Checkpointer:
 
     ``keep_last`` newest checkpoints are kept (``None``: all), plus the best one by the
     ``metric`` passed to ``save`` when ``best_metric`` names it (``mode`` "max" or "min").
-    ``every_steps`` / ``every_seconds`` set the cadence that ``due`` checks.
+    ``every_steps`` / ``every_seconds`` set the cadence that ``due`` checks; with neither and
+    ``mtbf_s`` given, ``due`` picks Daly's interval from the save cost it measures. With
+    ``asynchronous=True`` a save returns after the snapshot and persists in the background.
     """
 
     def __init__(
@@ -41,6 +53,8 @@ class Checkpointer:
         mode: str = "max",
         every_steps: int | None = None,
         every_seconds: float | None = None,
+        asynchronous: bool = False,
+        mtbf_s: float | None = None,
     ) -> None:
         if mode not in MODES:
             raise UsageError(f"mode must be one of {MODES}, not {mode!r}", fix="use max or min")
@@ -60,7 +74,12 @@ class Checkpointer:
         self.last_save_seconds: float | None = None
         self.loaded: CheckpointInfo | None = None
         self._last_save_clock = time.monotonic()
-        self._last_bytes = 0
+        self.asynchronous = asynchronous
+        self.planner = IntervalPlanner(mtbf_s) if mtbf_s else None
+        self.last_persist_seconds: float | None = None
+        self._arena = Arena()
+        self._writer: threading.Thread | None = None
+        self._outcome: CheckpointInfo | BaseException | None = None
         self._stop = StopRequest()
 
     @classmethod
@@ -68,8 +87,13 @@ class Checkpointer:
         cls, default_dir: str | os.PathLike[str] | None = None, **options: Any
     ) -> Checkpointer:
         """The directory rgt's agent chose (``RGT_CKPT_DIR``), else ``default_dir`` or
-        ``./checkpoints`` so the same script runs without rgt around."""
+        ``./checkpoints`` so the same script runs without rgt around. ``RGT_CKPT_ASYNC=1`` and
+        ``RGT_MTBF_S`` (the platform profile's preemption rate) apply unless passed here."""
         directory = os.environ.get("RGT_CKPT_DIR") or default_dir or "checkpoints"
+        if "asynchronous" not in options and os.environ.get("RGT_CKPT_ASYNC"):
+            options["asynchronous"] = os.environ["RGT_CKPT_ASYNC"] == "1"
+        if "mtbf_s" not in options and os.environ.get("RGT_MTBF_S", "").strip():
+            options["mtbf_s"] = float(os.environ["RGT_MTBF_S"])
         return cls(directory, **options)
 
     # --- loading -------------------------------------------------------------------------
@@ -83,7 +107,7 @@ class Checkpointer:
         """
         committed = _store.list_committed(self.directory)
         for info in committed:
-            state = self._load_one(info, map_location)
+            state = load_one(info, map_location)
             if state is not None:
                 self.loaded = info
                 return state
@@ -96,25 +120,6 @@ class Checkpointer:
             )
         return None
 
-    def _load_one(self, info: CheckpointInfo, map_location: Any) -> Any:
-        """Hash and unpickle the same bytes in parallel; keep the result only if the hash
-        matches. Parsing before the hash is known is safe: weights_only unpickling runs no
-        code, and a damaged file only raises."""
-        data = _store.read_data(info)
-        if data is None:
-            return None
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            sha = pool.submit(lambda: hashlib.sha256(data).hexdigest())
-            state, error = _deserialize(data, map_location)
-            if not _store.matches(info, data, sha.result()):
-                return None
-        if error is not None:
-            _store.warn(
-                f"checkpoint step {info.step}: {info.path} verified but failed to load "
-                f"({type(error).__name__}: {error}); trying an older one"
-            )
-        return state
-
     def latest_info(self, verify: bool = True) -> CheckpointInfo | None:
         """The newest committed checkpoint's record (hash-verified unless ``verify=False``),
         without unpickling any tensors; ``None`` if there is none."""
@@ -126,25 +131,71 @@ class Checkpointer:
     # --- saving --------------------------------------------------------------------------
 
     def save(self, state: Any, step: int, metric: float | None = None) -> CheckpointInfo:
-        """Write ``state`` atomically as the checkpoint of ``step``; rotate old ones after."""
+        """Checkpoint ``state`` as ``step``: atomic, verified, old ones rotated after commit.
+
+        Synchronous: returns the committed record. Asynchronous: returns once the state is
+        snapshotted (training may then change it); the record's ``sha256``/``state_digest``
+        are empty until ``wait()`` returns the committed one. An error of the previous
+        background save is raised here (or by ``wait``).
+        """
         started = time.perf_counter()
+        self.wait()  # never two writes in flight: the arena belongs to the writer until durable
         os.makedirs(self.directory, exist_ok=True)
-        need = max(payload_estimate(state), self._last_bytes)
-        check_budget(self.directory, need)
-        # Three overlapping streams (see _writer): torch.save copying storages into the page
-        # cache, SHA-256 of those bytes, and state_digest of the values.
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            digest = pool.submit(state_digest, state)
-            path, sha, nbytes = write_data(
-                self.directory, step, lambda out: _torch().save(state, out), pool, need
+        layout = plan(state)
+        check_budget(self.directory, layout.total)
+        stage(self._arena, layout)
+        pending = CheckpointInfo(step, "", "", "", _float(metric), time.time(), layout.total)
+        if self.asynchronous:
+            self._writer = threading.Thread(
+                target=self._write_in_background, args=(pending, layout), name="rgt-ckpt-writer"
             )
-            info = CheckpointInfo(
-                step, path, sha, digest.result(), _float(metric), time.time(), nbytes
-            )
-        info = _store.commit(self.directory, info)
-        self._last_bytes = nbytes
-        self._rotate(info)
+            self._writer.start()
+            info = pending
+        else:
+            info = self._persist_and_commit(pending, layout)
         self._after_save(started)
+        return info
+
+    def wait(self) -> CheckpointInfo | None:
+        """Block until the last save is durable and committed; its record (``None`` if no save
+        ran). Raises that save's error, once."""
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
+        outcome, self._outcome = self._outcome, None
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    @property
+    def writing(self) -> bool:
+        """Whether a background save is still being persisted."""
+        return self._writer is not None and self._writer.is_alive()
+
+    def _write_in_background(self, pending: CheckpointInfo, layout: Any) -> None:
+        try:
+            self._outcome = self._persist_and_commit(pending, layout)
+        except BaseException as exc:  # handed to the training thread by wait()/save()
+            log.error("background checkpoint of step %s failed: %s", pending.step, exc)
+            self._outcome = exc
+
+    def _persist_and_commit(self, pending: CheckpointInfo, layout: Any) -> CheckpointInfo:
+        """The path both modes share: data file, commit record, rotation, in that order."""
+        started = time.perf_counter()
+        done = _persist.persist(self.directory, pending.step, self._arena, layout)
+        info = CheckpointInfo(
+            pending.step,
+            done.path,
+            done.sha256,
+            done.state_digest,
+            pending.metric,
+            pending.time,
+            done.bytes,
+        )
+        info = _store.commit(self.directory, info)
+        _persist._hold("committed")
+        self._rotate(info)
+        self.last_persist_seconds = time.perf_counter() - started
         return info
 
     def _rotate(self, newest: CheckpointInfo) -> None:
@@ -180,8 +231,12 @@ class Checkpointer:
         self.saves += 1
         self.last_save_seconds = time.perf_counter() - started
         self._last_save_clock = time.monotonic()
+        if self.planner is not None:
+            self.planner.saved(self.last_save_seconds, self.asynchronous)
         if self.kill_after_save is not None and self.saves == self.kill_after_save:
-            # The smoke/demo resume check: a real kill -9 at a deterministic point.
+            # The smoke/demo resume check: a real kill -9 at a deterministic point, once the
+            # save it follows is durable.
+            self.wait()
             sys.stdout.flush()
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGKILL)
@@ -191,18 +246,33 @@ class Checkpointer:
     def due(self, step: int | None = None, seconds: float | None = None) -> bool:
         """Should the loop save now? True every ``every_steps`` steps (``step`` > 0), when
         ``seconds`` (or ``every_seconds``) passed since the last save, after a stop signal,
-        and on every call in a smoke run (``RGT_SMOKE=1``)."""
+        and on every call in a smoke run (``RGT_SMOKE=1``). With only ``mtbf_s`` set, the
+        interval is Daly's for the measured save cost (see ``interval_plan``); the first call
+        saves at once, to measure it. Call it once per training step."""
+        if self.planner is not None:
+            self.planner.tick(self.writing)
         if self.smoke or self.save_requested:
             return True
         interval = self.every_seconds if seconds is None else seconds
+        if interval is None and self.every_steps is None and self.planner is not None:
+            current = self.planner.plan()
+            if current is None:
+                return True
+            interval = current.interval_s
         if interval is None and (step is None or self.every_steps is None):
             raise UsageError(
                 "due() has no cadence to check",
-                fix="pass every_steps= or every_seconds= to the Checkpointer, or seconds= to due()",
+                fix="pass every_steps=, every_seconds= or mtbf_s= to the Checkpointer, or "
+                "seconds= to due()",
             )
         if step is not None and self.every_steps and step > 0 and step % self.every_steps == 0:
             return True
         return interval is not None and time.monotonic() - self._last_save_clock >= interval
+
+    def interval_plan(self) -> IntervalPlan | None:
+        """The measured save cost, Daly's interval for ``mtbf_s`` and its expected overhead and
+        lost work; ``None`` without ``mtbf_s`` or before the first save."""
+        return None if self.planner is None else self.planner.plan()
 
     def install_signal_handler(self, signals: Iterable[int] = DEFAULT_SIGNALS) -> None:
         """On these signals, set ``should_stop``; the loop then saves once and exits."""
@@ -222,26 +292,5 @@ class Checkpointer:
         return self._stop.signum
 
 
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:
-        raise CheckpointError(
-            "rgt.ckpt saves and loads with torch, which is not installed",
-            fix="pip install torch (or remote-gpu-trainer[demo])",
-        ) from exc
-    return torch
-
-
 def _float(metric: float | None) -> float | None:
     return None if metric is None else float(metric)
-
-
-def _deserialize(data: bytes, map_location: Any) -> tuple[Any, Exception | None]:
-    torch = _torch()
-    try:
-        # weights_only: a checkpoint is data, never code to run (no arbitrary unpickling).
-        state = torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
-    except Exception as exc:  # damaged bytes raise all kinds of errors
-        return None, exc
-    return state, None
