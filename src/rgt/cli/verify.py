@@ -1,4 +1,4 @@
-"""VERIFY: `rgt verify artifacts | compare | leakage | selection | collapse`."""
+"""VERIFY: `rgt verify artifacts | compare | leakage | selection | collapse | tracker`."""
 
 from __future__ import annotations
 
