@@ -84,6 +84,7 @@ def pull_sweep(store: Store, sweep: Sweep, dest: Path) -> dict[str, Any]:
     """Pull every finished cell into ``dest/<cell-id>/`` (a cell already pulled and verified
     there is not fetched again), then lay out the groups for `rgt verify compare`."""
     seen = observe(store, sweep)
+    dest.mkdir(parents=True, exist_ok=True)
     rows = [_pull_cell(store, view, dest) for view in seen.cells]
     links = {row["cell_id"]: row["results"] for row in rows if row.get("results")}
     for view in seen.cells:
