@@ -49,7 +49,13 @@ CLASSES, SIDE, BATCH, VAL_N = 10, 16, 64, 1024
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=600, help="optimizer steps in total")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="training seed (init, order, dropout)")
+    parser.add_argument(
+        "--data-seed",
+        type=int,
+        default=0,
+        help="dataset seed: fixed across training seeds, so seeds replicate one experiment",
+    )
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--ckpt-every", type=int, default=50, help="checkpoint every N steps")
     parser.add_argument("--train-size", type=int, default=4096, help="training images")
@@ -291,6 +297,7 @@ def write_outputs(
         "config": {
             "steps": args.steps,
             "lr": args.lr,
+            "data_seed": args.data_seed,
             "ckpt_every": args.ckpt_every,
             "batch_size": BATCH,
             "model": "cnn-32-64-256",
@@ -333,7 +340,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     metrics_path = out / "metrics.jsonl"
 
-    data = make_data(args.seed, args.train_size)
+    data = make_data(args.data_seed, args.train_size)
     trainer = Trainer(args, data)
     ckpt = Checkpointer.from_env(
         every_steps=args.ckpt_every, keep_last=3, best_metric="val_accuracy", mode="max"
