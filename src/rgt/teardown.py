@@ -112,8 +112,10 @@ def teardown_notes(machine: Machine) -> list[str]:
     except ImportError:
         pass
     except UsageError as exc:  # the user's profile file was removed since `up`
-        notes.append(f"profile {machine.profile!r} is unavailable ({exc.message}): check the "
-                     "platform's console for what keeps billing")
+        notes.append(
+            f"profile {machine.profile!r} is unavailable ({exc.message}): check the "
+            "platform's console for what keeps billing"
+        )
     return notes
 
 

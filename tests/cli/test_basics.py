@@ -13,18 +13,27 @@ import pytest
 HEAVY = ("torch", "numpy", "scipy", "matplotlib", "httpx", "pandas", "jinja2", "PIL")
 
 
-def rgt(*args: str, cwd: Path | None = None, stdin: str | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rgt.cli", *args], capture_output=True,
-                          text=True, cwd=cwd, input=stdin, env=os.environ.copy(), timeout=120)
+def rgt(
+    *args: str, cwd: Path | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rgt.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        input=stdin,
+        env=os.environ.copy(),
+        timeout=120,
+    )
 
 
 def test_help_imports_nothing_heavy() -> None:
-    code = ("import sys\nfrom rgt.cli import cli\n"
-            "try:\n    cli.main(['--help'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
-            "import json\nprint(json.dumps(sorted(sys.modules)))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+    code = (
+        "import sys\nfrom rgt.cli import cli\n"
+        "try:\n    cli.main(['--help'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+        "import json\nprint(json.dumps(sorted(sys.modules)))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(json.loads(proc.stdout.splitlines()[-1]))
     assert not loaded & set(HEAVY), loaded & set(HEAVY)
     assert "Usage" in proc.stdout
@@ -89,8 +98,13 @@ def test_up_local_and_status_json(tmp_path: Path, hostile_name: str) -> None:
 
 def test_debug_env_shows_traceback() -> None:
     env = {**os.environ, "RGT_DEBUG": "1"}
-    proc = subprocess.run([sys.executable, "-m", "rgt.cli", "status", "nosuch"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rgt.cli", "status", "nosuch"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "Traceback" in proc.stderr
 
