@@ -62,7 +62,7 @@ def test_wandb_offline_log_read_record_by_record(corpus: Path) -> None:
     assert (runs["failed"].status, runs["failed"].raw_status) == ("failed", "exit code 1")
 
 
-def test_wandb_killed_run_has_no_exit_record_and_a_lost_tail(corpus: Path) -> None:
+def test_wandb_killed_run_has_no_exit_record(corpus: Path) -> None:
     killed = runs_by_name(corpus / "wandb", "wandb")["killed"]
     assert (killed.status, killed.raw_status, killed.end_time) == (
         "running",
@@ -70,8 +70,9 @@ def test_wandb_killed_run_has_no_exit_record_and_a_lost_tail(corpus: Path) -> No
         None,
     )
     logged = len(killed.history["loss"])
-    # wandb-core flushes whole 32 KiB blocks: some rows reached the disk, the tail died with it
-    assert 0 < logged < WANDB_KILLED_ROWS
+    # wandb-core writes whole 32 KiB blocks: whether the unfinished last block reached the disk
+    # before the kill depends on timing, so only "some rows, in order" is certain.
+    assert 0 < logged <= WANDB_KILLED_ROWS
     assert [p.step for p in killed.history["loss"]] == list(range(logged))
 
 

@@ -9,7 +9,7 @@ classes. When the JSON files exist (older wandb, synced runs) they are not neede
 
 The log says how the run ended: an exit record (with the exit code) is written by
 ``run.finish()`` or at interpreter exit. A process killed with SIGKILL leaves no exit record,
-and wandb-core writes only whole 32 KiB blocks, so the tail of the history is lost with it.
+and wandb-core writes the log in 32 KiB blocks, so the last rows may be lost with it.
 """
 
 from __future__ import annotations
