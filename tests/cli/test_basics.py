@@ -114,3 +114,51 @@ def test_top_level_flags(flag: str) -> None:
     proc = rgt(flag)
     assert proc.returncode == 0
     assert proc.stdout
+
+
+def test_bad_env_pair_changes_nothing(tmp_path: Path) -> None:
+    assert rgt("up", "local", "--name", "box", "--root", str(tmp_path / "r")).returncode == 0
+    proc = rgt("run", "box", "--env", "NOEQUALS", "--json", "--", "python", "x.py", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "NAME=VALUE" in json.loads(proc.stdout)["message"]
+    assert json.loads(rgt("status", "--json").stdout)["jobs"] == []
+    assert not (tmp_path / "r" / ".rgt" / "jobs").exists()
+
+
+def test_missing_secret_changes_nothing(tmp_path: Path) -> None:
+    assert rgt("up", "local", "--name", "box", "--root", str(tmp_path / "r")).returncode == 0
+    proc = rgt(
+        "run",
+        "box",
+        "--secret",
+        "RGT_TEST_UNSET_TOKEN",
+        "--json",
+        "--",
+        "python",
+        "x.py",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2
+    assert "not set" in json.loads(proc.stdout)["message"]
+    assert json.loads(rgt("status", "--json").stdout)["jobs"] == []
+
+
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        ({"schema": "rgt.spec/0"}, "schema"),
+        ({"colour": "blue"}, "colour"),
+        ({"command": []}, "command"),
+        ({"job_id": "../escape"}, "job_id"),
+        ({"retry": {"max_retries": -1}}, "retry"),
+    ],
+)
+def test_malformed_job_spec_names_the_field(change: dict[str, object], field: str) -> None:
+    from rgt.errors import SpecError
+    from rgt.models import JobSpec
+
+    good = JobSpec(job_id="j1", machine="box", command=("python", "t.py")).to_json()
+    with pytest.raises(SpecError) as err:
+        JobSpec.from_json({**good, **change}, path="spec.json")
+    assert err.value.field == field
+    assert err.value.exit_code == 2
