@@ -230,6 +230,17 @@ def pull(job_id: str, dest: Path | None, out: Output) -> None:
         sys.exit(1)
 
 
+@click.command()
+@click.argument("job_id")
+@output_options
+def resume(job_id: str, out: Output) -> None:
+    """Start a job's agent again after it was lost (the job resumes from its checkpoint)."""
+    from rgt.jobs.launch import resume as do_resume
+
+    data = do_resume(Store.open(), job_id)
+    out.result(data, lambda o: o.line(f"{job_id}: {data['reason']}"))
+
+
 def register(cli: click.Group) -> None:
-    for command in (run, status, logs, cancel, pull):
+    for command in (run, status, logs, cancel, pull, resume):
         cli.add_command(command)

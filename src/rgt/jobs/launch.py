@@ -7,6 +7,7 @@ and not at 3 a.m.; ``refresh`` copies the agent's truth into the local cache.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets as pysecrets
 import time
@@ -88,6 +89,29 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
 def _price_env(price: float | None) -> dict[str, str]:
     """The agent's idle-GPU sentinel warns only where a meter runs (rgt.agent._sentinel)."""
     return {"RGT_PRICE_PER_HOUR": f"{price:g}"} if price else {}
+
+
+def resume(store: Store, job_id: str) -> dict[str, Any]:
+    """Start the agent again on a job whose agent is gone (heartbeat lost, host rebooted).
+
+    The agent counts the interrupted attempt, stops any leftover process of it, and starts the
+    next attempt with the same spec; the training script resumes from its newest checkpoint.
+    Secrets are read again from this process's environment, by the names in the spec."""
+    record = store.job(job_id)
+    backend = backend_for(store, record.machine)
+    status = backend.status(job_id)
+    if status.get("exists") is False:
+        raise UsageError(f"job {job_id} is not on {record.machine}", fix="launch it with `rgt run`")
+    if status.get("agent_alive"):
+        return {**status, "resumed": False, "reason": "its agent is running; nothing to do"}
+    if JobState(status.get("state") or "queued") in TERMINAL:
+        return {**status, "resumed": False, "reason": f"the job has ended ({status['state']})"}
+    secrets = _read_secrets(record.spec.secret_env)
+    argv = [backend.python, backend.install_agent(), "run", backend.job_paths(job_id).root]
+    if secrets:
+        argv.append("--secrets-stdin")
+    backend.detach(argv, stdin=json.dumps(secrets).encode() if secrets else None)
+    return {**status, "resumed": True, "reason": "agent started again"}
 
 
 def _read_secrets(names: Sequence[str]) -> dict[str, str]:

@@ -86,8 +86,8 @@ def recent(jobs: list[dict[str, Any]], derived: list[dict[str, Any]], limit: int
 
 
 NEXT_HEARTBEAT = (
-    "the job is not being supervised: check the machine (`rgt status`), then start its agent "
-    "again (the job resumes from its newest checkpoint); `rgt logs {job}` shows where it stopped"
+    "the job is not being supervised: `rgt resume {job}` starts its agent again (the job "
+    "resumes from its newest checkpoint); `rgt logs {job}` shows where it stopped"
 )
 NEXT_PULL = (
     "`rgt pull {job}` copies and load-verifies the artifacts; until then they exist only on a "
