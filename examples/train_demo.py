@@ -203,6 +203,7 @@ def stop_on_signal(trainer: Trainer, ckpt: Checkpointer) -> None:
     agent sees a preemption, not a success."""
     if trainer.saved_step != trainer.step:
         save(trainer, ckpt)
+    ckpt.wait()  # dying by the signal must not lose the save still being written
     signum = ckpt.stop_signal or signal.SIGTERM
     print(f"stopping on signal {signum}: checkpoint saved at step {trainer.step}", flush=True)
     signal.signal(signum, signal.SIG_DFL)
@@ -342,8 +343,14 @@ def main() -> None:
 
     data = make_data(args.data_seed, args.train_size)
     trainer = Trainer(args, data)
+    # asynchronous: save() returns once the state is snapshotted; the write runs alongside the
+    # next steps, and wait() (before exiting) makes sure the last one is durable.
     ckpt = Checkpointer.from_env(
-        every_steps=args.ckpt_every, keep_last=3, best_metric="val_accuracy", mode="max"
+        every_steps=args.ckpt_every,
+        keep_last=3,
+        best_metric="val_accuracy",
+        mode="max",
+        asynchronous=True,
     )
     ckpt.install_signal_handler()
     state = ckpt.load_latest()  # None on a fresh start; the newest VALID checkpoint otherwise
@@ -352,6 +359,7 @@ def main() -> None:
         print(f"resumed from step {trainer.step}", flush=True)
     cut_log(metrics_path, trainer.step)
     train(trainer, ckpt, state["rng"] if state else None, metrics_path)
+    ckpt.wait()  # the final checkpoint is durable before the outputs claim the run is done
     write_outputs(args, trainer, data, out)
 
 

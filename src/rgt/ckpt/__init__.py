@@ -46,6 +46,8 @@ tensors, numbers, strings and plain containers: checkpoints are loaded with
 
 from rgt.ckpt._digest import state_digest
 from rgt.ckpt._interval import daly_interval, young_daly_interval
+from rgt.ckpt._load import load_data_file
+from rgt.ckpt._plan import IntervalPlan
 from rgt.ckpt._rng import capture_rng, restore_rng
 from rgt.ckpt._store import FORMAT, CheckpointFallbackWarning, CheckpointInfo
 from rgt.ckpt.checkpointer import Checkpointer
@@ -55,8 +57,10 @@ __all__ = [
     "CheckpointFallbackWarning",
     "CheckpointInfo",
     "Checkpointer",
+    "IntervalPlan",
     "capture_rng",
     "daly_interval",
+    "load_data_file",
     "restore_rng",
     "state_digest",
     "young_daly_interval",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -48,10 +49,21 @@ def deserialize(data: bytes, map_location: Any = None) -> tuple[Any, Exception |
         return None, exc
 
 
-def load_file(path: str, map_location: Any = None) -> Any:
-    """The state in one data file of either format, without a record to check it against."""
+def load_data_file(path: str | os.PathLike[str], map_location: Any = None) -> Any:
+    """The state in one data file of either format. If a commit record in the same directory
+    names this file, its size and sha256 must match (else ``CheckpointError``)."""
+    path = os.fspath(path)
     with open(path, "rb") as handle:
         data = handle.read()
+    record = _record_of(path)
+    if record is not None and (
+        len(data) != record.bytes or hashlib.sha256(data).hexdigest() != record.sha256
+    ):
+        raise CheckpointError(
+            f"{path} does not match its commit record {record.record} (size or sha256)",
+            path=path,
+            fix="the file is damaged: use an older checkpoint or restore it from a copy",
+        )
     state, error = deserialize(data, map_location)
     if error is not None:
         raise CheckpointError(
@@ -60,6 +72,14 @@ def load_file(path: str, map_location: Any = None) -> Any:
             fix="pass a ckpt-*.rgt or ckpt-*.pt data file from a checkpoint directory",
         ) from error
     return state
+
+
+def _record_of(path: str) -> CheckpointInfo | None:
+    directory, name = os.path.split(os.path.abspath(path))
+    for info in _store.list_committed(directory):
+        if os.path.basename(info.path) == name:
+            return info
+    return None
 
 
 def torch_module() -> Any:

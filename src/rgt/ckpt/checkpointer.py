@@ -77,6 +77,7 @@ class Checkpointer:
         self.asynchronous = asynchronous
         self.planner = IntervalPlanner(mtbf_s) if mtbf_s else None
         self.last_persist_seconds: float | None = None
+        self.last_durable_at: float | None = None  # perf_counter() when the last save committed
         self._arena = Arena()
         self._writer: threading.Thread | None = None
         self._outcome: CheckpointInfo | BaseException | None = None
@@ -195,7 +196,8 @@ class Checkpointer:
         info = _store.commit(self.directory, info)
         _persist._hold("committed")
         self._rotate(info)
-        self.last_persist_seconds = time.perf_counter() - started
+        self.last_durable_at = time.perf_counter()
+        self.last_persist_seconds = self.last_durable_at - started
         return info
 
     def _rotate(self, newest: CheckpointInfo) -> None:

@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "rgt.cli.push",
     "rgt.cli.watch",
     "rgt.cli.sweep",
+    "rgt.cli.ckpt",
 )
 
 
