@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import process_gone
+from tests.agent.conftest import process_gone
 
 # Writes what the job saw, one checkpoint, one declared artifact, an in-flight temp file and a
 # symlink; then exits 0.

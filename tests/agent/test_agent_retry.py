@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import process_gone
+from tests.agent.conftest import process_gone
 
 # Attempt 1 checkpoints step 5 and waits to be killed; a later attempt resumes from it.
 RESUMABLE_JOB = """

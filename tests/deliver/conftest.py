@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from deliver_helpers import make_run
 
 from rgt.deliver.runs import record_run
 from rgt.deliver.workspace import Workspace, init_workspace
+from tests.deliver.deliver_helpers import make_run
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "train_demo.py"

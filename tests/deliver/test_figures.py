@@ -6,13 +6,13 @@ import csv
 import json
 
 import pytest
-from deliver_helpers import add_loss_figure
 
 from rgt.deliver.figures import build_figure
 from rgt.deliver.pixels import check_image
 from rgt.deliver.runs import stored_run_ids
 from rgt.deliver.workspace import Workspace
 from rgt.errors import VerifyError
+from tests.deliver.deliver_helpers import add_loss_figure
 
 
 def test_loss_figure_with_provenance_and_stable_rebuild(demo_ws: Workspace) -> None:

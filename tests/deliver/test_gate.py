@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import scipy.stats
-from deliver_helpers import make_run
 
 from rgt.deliver.evidence import Claim, add_claim
 from rgt.deliver.gate import gate
 from rgt.deliver.runs import record_run
 from rgt.deliver.workspace import Workspace
+from tests.deliver.deliver_helpers import make_run
 
 
 def _cli(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:

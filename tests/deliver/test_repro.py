@@ -7,12 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deliver_helpers import add_loss_figure
-
 from rgt.deliver.figures import build_figure
 from rgt.deliver.render import render
 from rgt.deliver.runs import stored_run_ids
 from rgt.deliver.workspace import Workspace
+from tests.deliver.deliver_helpers import add_loss_figure
 
 
 def _git(root: Path, *args: str) -> None:

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from deliver_helpers import make_run
 
 from rgt.deliver.runs import RECORD_NAME, check_store, record_run, stored_run_ids
 from rgt.deliver.workspace import Workspace, init_workspace
 from rgt.errors import SpecError
+from tests.deliver.deliver_helpers import make_run
 
 
 def test_demo_runs_are_recorded_once_each(demo_ws: Workspace, demo_runs: list[Path]) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from triage_corpus import Fixture, load_corpus
 
 from rgt.triage import LABELS, classify
+from tests.triage.triage_corpus import Fixture, load_corpus
 
 FIXTURES = load_corpus()
 PRECEDENCE = [f for f in FIXTURES if f.group == "precedence"]
