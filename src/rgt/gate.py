@@ -25,6 +25,10 @@ from rgt.models import TERMINAL, JobState
 ACTION_DOWN = "down"
 
 
+def abandon_action(job_id: str) -> str:
+    return f"abandon:{job_id}"
+
+
 @dataclass(frozen=True)
 class GateCheck:
     name: str  # "ended" | "pulled" | "verified" | "approved"
@@ -71,7 +75,13 @@ def evaluate(store: Store, backend: Backend) -> GateVerdict:
         state = JobState(status.get("state", record.state.value))
         found = backend.manifest(record.job_id)
         manifest_sha = hashlib.sha256(found[1]).hexdigest() if found else None
-        rows.append(_job_row(store, record.job_id, state, manifest_sha))
+        row = _job_row(store, record.job_id, state, manifest_sha)
+        abandoned = store.pending_approval(name, abandon_action(record.job_id))
+        if abandoned and not row["verified"]:
+            # A human at a terminal chose to lose this job's artifacts (a failed run with
+            # nothing worth keeping, a file that can never load). Recorded, never implied.
+            row.update(pulled=True, verified=True, abandoned_by=abandoned["approver"])
+        rows.append(row)
     approval = store.pending_approval(name, ACTION_DOWN)
     newest_job = max((r.created for r in store.jobs(name)), default="")
     if approval and approval["time"] < newest_job:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import getpass
 import os
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from rgt.errors import GateRefused, UsageError
-from rgt.gate import ACTION_DOWN, GateVerdict, evaluate
+from rgt.gate import ACTION_DOWN, GateVerdict, abandon_action, evaluate
 from rgt.jobs.store import Store
 from rgt.machines import backend_for
 from rgt.models import Machine
@@ -30,15 +31,24 @@ def record_approval(store: Store, name: str, tty: str) -> dict[str, Any]:
     return approval
 
 
-def approve_interactively(store: Store, name: str) -> dict[str, Any]:
-    """A human types the machine's name at a terminal; scripts and agents cannot do this."""
+def approve_interactively(store: Store, name: str, abandon: Sequence[str] = ()) -> dict[str, Any]:
+    """A human types the machine's name at a terminal; scripts and agents cannot do this.
+    ``abandon`` names jobs whose artifacts the human knowingly gives up (never pulled)."""
     machine = store.machine(name)
+    foreign = [j for j in abandon if store.job(j).machine != name]
+    if foreign:
+        raise UsageError(f"jobs {foreign} are not on {name}", fix="name jobs of this machine")
     tty = _terminal()
     if tty is None:
         raise GateRefused(
             f"approving the release of {name} needs a human at a terminal",
             ["stdin is not a terminal"],
             fix=f"run `rgt approve {name}` yourself in a terminal",
+        )
+    if abandon:
+        sys.stderr.write(
+            f"The artifacts of {', '.join(abandon)} will NOT be pulled and are "
+            f"lost when {name} is released.\n"
         )
     sys.stderr.write(
         f"Releasing {name} ({machine.backend}) stops its meter. Type the machine name to approve: "
@@ -51,7 +61,9 @@ def approve_interactively(store: Store, name: str) -> dict[str, Any]:
             [f"typed {typed!r}, not {name!r}"],
             fix=f"run `rgt approve {name}` again and type the name exactly",
         )
-    return record_approval(store, name, tty)
+    for job_id in abandon:
+        store.add_approval(name, abandon_action(job_id), getpass.getuser(), tty)
+    return {**record_approval(store, name, tty), "abandoned": list(abandon)}
 
 
 def teardown(

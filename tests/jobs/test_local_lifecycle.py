@@ -110,11 +110,11 @@ def _assert_secret_nowhere(*roots: Path, secret: bytes) -> None:
                 assert secret not in path.read_bytes(), f"secret leaked into {path}"
 
 
-def _approve_at_a_terminal(name: str) -> None:
+def _approve_at_a_terminal(name: str, *extra: str) -> None:
     """A real pseudo-terminal: what a human at a terminal has and a pipe does not."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rgt.cli", "approve", name],
+        [sys.executable, "-m", "rgt.cli", "approve", name, *extra],
         stdin=slave,
         stdout=subprocess.PIPE,
         stderr=slave,
@@ -230,3 +230,35 @@ def test_cancel(project: Path, machine: str) -> None:
     assert watched.returncode == 1
     assert json.loads(watched.stdout)["state"] == "cancelled"
     assert rgt("watch", doc["job_id"], "--json").returncode == 0
+
+
+def test_a_human_can_abandon_artifacts_that_never_verify(
+    project: Path, machine: str, tmp_path: Path
+) -> None:
+    broken = (
+        "import os, pathlib\npathlib.Path(os.environ['RGT_OUTPUT_DIR'], 'x.json')"
+        ".write_text('{broken')\n"
+    )
+    (project / "broken.py").write_text(broken)
+    proc = rgt(
+        "run",
+        "box",
+        "--probe-seconds",
+        "30",
+        "--json",
+        "--",
+        sys.executable,
+        "broken.py",
+        cwd=project,
+    )
+    job_id = json.loads(proc.stdout)["job_id"]
+    assert rgt("watch", job_id, "--json").returncode == 0
+    assert rgt("pull", job_id, "--to", str(tmp_path / "p"), "--json").returncode == 1
+    _approve_at_a_terminal("box")
+    refused = json.loads(rgt("down", "box", "--json").stdout)
+    assert [c["name"] for c in refused["verdict"]["checks"] if not c["ok"]] == ["verified"]
+    _approve_at_a_terminal("box", "--abandon", job_id)
+    released = rgt("down", "box", "--json")
+    assert released.returncode == 0, released.stderr
+    row = json.loads(released.stdout)["gate"]["jobs"][0]
+    assert row["abandoned_by"] and row["job"] == job_id

@@ -51,12 +51,18 @@ def up(
 
 @click.command()
 @click.argument("name")
+@click.option(
+    "--abandon",
+    multiple=True,
+    metavar="JOB",
+    help="A job whose artifacts you knowingly give up (they are never pulled).",
+)
 @output_options
-def approve(name: str, out: Output) -> None:
+def approve(name: str, abandon: tuple[str, ...], out: Output) -> None:
     """Approve releasing machine NAME. Needs a human at a terminal."""
     from rgt.teardown import approve_interactively
 
-    approval = approve_interactively(Store.open(), name)
+    approval = approve_interactively(Store.open(), name, abandon)
     out.result(
         approval,
         lambda o: o.line(f"approved release of [bold]{name}[/]; now run `rgt down {name}`"),
