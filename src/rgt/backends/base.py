@@ -103,6 +103,16 @@ class Backend(abc.ABC):
         self.transport.check(["mv", "-T", "--", partial, remote])
         return remote
 
+    def seed_checkpoints(self, job_id: str, from_job_id: str) -> None:
+        """Copy an earlier job's checkpoints into a new job's checkpoint dir before it starts,
+        so ``load_latest()`` resumes from them. Only committed checkpoints are ever loaded;
+        a temp file copied along is ignored and cleaned up by rgt.ckpt."""
+        source = self.job_paths(from_job_id).ckpt_dir
+        target = self.job_paths(job_id).ckpt_dir
+        self.transport.mkdir(target)
+        if self.transport.exists(source):
+            self.transport.check(["cp", "-a", "--", f"{source}/.", target])
+
     def submit(self, spec: JobSpec, secrets: dict[str, str] | None = None) -> JobPaths:
         """Write the job's spec, link its code snapshot and start the agent detached."""
         agent = self.install_agent()

@@ -135,7 +135,7 @@ def _fan_out(launcher: Launcher, seen: Observation, todo: Sequence[CellView], lo
             return
         previous = view.machine
         target = previous if previous in open_ else max(open_, key=lambda m: free[m])
-        if not launcher.launch(view.cell, target, log):
+        if not launcher.launch(view.cell, target, log, resume_from=_resumable(view, target)):
             free.pop(target, None)
             continue
         free[target] -= 1
@@ -147,6 +147,14 @@ def _fan_out(launcher: Launcher, seen: Observation, todo: Sequence[CellView], lo
                     "away_from": sorted(launcher.refused),
                 }
             )
+
+
+def _resumable(view: CellView, machine: str) -> str | None:
+    """The cell's last job that ran on ``machine``: its checkpoints seed the new job, so a
+    relaunched cell resumes instead of starting over (invariant 1). Checkpoints on another
+    machine are not copied across."""
+    ran = [j.job_id for j in view.jobs if j.machine == machine and j.state not in ("absent",)]
+    return ran[-1] if ran else None
 
 
 class Launcher:
@@ -164,7 +172,7 @@ class Launcher:
         cell_id = view.cell.cell_id
         return cell_id not in self.tried or (cell_id in self.lost and view.state == "missing")
 
-    def launch(self, cell: Cell, machine: str, log: RunLog) -> bool:
+    def launch(self, cell: Cell, machine: str, log: RunLog, resume_from: str | None = None) -> bool:
         from rgt.jobs.launch import LaunchOptions, launch
 
         self.tried.add(cell.cell_id)
@@ -176,6 +184,7 @@ class Launcher:
             artifacts=self.sweep.artifacts,
             job_id=job_id,
             retry=RetryPolicy(max_retries=self.sweep.retries),
+            resume_from=resume_from,
         )
         try:
             launch(self.store, machine, options)

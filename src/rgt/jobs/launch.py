@@ -38,6 +38,9 @@ class LaunchOptions:
     smoke: bool = False
     notify_url: str | None = None
     job_id: str | None = None
+    resume_from: str | None = (
+        None  # an earlier job on the same machine whose checkpoints seed this one
+    )
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,8 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
     )
     record = store.add_job(spec)
     try:
+        if options.resume_from:
+            backend.seed_checkpoints(spec.job_id, options.resume_from)
         backend.submit(spec, secret_values or None)
     except BaseException:
         store.update_job(spec.job_id, state=JobState.FAILED, attempts=0, ended=utcnow())
