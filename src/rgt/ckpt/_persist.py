@@ -76,7 +76,7 @@ def persist(directory: str, step: int, arena: Arena, layout: Layout) -> Persiste
         os.replace(temp, final)
     except BaseException as exc:
         _discard(fd, temp)
-        raise _translate(exc, directory, layout.total) from exc
+        raise translate(exc, directory, layout.total) from exc
     fsync_dir(directory)
     return Persisted(final, sha, digest, layout.total, direct)
 
@@ -145,7 +145,7 @@ def _discard(fd: int, temp: str) -> None:
         os.unlink(temp)
 
 
-def _translate(exc: BaseException, directory: str, need: int) -> BaseException:
+def translate(exc: BaseException, directory: str, need: int) -> BaseException:
     if not isinstance(exc, OSError) or isinstance(exc, CheckpointError):
         return exc
     if exc.errno in FULL_ERRNOS:

@@ -9,6 +9,7 @@ returns as soon as the snapshot is taken and ``wait`` returns once that save is 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -193,12 +194,22 @@ class Checkpointer:
             pending.time,
             done.bytes,
         )
-        info = _store.commit(self.directory, info)
+        info = self._commit(info)
         _persist._hold("committed")
         self._rotate(info)
         self.last_durable_at = time.perf_counter()
         self.last_persist_seconds = self.last_durable_at - started
         return info
+
+    def _commit(self, info: CheckpointInfo) -> CheckpointInfo:
+        """Write the record; if that fails (disk or inodes ran out), the uncommitted data file
+        goes too, so the failed save leaves the directory as it was."""
+        try:
+            return _store.commit(self.directory, info)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(info.path)
+            raise _persist.translate(exc, self.directory, info.bytes) from exc
 
     def _rotate(self, newest: CheckpointInfo) -> None:
         """Retention runs only after the new checkpoint is committed (a crash here loses
