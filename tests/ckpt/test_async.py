@@ -62,7 +62,9 @@ def test_never_two_writes_in_flight(tmp_path: Path, held: dict) -> None:
     # save(2) waits for the writer of save(1): the arena still holds step 1's bytes.
     assert second.is_alive()
     layout = plan(state(1))
-    offset = next(o for p, o in zip(layout.pieces, layout.offsets) if isinstance(p, ArrayRef))
+    offset = next(
+        o for p, o in zip(layout.pieces, layout.offsets, strict=True) if isinstance(p, ArrayRef)
+    )
     staged = bytes(ckpt._arena.view[offset : offset + 256 * 256 * 4])
     assert staged == torch.full((256, 256), 1.0).numpy().tobytes()
     held["release"].set()
