@@ -51,6 +51,7 @@ from rgt.ckpt._plan import IntervalPlan
 from rgt.ckpt._rng import capture_rng, restore_rng
 from rgt.ckpt._store import FORMAT, CheckpointFallbackWarning, CheckpointInfo
 from rgt.ckpt.checkpointer import Checkpointer
+from rgt.ckpt.loop import TrainLoop
 
 __all__ = [
     "FORMAT",
@@ -58,6 +59,7 @@ __all__ = [
     "CheckpointInfo",
     "Checkpointer",
     "IntervalPlan",
+    "TrainLoop",
     "capture_rng",
     "daly_interval",
     "load_data_file",

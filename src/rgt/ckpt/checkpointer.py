@@ -122,6 +122,15 @@ class Checkpointer:
             )
         return None
 
+    def resume(self, loop: Any) -> bool:
+        """Load the newest valid checkpoint into ``loop`` (a ``TrainLoop`` or anything with
+        ``load(state)``); False on a fresh start."""
+        state = self.load_latest()
+        if state is None:
+            return False
+        loop.load(state)
+        return True
+
     def latest_info(self, verify: bool = True) -> CheckpointInfo | None:
         """The newest committed checkpoint's record (hash-verified unless ``verify=False``),
         without unpickling any tensors; ``None`` if there is none."""
