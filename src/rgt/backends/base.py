@@ -113,9 +113,8 @@ class Backend(abc.ABC):
         if self.transport.exists(source):
             self.transport.check(["cp", "-a", "--", f"{source}/.", target])
 
-    def submit(self, spec: JobSpec, secrets: dict[str, str] | None = None) -> JobPaths:
-        """Write the job's spec, link its code snapshot and start the agent detached."""
-        agent = self.install_agent()
+    def prepare(self, spec: JobSpec) -> JobPaths:
+        """Create the job's directory, link its code snapshot, write its spec (once)."""
         job = self.job_paths(spec.job_id)
         if self.transport.exists(job.spec):
             raise BackendError(
@@ -128,11 +127,21 @@ class Backend(abc.ABC):
             target = f"../../code/{spec.code_snapshot}"
             self.transport.check(["ln", "-sfn", "--", target, job.code])
         self.transport.write_bytes(job.spec, json.dumps(spec.to_json(), indent=2).encode())
+        return job
+
+    def submit(self, spec: JobSpec, secrets: dict[str, str] | None = None) -> JobPaths:
+        """Prepare the job and start its agent detached."""
+        agent = self.install_agent()
+        job = self.prepare(spec)
+        self.start_agent(agent, job, secrets)
+        return job
+
+    def start_agent(self, agent: str, job: JobPaths, secrets: dict[str, str] | None) -> None:
+        """Detach ``agent run JOB_DIR``; secrets go over stdin, never argv or a file."""
         argv = [self.python, agent, "run", job.root]
         if secrets:
             argv.append("--secrets-stdin")
         self.detach(argv, stdin=json.dumps(secrets).encode() if secrets else None)
-        return job
 
     def status(self, job_id: str) -> dict[str, Any]:
         """The agent's status.json plus liveness (``agent_alive``), read on the machine.

@@ -120,19 +120,7 @@ class SlurmBackend(Backend):
 
     def _prepare(self, spec: JobSpec) -> str:
         """What ``Backend.submit`` does before detaching: the job dir, code link, spec."""
-        job = self.job_paths(spec.job_id)
-        if self.transport.exists(job.spec):
-            raise BackendError(
-                f"job {spec.job_id} already exists on {self.machine.name}",
-                backend=self.kind,
-                fix="job ids are unique; launch a new job",
-            )
-        self.transport.mkdir(job.logs_dir)
-        if spec.code_snapshot:
-            target = f"../../code/{spec.code_snapshot}"
-            self.transport.check(["ln", "-sfn", "--", target, job.code])
-        self.transport.write_bytes(job.spec, json.dumps(spec.to_json(), indent=2).encode())
-        return job.root
+        return self.prepare(spec).root
 
     # -- derived, with Slurm's view --------------------------------------------------------
 

@@ -7,7 +7,6 @@ and not at 3 a.m.; ``refresh`` copies the agent's truth into the local cache.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets as pysecrets
 import time
@@ -112,10 +111,7 @@ def resume(store: Store, job_id: str) -> dict[str, Any]:
     if JobState(status.get("state") or "queued") in TERMINAL:
         return {**status, "resumed": False, "reason": f"the job has ended ({status['state']})"}
     secrets = _read_secrets(record.spec.secret_env)
-    argv = [backend.python, backend.install_agent(), "run", backend.job_paths(job_id).root]
-    if secrets:
-        argv.append("--secrets-stdin")
-    backend.detach(argv, stdin=json.dumps(secrets).encode() if secrets else None)
+    backend.start_agent(backend.install_agent(), backend.job_paths(job_id), secrets or None)
     return {**status, "resumed": True, "reason": "agent started again"}
 
 
