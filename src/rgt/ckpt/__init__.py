@@ -37,6 +37,13 @@ The pattern for an exact resume (the full version is ``examples/train_demo.py``)
                            "step": step, "loader_gen_at_epoch_start": epoch_start_gen}, step)
         epoch, skip = epoch + 1, 0
 
+``TrainLoop`` packages this pattern (and gradient accumulation) for plain loops;
+``rgt.ckpt.adapters.accelerate`` does the same over HF accelerate's prepared objects. With
+``Checkpointer(..., asynchronous=True)`` (or ``RGT_CKPT_ASYNC=1``) ``save`` returns once the state
+is copied into a reusable staging buffer and the write runs in a background thread; call
+``wait()`` before exiting. ``rgt ckpt export`` turns any checkpoint into a plain ``torch.save`` or
+safetensors file.
+
 Restoring RNG *before* ``iter(loader)`` exists is the classic way to lose bit-exactness: creating
 the iterator draws a seed from the global torch generator (unless the loader has its own
 ``generator=``, whose state must then be checkpointed too). Keep everything in the state as
