@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_demo_json() -> None:
@@ -31,3 +32,15 @@ def test_demo_json() -> None:
     assert doc["exact_resume"] is True
     assert doc["final_digest"] == doc["reference_digest"] is not None
     assert set(doc["phases"]) >= {"smoke", "run + kill -9 + resume", "pull + verify"}
+    # VERIFY: three seeds of two variants, a calibrated verdict with its numbers.
+    compare = doc["compare"]
+    assert compare["verdict"] in {"effect", "no_meaningful_effect", "inconclusive"}
+    assert compare["n_a"] == compare["n_b"] == 3 and compare["mde"] is not None
+    # DELIVER: every run recorded, a figure with provenance, a report rendered from the store.
+    delivery = doc["delivery"]
+    assert delivery["runs"] == 7 and delivery["citations"] == 3
+    report = Path(delivery["report"]).read_text()
+    assert "(95 % CI, n=3)" in report and compare["verdict"] in report
+    provenance = Path(delivery["figure"]).with_name("loss.provenance.json")
+    assert json.loads(provenance.read_text())["digest"] == delivery["figure_digest"]
+    assert (Path(delivery["workspace"]) / "DISCLOSURE.md").is_file()

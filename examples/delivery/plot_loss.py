@@ -19,9 +19,11 @@ with open(source, newline="") as handle:
         xs, ys = curves[row["run_id"]]
         xs.append(int(row["step"]))
         ys.append(float(row["loss"]))
+# Well-separated hues: rgt reopens the image and counts the coloured series it can see.
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#e377c2"]
 fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
-for run, (xs, ys) in sorted(curves.items()):
-    ax.plot(xs, ys, label=run[:24])
+for i, (run, (xs, ys)) in enumerate(sorted(curves.items())):
+    ax.plot(xs, ys, label=run[:24], color=COLOURS[i % len(COLOURS)])
 ax.set_xlabel("step")
 ax.set_ylabel("training loss")
 ax.legend(fontsize=7)

@@ -92,7 +92,7 @@ def build_delivery(
             ),
         )
     _write_findings(ws.root, comparison, [i for run_ids in ids.values() for i in run_ids])
-    _add_figure(ws.root, [*ids["lr1e-3"], *ids["lr3e-3"]])
+    _add_figure(ws.root, ids["lr3e-3"])
     figure = build_figure(ws, "loss")
     template = ws.root / "report.md.j2"
     template.write_text(_report_template(resumed_id, comparison["verdict"]), encoding="utf-8")
