@@ -83,6 +83,7 @@ class JobRecorder(object):
         self.status.update(job_id=paths.job_id, state="queued", attempt=0)
         self.status.update(agent_pid=os.getpid(), host=_system.hostname())
         self.status["boot_id"] = _system.boot_id()
+        self.write_error = None  # type: Optional[str]
 
     def adopt(self, previous: Dict[str, Any]) -> None:
         """Carry the counters of an earlier agent's run (resume after an interruption)."""
@@ -93,7 +94,22 @@ class JobRecorder(object):
     def update(self, **fields: Any) -> None:
         self.status.update(fields)
         self.status["heartbeat"] = _system.now_iso()
-        _fs.atomic_write_json(self.paths.status, self.redact(self.status))
+        self._survive(_fs.atomic_write_json, self.paths.status, self.redact(self.status))
+
+    def _survive(self, write: Any, path: str, payload: Any) -> None:
+        """A full disk (ENOSPC, EDQUOT) or an I/O error must not kill the supervisor: the job
+        keeps running, the state stays in memory, and the next write that succeeds (after the
+        user frees space) carries it. A dead agent would leave the job unsupervised."""
+        try:
+            write(path, payload)
+        except OSError as exc:
+            if self.write_error is None:
+                log("cannot write %s (%s); the job keeps running, retrying" % (path, exc))
+            self.write_error = str(exc)
+            return
+        if self.write_error is not None:
+            log("writing works again after: %s" % self.write_error)
+            self.write_error = None
 
     def heartbeat(self) -> None:
         self.update()
@@ -110,7 +126,8 @@ class JobRecorder(object):
             "next": next_step,
         }
         record = dict(self.redact(record))
-        _fs.append_line(self.paths.events, json.dumps(record, sort_keys=True, ensure_ascii=False))
+        line = json.dumps(record, sort_keys=True, ensure_ascii=False)
+        self._survive(_fs.append_line, self.paths.events, line)
         if kind in NOTIFY_KINDS and self.notify_url:
             self.notify(record)
         return record

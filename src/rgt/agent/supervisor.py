@@ -20,6 +20,7 @@ from rgt.agent._classify import REMEDY_PREEMPTED, Decision
 from rgt.agent._record import JobRecorder, log, read_status
 from rgt.jobs.paths import JobPaths
 
+TERMINAL_WRITE_WAIT_S = 3600.0
 TERMINAL = ("succeeded", "failed", "cancelled")
 MAX_BACKOFF_S = 300.0
 
@@ -178,12 +179,21 @@ class Supervisor(object):
         if label is None and self.rec.status.get("label"):  # the last failure, kept
             label = self.rec.status["label"]
         self.rec.update(state=state, ended=_system.now_iso(), reason=reason, label=label)
+        self._land_terminal_state()
         self.rec.event(
             state,
             {"reason": reason, "label": label, "manifest": result.to_json()},
             _next_step(state, remedy),
         )
         return 0 if state == "succeeded" else 1
+
+    def _land_terminal_state(self) -> None:
+        """On a full disk the terminal status cannot be written yet. Without it the job would
+        look alive-but-unsupervised forever, so wait (bounded) for the user to free space."""
+        deadline = time.time() + TERMINAL_WRITE_WAIT_S
+        while self.rec.write_error is not None and time.time() < deadline:
+            time.sleep(5.0)
+            self.rec.update()
 
 
 def _next_step(state: str, remedy: Optional[str]) -> Optional[str]:
