@@ -79,13 +79,20 @@ def demo(steps: int, out: Output) -> None:
                     f"{report.pull.get('files')} files, "
                     f"{'100 % OK' if report.pull.get('ok') else 'FAILED'}",
                 ),
-                ("gate before pull", "; ".join(report.gate_before_pull.get("reasons", []))),
-                ("gate after pull", "; ".join(report.gate_after_pull.get("reasons", []))),
+                ("gate before pull", _refused(report.gate_before_pull)),
+                ("gate after pull", _refused(report.gate_after_pull)),
                 ("exact_resume", report.exact_resume),
+                ("lr 1e-3 vs 3e-3 (3 seeds)", report.compare.get("verdict")),
+                ("report (numbers from runs/)", report.delivery.get("report")),
             ],
             title="rgt demo summary",
         )
         o.line(f"workspace: {report.workspace}")
+        if report.gate_after_pull.get("only_approval_missing"):
+            o.line(
+                f"to release the machine a human runs: rgt approve {report.machine} && "
+                f"rgt down {report.machine}"
+            )
 
     out.result(data, human)
     if not report.exact_resume or report.job.get("state") != "succeeded":
