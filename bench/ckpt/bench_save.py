@@ -249,17 +249,26 @@ def bench(args: argparse.Namespace, root: str) -> None:
 
 
 def per_save_costs(runs: dict[str, list[Run]], method: str) -> tuple[list[float], list[float]]:
-    """(end-to-end cost per save, CPU seconds per save), paired with the same repeat's none."""
-    base = runs["none"]
-    e2e = [(r.wall - b.wall) / len(SAVE_AT) for r, b in zip(runs[method], base, strict=True)]
-    cpu = [(r.cpu - b.cpu) / len(SAVE_AT) for r, b in zip(runs[method], base, strict=True)]
-    return e2e, cpu
+    """(end-to-end cost per save, CPU seconds per save) of each repeat, against the median
+    no-checkpoint run (one neighbour's burst in one baseline run would swing a paired
+    difference by seconds)."""
+    wall = statistics.median(r.wall for r in runs["none"])
+    cpu = statistics.median(r.cpu for r in runs["none"])
+    saves = len(SAVE_AT)
+    return [(r.wall - wall) / saves for r in runs[method]], [
+        (r.cpu - cpu) / saves for r in runs[method]
+    ]
 
 
 def report(runs: dict[str, list[Run]], floor: float) -> None:
     print(f"\nmemcpy floor (state into a preallocated host buffer): {floor:.3f} s")
     none_wall = [r.wall for r in runs["none"]]
-    print(f"30 steps without checkpoints: {spread(none_wall)} s\n")
+    print(f"30 steps without checkpoints: {spread(none_wall)} s")
+    print("raw wall s / CPU s of each run, in repeat order:")
+    for method in METHODS:
+        cells = " ".join(f"{r.wall:.2f}/{r.cpu:.2f}" for r in runs[method])
+        print(f"  {method:<19}{cells}")
+    print()
     header = (
         f"{'method':<19}{'blocking/save s':>24}{'end-to-end/save s':>26}"
         f"{'until durable s':>24}{'CPU s/save':>24}{'peak extra MB':>16}"

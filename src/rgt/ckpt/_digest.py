@@ -166,32 +166,3 @@ def flat_tensor_bytes(tensor: Any) -> Any:
     if flat.layout != torch.strided:
         flat = flat.to_dense()
     return flat.cpu().contiguous().reshape(-1).view(torch.uint8)
-
-
-def payload_estimate(state: object) -> int:
-    """About how many bytes ``torch.save(state)`` writes, without serializing it.
-
-    torch.save writes each tensor's whole storage once (views share it), plus a zip header,
-    alignment padding and pickle framing per tensor; everything else is small by comparison.
-    """
-    storages: dict[int, int] = {}
-    other = _walk_sizes(state, storages)
-    return sum(storages.values()) + 1024 * len(storages) + other + (64 << 10)
-
-
-def _walk_sizes(obj: object, storages: dict[int, int]) -> int:
-    torch = sys.modules.get("torch")
-    numpy = sys.modules.get("numpy")
-    if isinstance(obj, Mapping):
-        return sum(_walk_sizes(k, storages) + _walk_sizes(v, storages) for k, v in obj.items())
-    if isinstance(obj, list | tuple):
-        return sum(_walk_sizes(item, storages) for item in obj)
-    if torch is not None and isinstance(obj, torch.Tensor):
-        storage = obj.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
-        return 0
-    if numpy is not None and isinstance(obj, numpy.ndarray):
-        return int(obj.nbytes) + 256
-    if isinstance(obj, str | bytes):
-        return len(obj) + 8
-    return 16
