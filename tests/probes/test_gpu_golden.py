@@ -98,3 +98,14 @@ def test_read_without_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("RGT_NVIDIA_SMI", _replay(tmp_path, "no-devices.txt", "no-devices.txt", 6))
     assert gpu.read()["error"] == "No devices were found"
     assert os.environ["RGT_NVIDIA_SMI"].endswith("nvidia-smi")
+
+
+def test_throttle_bitmask_decodes_by_nvml_constants() -> None:
+    # The bit values are NVML's nvmlClocksThrottleReason* constants (nvml.h); the mask is
+    # what `--query-gpu=clocks_throttle_reasons.active` prints. No recorded real output with an
+    # active slowdown was found, so this checks the decoding against the documented bits.
+    from rgt.probes.gpu import decode_reasons
+
+    assert decode_reasons("0x0000000000000048") == ["hw_slowdown", "hw_thermal_slowdown"]
+    assert decode_reasons("0x0000000000000005") == ["gpu_idle", "sw_power_cap"]
+    assert decode_reasons("[N/A]") == [] and decode_reasons(None) == []
