@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,36 @@ def hostile_dir(tmp_path: Path, hostile_name: str) -> Path:
     path = tmp_path / hostile_name
     path.mkdir()
     return path
+
+
+# A factory: small_tmpfs(size, inodes) mounts a real tmpfs (root only) under a path with
+# non-ASCII characters, for disk-full and inode-exhaustion tests; unmounted afterwards.
+TmpfsMount = Callable[[str, int], Path]
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[TmpfsMount]:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    point = tmp_path / "small disk ünï"
+    point.mkdir()
+    mounted = False
+
+    def mount(size: str, inodes: int) -> Path:
+        nonlocal mounted
+        options = f"size={size},nr_inodes={inodes}"
+        proc = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            pytest.skip(f"cannot mount tmpfs here (no CAP_SYS_ADMIN?): {proc.stderr.strip()}")
+        mounted = True
+        return point
+
+    try:
+        yield mount
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(point)], check=True)

@@ -3,12 +3,8 @@ and the state lands once space is free again."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from tests.agent.conftest import Job
 
@@ -29,21 +25,10 @@ filler.unlink()
 """
 
 
-@pytest.fixture
-def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mount = tmp_path / "tiny disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def test_agent_survives_a_full_disk(make_job: Callable[..., Job], tiny_disk: Path) -> None:
-    job = make_job(durable=tiny_disk).write(FILL_THEN_FREE)
+def test_agent_survives_a_full_disk(
+    make_job: Callable[..., Job], small_tmpfs: Callable[[str, int], Path]
+) -> None:
+    job = make_job(durable=small_tmpfs("2m", 1024)).write(FILL_THEN_FREE)
     job.start()
     assert job.finish(timeout=120) == 0, job.agent_log()
     status = job.status()

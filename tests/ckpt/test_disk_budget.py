@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,34 +13,6 @@ from rgt.ckpt import Checkpointer, _persist
 from rgt.errors import DiskBudgetError
 
 Mount = Callable[[str, int], Path]
-
-
-@pytest.fixture
-def small_tmpfs(tmp_path: Path) -> Iterator[Mount]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    point = tmp_path / "small disk ünï"
-    point.mkdir()
-    mounted = False
-
-    def mount(size: str, inodes: int) -> Path:
-        nonlocal mounted
-        options = f"size={size},nr_inodes={inodes}"
-        proc = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0:
-            pytest.skip(f"cannot mount tmpfs here (no CAP_SYS_ADMIN?): {proc.stderr.strip()}")
-        mounted = True
-        return point
-
-    try:
-        yield mount
-    finally:
-        if mounted:
-            subprocess.run(["umount", str(point)], check=True)
 
 
 def state_of(megabytes: float, step: int) -> dict[str, object]:

@@ -23,32 +23,11 @@ Mount = Callable[[str, int], Path]
 
 
 @pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Mount]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    point = tmp_path / "small disk ü"
-    point.mkdir()
-    mounted = False
-
-    def mount(size: str, inodes: int) -> Path:
-        nonlocal mounted
-        options = f"size={size},nr_inodes={inodes}"
-        proc = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0:
-            pytest.skip(f"cannot mount tmpfs here: {proc.stderr.strip()}")
-        mounted = True
-        return point
-
+def tmpfs(small_tmpfs: Mount) -> Iterator[Mount]:
     try:
-        yield mount
+        yield small_tmpfs
     finally:
         _persist.hold = None
-        if mounted:
-            subprocess.run(["umount", str(point)], check=True)
 
 
 def test_file_size_limit_mid_write(tmp_path: Path) -> None:
