@@ -41,7 +41,7 @@ def test_save_returns_before_the_checkpoint_is_durable(tmp_path: Path, held: dic
     ckpt = Checkpointer(tmp_path, asynchronous=True)
     live = state(1)
     pending = ckpt.save(live, 1)
-    assert pending.sha256 == "" and pending.state_digest == ""
+    assert pending.file_hash == "" and pending.state_digest == ""
     held["reached"].wait(timeout=60)
     assert ckpt.writing and Checkpointer(tmp_path).latest_info() is None  # not committed yet
     live["w"].fill_(-1.0)  # training moves on; the snapshot is unaffected

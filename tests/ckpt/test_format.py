@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy
 import pytest
 import torch
+import xxhash
 
 from rgt.ckpt import Checkpointer, load_data_file, state_digest
 from rgt.ckpt._format import parse, plan
@@ -77,15 +78,56 @@ def test_round_trip_keeps_types_order_and_bits(tmp_path: Path) -> None:
     assert state_digest(loaded) == state_digest(state) == info.state_digest
 
 
-def test_one_hash_pass_gives_the_file_sha256_and_the_state_digest(tmp_path: Path) -> None:
+def test_one_hash_pass_gives_the_file_hash_and_the_state_digest(tmp_path: Path) -> None:
     state = rich_state()
     info = Checkpointer(tmp_path).save(state, 1)
     data = Path(info.path).read_bytes()
     layout = plan(state)
     assert len(data) == layout.total == info.bytes
-    assert hashlib.sha256(data).hexdigest() == info.sha256
+    # XXH3-128 computed here by the xxhash package itself, tagged with its name.
+    assert info.file_hash == "xxh3_128:" + xxhash.xxh3_128(data).hexdigest()
     # The file begins with the canonical stream that state_digest hashes.
-    assert hashlib.sha256(data[: layout.stream_bytes]).hexdigest() == info.state_digest
+    stream = data[: layout.stream_bytes]
+    assert info.state_digest == "xxh3_128:" + xxhash.xxh3_128(stream).hexdigest()
+    assert state_digest(state, "sha256") == hashlib.sha256(stream).hexdigest()
+
+
+def test_without_xxhash_new_checkpoints_fall_back_to_sha256(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "xxhash", None)  # import xxhash now raises ImportError
+    state = rich_state()
+    info = Checkpointer(tmp_path).save(state, 1)
+    data = Path(info.path).read_bytes()
+    assert info.file_hash == hashlib.sha256(data).hexdigest()
+    assert info.state_digest == state_digest(state) == state_digest(state, "sha256")
+    assert_same(state, Checkpointer(tmp_path).load_latest())
+
+
+def test_an_xxh3_checkpoint_without_xxhash_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Checkpointer(tmp_path).save(rich_state(), 1)
+    monkeypatch.setitem(sys.modules, "xxhash", None)
+    with pytest.raises(CheckpointError, match="xxhash") as caught:
+        Checkpointer(tmp_path).load_latest()
+    assert "pip install xxhash" in caught.value.fix
+
+
+def test_format_2_records_with_a_bare_sha256_still_verify(tmp_path: Path) -> None:
+    state = rich_state()
+    info = Checkpointer(tmp_path).save(state, 3)
+    raw = Path(info.path).read_bytes()
+    record = json.loads(Path(info.record).read_text())
+    del record["hash"]
+    record.update(format="rgt.ckpt/2", sha256=hashlib.sha256(raw).hexdigest())
+    Path(info.record).write_text(json.dumps(record))
+    ckpt = Checkpointer(tmp_path)
+    assert_same(state, ckpt.load_latest())
+    assert ckpt.loaded is not None and ckpt.loaded.file_hash == record["sha256"]
+    Path(info.path).write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))  # one flipped bit
+    with pytest.raises(CheckpointError, match="none of the 1 committed"):
+        Checkpointer(tmp_path).load_latest()
 
 
 @pytest.mark.parametrize("cut", [1, 17, 4096, -1])

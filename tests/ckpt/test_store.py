@@ -43,7 +43,7 @@ def test_round_trip_in_hostile_directory(hostile_dir: Path) -> None:
     assert loaded["step"] == 7 and torch.equal(loaded["w"], torch.full((64, 64), 7.0))
     record = json.loads(Path(info.record).read_text())
     assert record["format"] == FORMAT and record["file"] == os.path.basename(info.path)
-    assert {"step", "metric", "time", "file", "bytes", "sha256", "state_digest"} <= set(record)
+    assert {"step", "metric", "time", "file", "bytes", "hash", "state_digest"} <= set(record)
     assert record["bytes"] == os.path.getsize(info.path)
     assert record["state_digest"] == state_digest(loaded)
 

@@ -1,4 +1,4 @@
-"""``state_digest``: one SHA-256 over the *values* of a training state.
+"""``state_digest``: one hash over the *values* of a training state.
 
 Two runs that reached bit-identical training state must get the same digest, even when pickling
 details differ (tensor storage sharing, zip member order, timestamps, tuple vs list after a
@@ -10,18 +10,20 @@ were never imported, the state cannot hold their objects, so importing this modu
 The encoding is produced as a list of pieces (small framing bytes and references to arrays) by
 ``encode``. ``state_digest`` hashes the pieces; the checkpoint writer lays the very same pieces
 out in its staging arena, so the data file *begins with* the canonical stream and the digest
-comes out of the one SHA-256 pass that also hashes the file (``rgt.ckpt._format``).
+comes out of the one hash pass that also hashes the file (``rgt.ckpt._format``). The hash is
+XXH3-128 (``"xxh3_128:<hex>"``) when xxhash is installed, else SHA-256 (``rgt.ckpt._hash``):
+compare digests made by the same algorithm.
 """
 
 from __future__ import annotations
 
-import hashlib
 import struct
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rgt.ckpt import _hash
 from rgt.errors import CheckpointError
 
 PREFIX = b"rgt.state_digest/1"
@@ -69,12 +71,14 @@ def encode(state: object) -> list[Piece]:
     return pieces.done()
 
 
-def state_digest(state: object) -> str:
-    """Hex SHA-256 of the canonical encoding of ``state`` (see the module docstring)."""
-    hasher = hashlib.sha256()
+def state_digest(state: object, algorithm: str | None = None) -> str:
+    """The hash of the canonical encoding of ``state`` (see the module docstring), made with
+    ``algorithm`` (default: the one new checkpoints use) in the stored, tagged form."""
+    algorithm = algorithm or _hash.default_algorithm()
+    hasher = _hash.new(algorithm)
     for piece in encode(state):
         hasher.update(piece if isinstance(piece, bytes) else raw_bytes(piece))
-    return hasher.hexdigest()
+    return _hash.tagged(algorithm, hasher.hexdigest())
 
 
 def _frame(out: _Pieces, tag: bytes, payload: bytes) -> None:

@@ -4,9 +4,9 @@
 
 The canonical stream is byte for byte what ``state_digest`` hashes (it starts with
 ``b"rgt.state_digest/1"``, which doubles as the file's magic): framing bytes, then each tensor's
-raw bytes. So one SHA-256 pass over the file yields both hashes the commit record carries: the
+raw bytes. So one hash pass over the file yields both hashes the commit record carries: the
 hasher's state at the end of the stream is the ``state_digest``, at the end of the file the
-file's ``sha256``. The stream alone is lossy by design (keys sorted, tuple = list), so the
+file's ``hash``. The stream alone is lossy by design (keys sorted, tuple = list), so the
 skeleton restores the state exactly as saved: containers in insertion order, tuples, dict key
 types, dtypes and devices, each tensor as an index into the array table (offset, bytes, dtype,
 shape, device). The file holds only data: loading it runs no code (no unpickling).

@@ -8,13 +8,12 @@ matches the record: parsing before the hash is known is safe, a damaged file onl
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from rgt.ckpt import _format, _store
+from rgt.ckpt import _format, _hash, _store
 from rgt.ckpt._store import CheckpointInfo
 from rgt.errors import CheckpointError
 
@@ -25,9 +24,9 @@ def load_one(info: CheckpointInfo, map_location: Any) -> Any:
     if data is None:
         return None
     with ThreadPoolExecutor(max_workers=1) as pool:
-        sha = pool.submit(lambda: hashlib.sha256(data).hexdigest())
+        digest = pool.submit(_hash.of_bytes, data, info.file_hash)
         state, error = deserialize(data, map_location)
-        if not _store.matches(info, data, sha.result()):
+        if not _store.matches(info, data, digest.result()):
             return None
     if error is not None:
         _store.warn(
@@ -51,16 +50,16 @@ def deserialize(data: bytes, map_location: Any = None) -> tuple[Any, Exception |
 
 def load_data_file(path: str | os.PathLike[str], map_location: Any = None) -> Any:
     """The state in one data file of either format. If a commit record in the same directory
-    names this file, its size and sha256 must match (else ``CheckpointError``)."""
+    names this file, its size and hash must match (else ``CheckpointError``)."""
     path = os.fspath(path)
     with open(path, "rb") as handle:
         data = handle.read()
     record = _record_of(path)
     if record is not None and (
-        len(data) != record.bytes or hashlib.sha256(data).hexdigest() != record.sha256
+        len(data) != record.bytes or _hash.of_bytes(data, record.file_hash) != record.file_hash
     ):
         raise CheckpointError(
-            f"{path} does not match its commit record {record.record} (size or sha256)",
+            f"{path} does not match its commit record {record.record} (size or hash)",
             path=path,
             fix="the file is damaged: use an older checkpoint or restore it from a copy",
         )

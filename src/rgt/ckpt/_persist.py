@@ -1,4 +1,4 @@
-"""Persisting a staged snapshot: one SHA-256 pass and direct I/O, then a durable rename.
+"""Persisting a staged snapshot: one hash pass and direct I/O, then a durable rename.
 
 Why ``O_DIRECT``: a buffered write copies every byte into the page cache and the kernel later
 flushes it, ~0.4 CPU-seconds per 500 MB; on a 2-core rented box that is a core taken from the
@@ -8,9 +8,10 @@ some FUSE/network filesystems refuse ``O_DIRECT`` (``EINVAL``): the writer then 
 buffered writes on the same descriptor. Direct I/O needs the length in whole blocks, so the
 padded tail is written and the file cut back to its true length before the fsync.
 
-The only CPU-heavy part left is hashing. Each chunk is hashed while the previous one is being
+The only CPU-heavy part left is hashing, so it is XXH3-128 (``_hash``: ~0.05 CPU-seconds per
+500 MB against ~0.35 for SHA-256). Each chunk is hashed while the previous one is being
 written, and the hasher's state at the end of the canonical stream gives ``state_digest`` for
-free (see ``_format``), so a save costs one SHA-256 pass, not two.
+free (see ``_format``), so a save costs one hash pass, not two.
 
 ``hold`` is a test hook: called with the stage name (``open``, ``data``, ``written``,
 ``committed``), it lets tests freeze or kill the writer mid-persist.
@@ -21,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rgt._fs import fsync_dir
+from rgt.ckpt import _hash
 from rgt.ckpt._arena import Arena, round_up
 from rgt.ckpt._budget import FULL_ERRNOS, full_disk_error
 from rgt.ckpt._format import Layout
@@ -52,7 +53,7 @@ def _hold(stage: str) -> None:
 @dataclass(frozen=True)
 class Persisted:
     path: str
-    sha256: str
+    file_hash: str  # tagged (``_hash.tagged``)
     state_digest: str
     bytes: int
     direct: bool  # written with O_DIRECT (False: the filesystem refused it)
@@ -67,7 +68,7 @@ def persist(directory: str, step: int, arena: Arena, layout: Layout) -> Persiste
     fd = -1
     try:
         fd, direct = _open(temp)
-        sha, digest, direct = _write(fd, direct, arena, layout)
+        file_hash, digest, direct = _write(fd, direct, arena, layout)
         os.ftruncate(fd, layout.total)
         os.fsync(fd)
         os.close(fd)
@@ -78,7 +79,7 @@ def persist(directory: str, step: int, arena: Arena, layout: Layout) -> Persiste
         _discard(fd, temp)
         raise translate(exc, directory, layout.total) from exc
     fsync_dir(directory)
-    return Persisted(final, sha, digest, layout.total, direct)
+    return Persisted(final, file_hash, digest, layout.total, direct)
 
 
 def _open(path: str) -> tuple[int, bool]:
@@ -93,14 +94,17 @@ def _open(path: str) -> tuple[int, bool]:
 
 
 def _write(fd: int, direct: bool, arena: Arena, layout: Layout) -> tuple[str, str, bool]:
-    """Hash chunk k+1 while chunk k is written; returns (file sha256, state_digest, direct)."""
-    hasher, digest = hashlib.sha256(), [""]
+    """Hash chunk k+1 while chunk k is written; returns (file hash, state_digest, direct)."""
+    algorithm = _hash.default_algorithm()
+    hasher, digest = _hash.new(algorithm), [""]
     padded = round_up(layout.total)
     pending: Future[bool] | None = None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rgt-ckpt-io") as io:
         for start in range(0, padded, CHUNK):
             end = min(start + CHUNK, padded)
-            _hash(hasher, arena.view, start, min(end, layout.total), layout.stream_bytes, digest)
+            _hash_range(
+                hasher, arena.view, start, min(end, layout.total), layout.stream_bytes, digest
+            )
             if pending is not None:
                 direct = pending.result()
                 if start == CHUNK:
@@ -110,10 +114,12 @@ def _write(fd: int, direct: bool, arena: Arena, layout: Layout) -> tuple[str, st
             direct = pending.result()
     if padded <= CHUNK:
         _hold("data")
-    return hasher.hexdigest(), digest[0], direct
+    return _hash.tagged(algorithm, hasher.hexdigest()), _hash.tagged(algorithm, digest[0]), direct
 
 
-def _hash(hasher: Any, view: memoryview, start: int, end: int, stream: int, out: list[str]) -> None:
+def _hash_range(
+    hasher: Any, view: memoryview, start: int, end: int, stream: int, out: list[str]
+) -> None:
     """Hash view[start:end]; at the end of the canonical stream, snapshot the state digest."""
     if start < stream <= end:
         hasher.update(view[start:stream])

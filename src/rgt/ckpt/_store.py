@@ -1,12 +1,15 @@
-"""The on-disk format of a checkpoint directory (format ``rgt.ckpt/2``).
+"""The on-disk format of a checkpoint directory (format ``rgt.ckpt/3``).
 
     ckpt-000000001200-<token>.rgt   the data file (layout in ``_format``), written first
     ckpt-000000001200.json          the commit record, written LAST: step, metric, time, file,
-                                    bytes, sha256 of the data file, state_digest, format
+                                    bytes, hash of the data file, state_digest, format
     .tmp-*.part                     a save in flight, or left by a killed one (ignored, cleaned)
 
-Directories written by format ``rgt.ckpt/1`` (data files ``*.pt`` holding ``torch.save``
-bytes, same record fields) are still read: the loader picks the reader by the file's suffix.
+Format 3 records hold ``hash`` and ``state_digest`` tagged with their algorithm
+(``"xxh3_128:<hex>"``, see ``_hash``). Directories written by format ``rgt.ckpt/2`` (the same
+files, a bare SHA-256 under ``sha256``) and ``rgt.ckpt/1`` (data files ``*.pt`` holding
+``torch.save`` bytes) are still read: the loader picks the reader by the file's suffix and the
+hash by the record's tag.
 
 A checkpoint exists only once its record does. Both files go through temp file → fsync →
 rename → fsync of the directory, so a ``kill -9`` or a power loss at any moment leaves either the
@@ -19,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -28,11 +30,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rgt._fs import atomic_write_json
+from rgt.ckpt import _hash
 from rgt.ckpt._persist import DATA_PREFIX as RECORD_PREFIX
 from rgt.ckpt._persist import DATA_SUFFIX, TEMP_PREFIX
 
-FORMAT = "rgt.ckpt/2"
-READABLE_FORMATS = ("rgt.ckpt/1", FORMAT)
+FORMAT = "rgt.ckpt/3"
+READABLE_FORMATS = ("rgt.ckpt/1", "rgt.ckpt/2", FORMAT)
 DATA_SUFFIXES = (".pt", DATA_SUFFIX)
 log = logging.getLogger("rgt.ckpt")
 
@@ -47,7 +50,7 @@ class CheckpointInfo:
 
     step: int
     path: str
-    sha256: str
+    file_hash: str  # tagged with its algorithm; a bare hex string is SHA-256 (format 1 and 2)
     state_digest: str
     metric: float | None
     time: float
@@ -75,7 +78,7 @@ def commit(directory: str, info: CheckpointInfo) -> CheckpointInfo:
         "time": info.time,
         "file": os.path.basename(info.path),
         "bytes": info.bytes,
-        "sha256": info.sha256,
+        "hash": info.file_hash,
         "state_digest": info.state_digest,
     }
     atomic_write_json(record, fields)
@@ -112,7 +115,7 @@ def _read_record(directory: str, name: str) -> CheckpointInfo | None:
         return CheckpointInfo(
             step=int(data["step"]),
             path=os.path.join(directory, file),
-            sha256=str(data["sha256"]),
+            file_hash=str(data["hash"] if "hash" in data else data["sha256"]),
             state_digest=str(data["state_digest"]),
             metric=None if metric is None else float(metric),
             time=float(data["time"]),
@@ -134,21 +137,23 @@ def read_data(info: CheckpointInfo) -> bytes | None:
         return None
 
 
-def matches(info: CheckpointInfo, data: bytes, sha256: str) -> bool:
-    """Whether ``data`` (whose hash is ``sha256``) is what the record committed; warns if not."""
-    if len(data) == info.bytes and sha256 == info.sha256:
+def matches(info: CheckpointInfo, data: bytes, file_hash: str) -> bool:
+    """Whether ``data`` (whose hash is ``file_hash``) is what the record committed; warns if
+    not."""
+    if len(data) == info.bytes and file_hash == info.file_hash:
         return True
     warn(
         f"checkpoint step {info.step}: {info.path} is corrupt or truncated "
-        f"({len(data)} of {info.bytes} bytes, sha256 mismatch); trying an older one"
+        f"({len(data)} of {info.bytes} bytes, {_hash.algorithm_of(info.file_hash)} mismatch); "
+        "trying an older one"
     )
     return False
 
 
 def read_verified(info: CheckpointInfo) -> bytes | None:
-    """The data file's bytes if they match the record's size and sha256, else None (warned)."""
+    """The data file's bytes if they match the record's size and hash, else None (warned)."""
     data = read_data(info)
-    if data is None or not matches(info, data, hashlib.sha256(data).hexdigest()):
+    if data is None or not matches(info, data, _hash.of_bytes(data, info.file_hash)):
         return None
     return data
 

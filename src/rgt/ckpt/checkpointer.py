@@ -101,7 +101,7 @@ class Checkpointer:
     # --- loading -------------------------------------------------------------------------
 
     def load_latest(self, map_location: Any = None) -> Any:
-        """The newest committed checkpoint whose sha256 verifies; ``None`` on a fresh start.
+        """The newest committed checkpoint whose hash verifies; ``None`` on a fresh start.
 
         Falls back over corrupt, truncated or missing files with a warning. If checkpoints were
         committed but none verifies, raises ``CheckpointError`` rather than silently training
@@ -145,7 +145,7 @@ class Checkpointer:
         """Checkpoint ``state`` as ``step``: atomic, verified, old ones rotated after commit.
 
         Synchronous: returns the committed record. Asynchronous: returns once the state is
-        snapshotted (training may then change it); the record's ``sha256``/``state_digest``
+        snapshotted (training may then change it); the record's ``file_hash``/``state_digest``
         are empty until ``wait()`` returns the committed one. An error of the previous
         background save is raised here (or by ``wait``).
         """
@@ -197,7 +197,7 @@ class Checkpointer:
         info = CheckpointInfo(
             pending.step,
             done.path,
-            done.sha256,
+            done.file_hash,
             done.state_digest,
             pending.metric,
             pending.time,
