@@ -90,6 +90,9 @@ def read() -> dict[str, Any]:
     if result["available"]:
         app_code, apps = _run(["--query-compute-apps=" + APP_FIELDS, "--format=csv,nounits"])
         result["processes"] = parse_apps(apps) if app_code == 0 else []
+        from rgt.probes import gpu_detail  # imports this module: loaded here, not at the top
+
+        gpu_detail.enrich(result)  # `nvidia-smi -q` only when the CSV could not say enough
     return result
 
 
@@ -169,6 +172,7 @@ def _gpu(row: dict[str, str]) -> dict[str, Any]:
         "sm_clock_max_mhz": _num(row.get("clocks.max.sm")),
         "pstate": row.get("pstate"),
         "ecc_uncorrected": _int(row.get("ecc.errors.uncorrected.volatile.total")),
+        "throttle_mask": row.get("reasons.active"),  # as printed; [N/A] or None: unknown
         "throttle_reasons": reasons,
         "slowdowns": [r for r in reasons if r not in NOT_SLOWDOWNS],
     }
