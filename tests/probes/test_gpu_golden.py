@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.probes import gpu
+from rgt.probes import gpu, gpu_detail
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "nvidia-smi"
 
@@ -102,10 +102,162 @@ def test_read_without_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_throttle_bitmask_decodes_by_nvml_constants() -> None:
     # The bit values are NVML's nvmlClocksThrottleReason* constants (nvml.h); the mask is
-    # what `--query-gpu=clocks_throttle_reasons.active` prints. No recorded real output with an
-    # active slowdown was found, so this checks the decoding against the documented bits.
+    # what `--query-gpu=clocks_throttle_reasons.active` prints. No recorded real CSV with an
+    # active slowdown was found (the real ones are `nvidia-smi -q` text, tested below), so
+    # this checks the decoding against the documented bits.
     from rgt.probes.gpu import decode_reasons
 
     assert decode_reasons("0x0000000000000048") == ["hw_slowdown", "hw_thermal_slowdown"]
     assert decode_reasons("0x0000000000000005") == ["gpu_idle", "sw_power_cap"]
     assert decode_reasons("[N/A]") == [] and decode_reasons(None) == []
+
+
+def test_geforce_under_load_has_no_ecc_reading() -> None:
+    (card,) = gpu.parse_gpus((GOLDEN / "rtx4080s-load.csv").read_text())["gpus"]
+    assert (card["name"], card["util_pct"], card["sm_clock_mhz"]) == (
+        "NVIDIA GeForce RTX 4080 SUPER",
+        7,
+        2805,
+    )
+    assert card["ecc_uncorrected"] is None and card["throttle_mask"] == "0x0000000000000000"
+    assert card["throttle_reasons"] == [] == card["slowdowns"]
+
+
+def _detail(name: str) -> dict[str, object]:
+    (card,) = gpu_detail.parse_detail((GOLDEN / name).read_text())
+    return card
+
+
+def test_detail_sw_power_cap_is_a_slowdown() -> None:
+    card = _detail("rtx2080-sw-power-cap.q.txt")
+    assert (card["bus_id"], card["name"], card["pstate"]) == (
+        "00000000:02:00.0",
+        "NVIDIA GeForce RTX 2080",
+        "P8",
+    )
+    assert card["throttle_reasons"] == ["sw_power_cap"] == card["slowdowns"]
+    assert (card["sm_clock_mhz"], card["sm_clock_max_mhz"]) == (300, 2130)
+    assert card["ecc_uncorrected"] is None and card["remapped_rows"]["pending"] is None
+
+
+def test_detail_hw_power_brake_on_pre_535_driver() -> None:
+    # "Clocks Throttle Reasons" (old spelling), an author's excerpt with no GPU line
+    card = _detail("v100-hw-power-brake.q.txt")
+    assert card["bus_id"] is None and card["sm_clock_mhz"] == 382
+    assert card["slowdowns"] == ["hw_slowdown", "hw_power_brake_slowdown"]
+    assert card["throttle_reasons"] == gpu.decode_reasons(hex(0x8 | 0x80))
+
+
+def test_detail_row_remap_pending_after_correctable_errors() -> None:
+    card = _detail("a100-row-remap-pending.q.txt")
+    assert (card["bus_id"], card["name"]) == ("00000000:10:1C.0", "NVIDIA A100-SXM4-80GB")
+    assert (card["ecc_corrected"], card["ecc_uncorrected"]) == (177, 0)
+    assert (card["ecc_corrected_aggregate"], card["ecc_uncorrected_aggregate"]) == (177, 0)
+    assert card["remapped_rows"] == {
+        "correctable": 1,
+        "uncorrectable": 0,
+        "pending": True,
+        "failure": False,
+    }
+    assert card["retired_pages"] == {"single_bit": None, "double_bit": None, "pending": None}
+    assert card["throttle_reasons"] is None and card["slowdowns"] is None  # not in the excerpt
+
+
+def test_detail_sram_uncorrectable_volatile_and_lifetime() -> None:
+    card = _detail("sram-uncorrectable.q.txt")
+    assert (card["ecc_corrected"], card["ecc_uncorrected"]) == (0, 1)
+    assert (card["ecc_corrected_aggregate"], card["ecc_uncorrected_aggregate"]) == (0, 5)
+
+
+def test_detail_of_a_healthy_geforce_agrees_with_its_csv() -> None:
+    card = _detail("rtx4080s-load.q.txt")
+    (csv,) = gpu.parse_gpus((GOLDEN / "rtx4080s-load.csv").read_text())["gpus"]
+    assert card["throttle_reasons"] == csv["throttle_reasons"] == []
+    assert card["ecc_uncorrected"] is None is csv["ecc_uncorrected"]
+    assert card["sm_clock_mhz"] == csv["sm_clock_mhz"] and card["name"] == csv["name"]
+    assert set(card["remapped_rows"].values()) == {None}
+
+
+def test_detail_of_text_without_gpu_sections() -> None:
+    assert gpu_detail.parse_detail((GOLDEN / "no-devices.txt").read_text()) == []
+    assert gpu_detail.parse_detail("") == []
+
+
+def _replay_all(tmp_path: Path, answers: dict[str, str], code: int = 0) -> str:
+    """A stand-in nvidia-smi: the first key its arguments start with picks the recorded output
+    ("" matches anything); every call's arguments are appended to calls.log."""
+    script = tmp_path / "nvidia-smi"
+    table = {key: str(GOLDEN / name) for key, name in answers.items()}
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        f"open({str(tmp_path / 'calls.log')!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+        f"args = ' '.join(sys.argv[1:])\n"
+        f"path = next(v for k, v in {table!r}.items() if args.startswith(k))\n"
+        f"sys.stdout.write(open(path).read())\nsys.exit({code})\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+def _calls(tmp_path: Path) -> list[str]:
+    return (tmp_path / "calls.log").read_text().splitlines()
+
+
+def test_read_asks_for_detail_when_the_csv_cannot_say(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answers = {"-q": "rtx4080s-load.q.txt", "--query-compute-apps": "h100-idle-apps.csv"}
+    answers[""] = "rtx4080s-load.csv"
+    monkeypatch.setenv("RGT_NVIDIA_SMI", _replay_all(tmp_path, answers))
+    result = gpu.read()
+    assert "-q -d PERFORMANCE,ECC,PAGE_RETIREMENT,ROW_REMAPPER" in _calls(tmp_path)
+    (card,) = result["gpus"]
+    assert result["detail_error"] is None and card["detail"]["bus_id"] == "00000000:01:00.0"
+    assert card["ecc_uncorrected"] is None and card["slowdowns"] == []  # N/A stays unknown
+
+
+def test_read_skips_detail_for_a_healthy_datacenter_card(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answers = {"-q": "a100-row-remap-pending.q.txt", "--query-compute-apps": "h100-load-apps.csv"}
+    answers[""] = "h100-load.csv"
+    monkeypatch.setenv("RGT_NVIDIA_SMI", _replay_all(tmp_path, answers))
+    result = gpu.read()
+    assert not any(call.startswith("-q") for call in _calls(tmp_path))
+    assert "detail" not in result["gpus"][0] and result["detail_error"] is None
+
+
+def test_read_reports_a_gpu_count_mismatch_instead_of_guessing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two recordings from different machines: the CSV lists 2 GPUs (no ECC, no mask), -q one
+    answers = {"-q": "rtx2080-sw-power-cap.q.txt", "--query-compute-apps": "h100-idle-apps.csv"}
+    answers[""] = "two-gpus-one-idle.csv"
+    monkeypatch.setenv("RGT_NVIDIA_SMI", _replay_all(tmp_path, answers))
+    result = gpu.read()
+    assert result["detail_error"] == "nvidia-smi -q listed 1 GPU(s), the CSV query 2"
+    assert all("detail" not in card for card in result["gpus"])
+
+
+def test_read_detail_through_the_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RGT_NVIDIA_SMI", _replay_all(tmp_path, {"": "rtx2080-sw-power-cap.q.txt"}))
+    detail = gpu_detail.read_detail()
+    assert detail["available"] and detail["gpus"][0]["slowdowns"] == ["sw_power_cap"]
+    monkeypatch.setenv("RGT_NVIDIA_SMI", _replay_all(tmp_path, {"": "no-devices.txt"}, 6))
+    assert gpu_detail.read_detail() == {
+        "available": False,
+        "error": "No devices were found",
+        "gpus": [],
+    }
+
+
+def test_merge_fills_only_what_the_csv_lacked() -> None:
+    # The merge rule on real parses of two machines: the GeForce CSV has no ECC count, the A100
+    # report has one; the GeForce's readable mask (0x0) is kept over the report's absence.
+    (card,) = gpu.parse_gpus((GOLDEN / "rtx4080s-load.csv").read_text())["gpus"]
+    gpu_detail.merge(card, _detail("a100-row-remap-pending.q.txt"))
+    assert card["ecc_uncorrected"] == 0 and card["throttle_reasons"] == []
+    assert card["detail"]["remapped_rows"]["pending"] is True
+    (unknown,) = gpu.parse_gpus((GOLDEN / "two-gpus-one-idle.csv").read_text())["gpus"][1:]
+    gpu_detail.merge(unknown, _detail("v100-hw-power-brake.q.txt"))
+    assert unknown["slowdowns"] == ["hw_slowdown", "hw_power_brake_slowdown"]

@@ -43,7 +43,8 @@ REASON_LABELS = {
 KNOWN_SECTIONS = (*REASON_SECTIONS, "ECC Errors", "Retired Pages", "Remapped Rows")
 # "Key   : value"; a key holds no colon, so "GPU 00000000:10:1C.0" stays a section header.
 KEY_VALUE = re.compile(r"^(?P<key>[^:]*?)\s*:(?:\s+(?P<value>.*))?$")
-GPU_HEADER = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])$")
+HEX = "[0-9A-Fa-f]"
+GPU_HEADER = re.compile(rf"^GPU (?P<bus>{HEX}{{4,8}}:{HEX}{{2}}:{HEX}{{2}}\.{HEX})$")
 
 
 def read_detail() -> dict[str, Any]:
@@ -91,6 +92,7 @@ def _tree(text: str) -> dict[str, Any]:
 
 def _card(bus_id: str | None, node: dict[str, Any]) -> dict[str, Any]:
     reasons = _reasons(node)
+    slowdowns = None if reasons is None else [r for r in reasons if r not in gpu.NOT_SLOWDOWNS]
     volatile, aggregate = _ecc(node, "Volatile"), _ecc(node, "Aggregate")
     return {
         "bus_id": bus_id,
@@ -99,7 +101,7 @@ def _card(bus_id: str | None, node: dict[str, Any]) -> dict[str, Any]:
         "sm_clock_mhz": gpu._num(_field(node, "Clocks", "SM")),
         "sm_clock_max_mhz": gpu._num(_field(node, "Max Clocks", "SM")),
         "throttle_reasons": reasons,
-        "slowdowns": None if reasons is None else [r for r in reasons if r not in gpu.NOT_SLOWDOWNS],
+        "slowdowns": slowdowns,
         "ecc_corrected": volatile[0],
         "ecc_uncorrected": volatile[1],
         "ecc_corrected_aggregate": aggregate[0],
