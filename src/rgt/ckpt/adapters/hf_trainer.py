@@ -72,7 +72,7 @@ RESUME_FIX = (
 )
 
 
-class RgtTrainerCheckpoint(TrainerCallback):  # type: ignore[misc]
+class RgtTrainerCheckpoint(TrainerCallback):
     """Saves the Trainer's full state through ``ckpt`` when ``ckpt.due`` says so (see the module
     docstring); ``ckpt`` defaults to ``Checkpointer.from_env()``."""
 
