@@ -196,9 +196,11 @@ def enrich(result: dict[str, Any]) -> None:
 
 
 def _wants_detail(card: dict[str, Any]) -> bool:
+    # An ECC count of None is a card without ECC (every GeForce): the report says N/A too, so
+    # asking would double the cost of every patrol reading on the cards most rentals have.
     mask_unknown = _mask(card.get("throttle_mask")) is None
     ecc = card.get("ecc_uncorrected")
-    return mask_unknown or ecc is None or ecc > 0 or bool(card.get("slowdowns"))
+    return mask_unknown or (ecc is not None and ecc > 0) or bool(card.get("slowdowns"))
 
 
 def _mask(value: Any) -> int | None:
