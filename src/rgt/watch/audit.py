@@ -158,7 +158,7 @@ def _gpu(r: dict[str, Any]) -> list[dict[str, str]]:
                     "stop and rent another machine",
                 )
             )
-        if g.get("slowdowns"):
+        if g.get("slowdowns") and g.get("util_pct") != 0:  # an idle card's clocks do not matter
             out.append(
                 finding(
                     "warn",
@@ -167,6 +167,7 @@ def _gpu(r: dict[str, Any]) -> list[dict[str, str]]:
                     "a hot or power-capped card: re-rent if it persists under load",
                 )
             )
+        out.extend(_remap(g))
     for x in (r.get("xid") or {}).get("events") or []:
         if x.get("fatal"):
             out.append(
@@ -189,6 +190,20 @@ def _gpu(r: dict[str, Any]) -> list[dict[str, str]]:
                 )
             )
     return out
+
+
+def _remap(g: dict[str, Any]) -> list[dict[str, str]]:
+    """Row remapping (A100 and later): a pending remap takes effect only after a GPU reset, and a
+    failed one means the memory cannot be repaired."""
+    rows = ((g.get("detail") or {}).get("remapped_rows")) or {}
+    if rows.get("failure"):
+        text, fix = "a row remapping failed", "the card's memory is failing: rent another machine"
+    elif rows.get("pending"):
+        text = "has a row remapping pending"
+        fix = "the GPU needs a reset (host access): on a rental, stop and rent another machine"
+    else:
+        return []
+    return [finding("error", "ecc", f"GPU {g['index']} {text}", fix)]
 
 
 def _software(r: dict[str, Any]) -> list[dict[str, str]]:
