@@ -4,18 +4,20 @@
 ``python _hf_trainer_zygote.py``: torch and transformers are imported (and a Trainer run once)
 before forking, so each run costs a fork, not a 10 s import. Each stdin line is
 ``CKPT_DIR <tab> OUT_FILE <tab> OPTIONS_JSON``; a forked child resumes from CKPT_DIR through
-``resume_folder`` and trains 3 epochs of 8 batches (AdamW, linear schedule, dropout), appending
-``micro <n> <loss hex>`` for every training micro-batch and at the end ``final <global step>
-<state_digest of model, optimizer, scheduler>`` and ``history <json>`` (the logged losses,
-grad norms and learning rates) to OUT_FILE, or ``error <type> <message>``. The parent prints
-``reaped <-signal or exit code>``.
+``resume_folder`` and trains 3 epochs of 8 batches (AdamW, linear schedule, dropout, and an
+evaluation every 3 steps, which draws from the global RNG), appending ``micro <n> <loss hex>``
+for every training micro-batch and at the end ``final <global step> <state_digest of model,
+optimizer, scheduler>`` and ``history <json>`` (logged losses, grad norms, learning rates, eval
+losses) to OUT_FILE, or ``error <type> <message>``. The parent prints ``reaped <-signal or exit
+code>``.
 
 Options: ``ga`` (gradient accumulation), ``every`` (checkpoint cadence in steps), ``async``,
 ``kill_after_save`` (SIGKILL after that save, through ``RGT_SMOKE_KILL_AFTER_SAVE``),
-``sigterm_at`` (a real SIGTERM to itself after that step), ``scaler`` (a CPU GradScaler whose
-overflows skip steps, so its state steers training), and the near misses ``drop_rng``
-(delete rng_state.pth from the resume folder), ``drop_scaler`` (delete scaler.pt),
-``ignore_skip`` (``ignore_data_skip=True``) and ``no_resume`` (train without the folder).
+``sigterm_at`` (a real SIGTERM to itself after that step), ``exit_on_stop``, ``into`` (where the
+resume folder is written), ``scaler`` (a CPU GradScaler whose overflows skip steps, so its state
+steers training), and the near misses ``drop_rng`` (delete rng_state.pth from the resume
+folder), ``drop_scaler`` (delete scaler.pt), ``ignore_skip`` (``ignore_data_skip=True``) and
+``no_resume`` (train without the folder).
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ def arguments(output_dir: str, opts: dict[str, Any]) -> TrainingArguments:
         lr_scheduler_type="linear",
         optim="adamw_torch",
         logging_steps=1,
+        eval_strategy="steps",
+        eval_steps=3,
         save_strategy="no",
         report_to=[],
         use_cpu=True,
@@ -111,7 +115,7 @@ def trainer_for(directory: str, out: TextIO | None, opts: dict[str, Any]) -> Tra
         asynchronous=bool(opts.get("async")),
     )
     ckpt.install_signal_handler()
-    callbacks = [RgtTrainerCheckpoint(ckpt)]
+    callbacks = [RgtTrainerCheckpoint(ckpt, exit_on_stop=opts.get("exit_on_stop", True))]
     if opts.get("sigterm_at"):
         callbacks.append(SignalAt(opts["sigterm_at"]))
     torch.manual_seed(0)
@@ -119,6 +123,7 @@ def trainer_for(directory: str, out: TextIO | None, opts: dict[str, Any]) -> Tra
         model=Tiny(out),
         args=arguments(os.path.join(directory, "hf output"), opts),
         train_dataset=Pairs(),
+        eval_dataset=Pairs(),
         callbacks=callbacks,
     )
     if opts.get("scaler"):
@@ -131,6 +136,11 @@ def trainer_for(directory: str, out: TextIO | None, opts: dict[str, Any]) -> Tra
     return trainer
 
 
+def logged(entry: dict[str, Any]) -> dict[str, Any]:
+    """A log entry without its timings (runtime, samples per second), which vary run to run."""
+    return {k: v for k, v in entry.items() if not k.endswith(("_runtime", "_per_second"))}
+
+
 def train(directory: str, out: TextIO, opts: dict[str, Any]) -> None:
     if opts.get("kill_after_save"):
         os.environ["RGT_SMOKE_KILL_AFTER_SAVE"] = str(opts["kill_after_save"])
@@ -138,7 +148,7 @@ def train(directory: str, out: TextIO, opts: dict[str, Any]) -> None:
     callback = next(
         c for c in trainer.callback_handler.callbacks if isinstance(c, RgtTrainerCheckpoint)
     )
-    with resume_folder(callback.ckpt) as folder:
+    with resume_folder(callback.ckpt, into=opts.get("into")) as folder:
         for near_miss, name in (("drop_rng", "rng_state.pth"), ("drop_scaler", "scaler.pt")):
             if folder is not None and opts.get(near_miss):
                 os.unlink(os.path.join(folder, name))
@@ -151,7 +161,7 @@ def train(directory: str, out: TextIO, opts: dict[str, Any]) -> None:
         "scheduler": trainer.lr_scheduler,
     }
     digest = state_digest({name: obj.state_dict() for name, obj in objects.items()})
-    history = [entry for entry in trainer.state.log_history if "loss" in entry]
+    history = [logged(entry) for entry in trainer.state.log_history if "train_runtime" not in entry]
     out.write(f"final {trainer.state.global_step} {digest}\nhistory {json.dumps(history)}\n")
 
 

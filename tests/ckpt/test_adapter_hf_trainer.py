@@ -119,7 +119,7 @@ def assert_same_training(resumed: Run, reference: Run, resumed_at_micro: int) ->
     losses = dict(reference.micro)
     assert resumed.numbers == list(range(resumed_at_micro + 1, len(losses) + 1))
     assert all(losses[n] == loss for n, loss in resumed.micro)  # every micro-batch, bit for bit
-    assert resumed.history == reference.history  # logged loss, grad norm, LR, epoch per step
+    assert resumed.history == reference.history  # loss, grad norm, LR, epoch, eval loss per step
     assert resumed.final == reference.final  # model, optimizer and scheduler, hashed
 
 
@@ -156,18 +156,26 @@ def test_sigkilled_run_resumes_bit_identically(
     assert not (tmp_path / "PWNED").exists()
 
 
-def test_sigterm_saves_once_then_dies_by_the_signal(
-    zygote: Zygote, reference: Any, tmp_path: Path
+@pytest.mark.parametrize("exit_on_stop", [True, False])
+def test_sigterm_saves_once_then_stops(
+    zygote: Zygote, reference: Any, tmp_path: Path, exit_on_stop: bool
 ) -> None:
-    directory = tmp_path / HOSTILE
-    code, stopped = zygote.run(directory, ga=2, every=1000, sigterm_at=5)
-    assert code == -signal.SIGTERM, stopped.error  # the agent sees a preemption, not a success
-    assert stopped.numbers == list(range(1, 11))  # step 6 never started
+    directory, scratch = tmp_path / HOSTILE, tmp_path / "scratch ünï $(touch PWNED)"
+    scratch.mkdir()
+    code, stopped = zygote.run(directory, ga=2, every=1000, sigterm_at=5, exit_on_stop=exit_on_stop)
     info = Checkpointer(directory).latest_info()
-    assert info is not None and info.step == 5
-    code, resumed = zygote.run(directory, ga=2, every=1000)
+    assert info is not None and info.step == 5  # saved once, at the stop, not at train end
+    if exit_on_stop:
+        assert code == -signal.SIGTERM, stopped.error  # the agent sees a preemption
+        assert stopped.numbers == list(range(1, 11))  # step 6 never started
+    else:
+        assert code == 0, stopped.error  # train() returned; the Trainer ran one more micro-batch
+        assert stopped.numbers == list(range(1, 12)) and stopped.final is not None
+    code, resumed = zygote.run(directory, ga=2, every=1000, into=str(scratch))
     assert code == 0, resumed.error
     assert_same_training(resumed, reference(ga=2, scaler=False), resumed_at_micro=10)
+    assert list(scratch.iterdir()) == []  # the resume folder was removed after training
+    assert not (tmp_path / "PWNED").exists()
 
 
 @pytest.fixture(scope="module")

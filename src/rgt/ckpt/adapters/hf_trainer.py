@@ -56,6 +56,8 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 from rgt.ckpt import Checkpointer, capture_rng
 from rgt.errors import CheckpointError
 
+__all__ = ["RgtTrainerCheckpoint", "materialise", "resume_folder", "training_state"]
+
 log = logging.getLogger("rgt.ckpt")
 
 KIND = "rgt.hf_trainer/1"  # marks checkpoints this adapter wrote
@@ -205,7 +207,7 @@ def materialise(ckpt: Checkpointer, into: str | None = None) -> str | None:
             path=ckpt.directory,
             fix="give the Trainer run its own checkpoint directory",
         )
-    folder = tempfile.mkdtemp(prefix=f"rgt-resume-{state_step(ckpt)}-", dir=into)
+    folder = tempfile.mkdtemp(prefix=f"rgt-resume-{_loaded_step(ckpt)}-", dir=into)
     try:
         write_trainer_folder(state, folder)
     except BaseException:
@@ -214,7 +216,7 @@ def materialise(ckpt: Checkpointer, into: str | None = None) -> str | None:
     return folder
 
 
-def state_step(ckpt: Checkpointer) -> int:
+def _loaded_step(ckpt: Checkpointer) -> int:
     return ckpt.loaded.step if ckpt.loaded is not None else 0
 
 
