@@ -4,12 +4,13 @@ Run as ``python _lightning_zygote.py``: torch and Lightning are imported once. E
 is ``CKPT_DIR OUT_FILE KILL VARIANT`` (tab-separated); the zygote forks a child that runs
 ``trainer.fit`` for 3 epochs of 8 batches (24 optimizer steps, a checkpoint every 4) with
 dropout, Adam, an epoch StepLR and a shuffled DataLoader with its own generator, appending
-``loss <global step> <loss hex>`` per training step and at the end ``final <digest>`` (the
+``loss <batch number> <loss hex>`` per training batch and at the end ``final <digest>`` (the
 model, optimizer, scheduler and torch RNG, hashed) to OUT_FILE. KILL is ``-``, ``step:N``
 (SIGKILL after optimizer step N, once every callback has run) or ``term:N`` (SIGTERM to itself
-during step N's training_step). VARIANT is ``rgt``, ``rgt-async``, ``no-rng`` (RgtCheckpoint
-that never puts the RNG back: the near miss) or ``lightning`` (Lightning's own ModelCheckpoint
-and ``fit(ckpt_path="last")``) or ``no-generator`` (a loader without its own generator). A run
+during step N's training_step). VARIANT is ``rgt``, ``rgt-async``, ``rgt-accumulate``
+(gradient accumulation over 2 batches, a checkpoint every 3 steps), ``no-generator`` (a loader
+without its own generator), ``no-rng`` (RgtCheckpoint that never puts the RNG back: the near
+miss) or ``lightning`` (Lightning's own ModelCheckpoint and ``fit(ckpt_path="last")``). A run
 that raises writes ``failed <exception type>`` and exits 1 (3 for SystemExit, which Lightning
 raises after a SIGTERM). The zygote prints ``reaped <-signal or exit code>``.
 """
@@ -44,12 +45,12 @@ class Tiny(pl.LightningModule):
         self.out, self.kill = out, kill
 
     def training_step(self, batch: Any, batch_idx: int) -> Any:
-        step = self.trainer.global_step + 1
-        if self.kill == f"term:{step}":
+        if self.kill == f"term:{self.trainer.global_step + 1}":
             os.kill(os.getpid(), signal.SIGTERM)
         images, labels = batch
         loss = nn.functional.cross_entropy(self.net(images), labels)
-        self.out.write(f"loss {step} {float(loss.detach()).hex()}\n")
+        number = self.trainer.fit_loop.total_batch_idx + 1  # counts batches across epochs
+        self.out.write(f"loss {number} {float(loss.detach()).hex()}\n")
         self.out.flush()
         return loss
 
@@ -87,11 +88,9 @@ def loader(variant: str) -> DataLoader[Any]:
 
 def callbacks(variant: str, directory: str) -> list[Any]:
     if variant == "lightning":
-        every = pl.callbacks.ModelCheckpoint(directory, every_n_train_steps=EVERY, save_last=True)
-        return [every]
-    ckpt = Checkpointer(
-        directory, keep_last=2, every_steps=EVERY, asynchronous=variant.endswith("async")
-    )
+        return [pl.callbacks.ModelCheckpoint(directory, every_n_train_steps=EVERY, save_last=True)]
+    asynchronous, every = variant == "rgt-async", 3 if variant == "rgt-accumulate" else EVERY
+    ckpt = Checkpointer(directory, keep_last=2, every_steps=every, asynchronous=asynchronous)
     return [(NoRngRestore if variant == "no-rng" else RgtCheckpoint)(ckpt)]
 
 
@@ -108,6 +107,7 @@ def fit(directory: str, out_path: str, kill: str, variant: str) -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
         callbacks=callbacks(variant, directory),
+        accumulate_grad_batches=2 if variant == "rgt-accumulate" else 1,
     )
     last = Path(directory, "last.ckpt")
     ckpt_path = str(last) if variant == "lightning" and last.exists() else None

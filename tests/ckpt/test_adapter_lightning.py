@@ -1,7 +1,7 @@
 """Exact resume of a Lightning fit through ``RgtCheckpoint``: a real process killed with SIGKILL
 (or stopped by SIGTERM) mid-epoch, at an epoch boundary, before the first checkpoint and while
 an asynchronous save is in flight, then resumed by a plain ``trainer.fit`` in a new process.
-Per-step losses and the final digest of model, optimizer, scheduler and RNG must equal those of
+Per-batch losses and the final digest of model, optimizer, scheduler and RNG must equal those of
 a run that was never killed. The near misses (no RNG restore; Lightning's own ModelCheckpoint)
 must not, which shows the comparison can fail."""
 
@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("pytorch_lightning")
 
 ZYGOTE = Path(__file__).with_name("_lightning_zygote.py")
-STEPS = list(range(1, 25))  # 3 epochs of 8 batches; a checkpoint every 4 steps
+BATCHES = list(range(1, 25))  # 3 epochs of 8; a checkpoint every 4 optimizer steps
 
 Losses = dict[int, list[str]]
 
@@ -48,16 +48,17 @@ class Zygote:
 
 
 class Run:
-    """What one OUT file says: every step's losses in order, the final digest, any failure."""
+    """What one OUT file says: the batches trained in order with their losses, the final digest,
+    any failure."""
 
     def __init__(self, out: Path) -> None:
-        self.steps: list[int] = []
+        self.batches: list[int] = []
         self.losses: Losses = {}
         self.final = self.failed = ""
         for line in out.read_text().splitlines():
             kind, value, *rest = line.split()
             if kind == "loss":
-                self.steps.append(int(value))
+                self.batches.append(int(value))
                 self.losses.setdefault(int(value), []).append(rest[0])
             elif kind == "final":
                 self.final = value
@@ -83,7 +84,7 @@ class References:
             out = self.base / f"{variant}.txt"
             assert self.zygote.run(self.base / variant, out, variant=variant) == 0
             self.runs[variant] = Run(out)
-            assert self.runs[variant].steps == STEPS and self.runs[variant].final
+            assert self.runs[variant].batches == BATCHES and self.runs[variant].final
         return self.runs[variant]
 
 
@@ -93,14 +94,14 @@ def references(zygote: Zygote, tmp_path_factory: pytest.TempPathFactory) -> Refe
 
 
 def kill_and_resume(zygote: Zygote, base: Path, kill: str, variant: str) -> tuple[Run, int]:
-    """Run until KILL, then resume in a fresh child; the run and the first step trained again."""
+    """Run until KILL, then resume in a fresh child; the run and the first batch it trained."""
     directory, out = base / "ckpt ünï $(x)", base / "out.txt"
     expected = -signal.SIGKILL if kill.startswith("step:") else 3  # SIGTERM: Lightning exits
     assert zygote.run(directory, out, kill, variant) == expected
-    done_before = len(Run(out).steps)
+    done_before = len(Run(out).batches)
     assert zygote.run(directory, out, variant=variant) == 0
     run = Run(out)
-    return run, run.steps[done_before]
+    return run, run.batches[done_before]
 
 
 @pytest.mark.parametrize(
@@ -112,6 +113,7 @@ def kill_and_resume(zygote: Zygote, base: Path, kill: str, variant: str) -> tupl
         pytest.param("step:14", "rgt-async", {9, 13}, id="asynchronous save in flight"),
         pytest.param("term:11", "rgt", {12}, id="SIGTERM: one last checkpoint"),
         pytest.param("step:14", "no-generator", {13}, id="loader without a generator"),
+        pytest.param("step:7", "rgt-accumulate", {13}, id="gradient accumulation"),
     ],
 )
 def test_resume_is_bit_identical(
@@ -125,9 +127,9 @@ def test_resume_is_bit_identical(
     reference = references["rgt" if variant == "rgt-async" else variant]
     run, resumed_at = kill_and_resume(zygote, tmp_path, kill, variant)
     assert resumed_at in resumes_at  # after the newest durable checkpoint, not from scratch
-    assert sorted(set(run.steps)) == STEPS and run.steps[-1] == STEPS[-1]
-    for step, losses in run.losses.items():  # steps trained twice: the same loss both times
-        assert set(losses) == set(reference.losses[step]), step
+    assert sorted(set(run.batches)) == BATCHES and run.batches[-1] == BATCHES[-1]
+    for batch, losses in run.losses.items():  # batches trained twice: the same loss both times
+        assert set(losses) == set(reference.losses[batch]), batch
     assert run.final == reference.final  # model, optimizer, scheduler and RNG, hashed
 
 
@@ -140,7 +142,7 @@ def test_near_misses_are_not_bit_identical(
     can fail."""
     reference = references["lightning" if variant == "lightning" else "rgt"]
     run, _ = kill_and_resume(zygote, tmp_path, "step:14", variant)
-    differing = [s for s, losses in run.losses.items() if set(losses) != set(reference.losses[s])]
+    differing = [n for n, losses in run.losses.items() if set(losses) != set(reference.losses[n])]
     assert differing and min(differing) > 12  # identical up to the checkpoint, not after
     assert run.final != reference.final
 
