@@ -126,3 +126,26 @@ def test_due_picks_dalys_interval_from_the_measured_cost(
     tau, delta = plan.interval_s, plan.delta_s
     assert plan.expected_lost_work_s == pytest.approx((tau + delta) / 2)
     assert plan.expected_overhead == pytest.approx(delta / tau + (tau + delta) / (2 * 6 * 3600))
+
+
+def test_reserve_allocates_the_arena_the_first_save_then_reuses(tmp_path: Path) -> None:
+    ckpt = Checkpointer(tmp_path, asynchronous=True)
+    ckpt.reserve(state(1))
+    ckpt.wait()
+    buffer = ckpt._arena.buffer
+    assert buffer is not None and ckpt._arena.size >= plan(state(1)).total
+    ckpt.save(state(1), 1)
+    assert ckpt._arena.buffer is buffer  # the snapshot went into the reserved pages
+    info = ckpt.wait()
+    assert info is not None and info.state_digest == state_digest(state(1))
+
+
+def test_an_async_resume_reserves_the_size_of_the_loaded_checkpoint(tmp_path: Path) -> None:
+    Checkpointer(tmp_path).save(state(3), 3)
+    ckpt = Checkpointer(tmp_path, asynchronous=True)
+    assert ckpt.load_latest()["step"] == 3
+    ckpt.wait()
+    assert ckpt.loaded is not None and ckpt._arena.size >= ckpt.loaded.bytes
+    synchronous = Checkpointer(tmp_path)
+    synchronous.load_latest()
+    assert synchronous._arena.size == 0  # a synchronous run allocates on its first save

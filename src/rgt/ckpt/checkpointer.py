@@ -23,10 +23,11 @@ from typing import Any
 from rgt.ckpt import _persist, _store
 from rgt.ckpt._arena import Arena, stage
 from rgt.ckpt._budget import check_budget
+from rgt.ckpt._cadence import Cadence
 from rgt.ckpt._format import plan
 from rgt.ckpt._load import load_one
-from rgt.ckpt._plan import IntervalPlan, IntervalPlanner
-from rgt.ckpt._signals import DEFAULT_SIGNALS, StopRequest
+from rgt.ckpt._plan import IntervalPlanner
+from rgt.ckpt._signals import StopRequest
 from rgt.ckpt._store import CheckpointInfo
 from rgt.errors import CheckpointError, UsageError
 
@@ -35,7 +36,7 @@ log = logging.getLogger("rgt.ckpt")
 MODES = ("max", "min")
 
 
-class Checkpointer:
+class Checkpointer(Cadence):
     """Saves and loads the checkpoints of one run in one directory (one writer at a time).
 
     ``keep_last`` newest checkpoints are kept (``None``: all), plus the best one by the
@@ -81,6 +82,7 @@ class Checkpointer:
         self.last_durable_at: float | None = None  # perf_counter() when the last save committed
         self._arena = Arena()
         self._writer: threading.Thread | None = None
+        self._reserving: threading.Thread | None = None
         self._outcome: CheckpointInfo | BaseException | None = None
         self._stop = StopRequest()
 
@@ -112,6 +114,8 @@ class Checkpointer:
             state = load_one(info, map_location)
             if state is not None:
                 self.loaded = info
+                if self.asynchronous:
+                    self.reserve(info.bytes)  # the next save will be about this size
                 return state
         if committed:
             raise CheckpointError(
@@ -140,6 +144,26 @@ class Checkpointer:
         return None
 
     # --- saving --------------------------------------------------------------------------
+
+    def reserve(self, state_or_bytes: Any) -> None:
+        """Allocate the staging arena now, in the background, for a state like this one (or
+        this many bytes), so the first asynchronous save blocks only for its memcpy.
+
+        A fresh arena has to be faulted in page by page (~0.25-0.3 s per 500 MB on a VM);
+        ``load_latest`` reserves by itself in asynchronous mode, a fresh run can call this once
+        its model and optimizer state exist. The next ``save`` waits for the allocation."""
+        self.wait()
+        nbytes = state_or_bytes if isinstance(state_or_bytes, int) else plan(state_or_bytes).total
+        self._reserving = threading.Thread(
+            target=self._reserve, args=(nbytes,), name="rgt-ckpt-reserve", daemon=True
+        )
+        self._reserving.start()
+
+    def _reserve(self, nbytes: int) -> None:
+        try:
+            self._arena.ensure(nbytes)
+        except (OSError, MemoryError) as exc:  # the save itself will try again, and raise
+            log.warning("could not reserve a %d-byte checkpoint staging buffer: %s", nbytes, exc)
 
     def save(self, state: Any, step: int, metric: float | None = None) -> CheckpointInfo:
         """Checkpoint ``state`` as ``step``: atomic, verified, old ones rotated after commit.
@@ -170,6 +194,9 @@ class Checkpointer:
     def wait(self) -> CheckpointInfo | None:
         """Block until the last save is durable and committed; its record (``None`` if no save
         ran). Raises that save's error, once."""
+        if self._reserving is not None:
+            self._reserving.join()
+            self._reserving = None
         if self._writer is not None:
             self._writer.join()
             self._writer = None
@@ -262,56 +289,6 @@ class Checkpointer:
             sys.stdout.flush()
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGKILL)
-
-    # --- cadence and signals -------------------------------------------------------------
-
-    def due(self, step: int | None = None, seconds: float | None = None) -> bool:
-        """Should the loop save now? True every ``every_steps`` steps (``step`` > 0), when
-        ``seconds`` (or ``every_seconds``) passed since the last save, after a stop signal,
-        and on every call in a smoke run (``RGT_SMOKE=1``). With only ``mtbf_s`` set, the
-        interval is Daly's for the measured save cost (see ``interval_plan``); the first call
-        saves at once, to measure it. Call it once per training step."""
-        if self.planner is not None:
-            self.planner.tick(self.writing)
-        if self.smoke or self.save_requested:
-            return True
-        interval = self.every_seconds if seconds is None else seconds
-        if interval is None and self.every_steps is None and self.planner is not None:
-            current = self.planner.plan()
-            if current is None:
-                return True
-            interval = current.interval_s
-        if interval is None and (step is None or self.every_steps is None):
-            raise UsageError(
-                "due() has no cadence to check",
-                fix="pass every_steps=, every_seconds= or mtbf_s= to the Checkpointer, or "
-                "seconds= to due()",
-            )
-        if step is not None and self.every_steps and step > 0 and step % self.every_steps == 0:
-            return True
-        return interval is not None and time.monotonic() - self._last_save_clock >= interval
-
-    def interval_plan(self) -> IntervalPlan | None:
-        """The measured save cost, Daly's interval for ``mtbf_s`` and its expected overhead and
-        lost work; ``None`` without ``mtbf_s`` or before the first save."""
-        return None if self.planner is None else self.planner.plan()
-
-    def install_signal_handler(self, signals: Iterable[int] = DEFAULT_SIGNALS) -> None:
-        """On these signals, set ``should_stop``; the loop then saves once and exits."""
-        self._stop.install(signals)
-
-    @property
-    def should_stop(self) -> bool:
-        return self._stop.requested
-
-    @property
-    def save_requested(self) -> bool:
-        return self._stop.requested
-
-    @property
-    def stop_signal(self) -> int | None:
-        """The signal that asked the run to stop, if one did."""
-        return self._stop.signum
 
 
 def _float(metric: float | None) -> float | None:
