@@ -18,7 +18,11 @@ handed to the trainer in ``setup``, where ``fit(ckpt_path=...)`` would load its 
 counters, ``current_epoch`` and ``global_step`` continue. Then, at ``on_train_start``, the
 epoch's data iterator is made again from the epoch-start states, the batches trained on before
 the kill are drawn and dropped, and only then are the save-time RNG states put back: creating
-the iterator draws from the generators, so the RNG comes after it.
+the iterator draws from the generators, so the RNG comes after it. On a fresh start the first
+epoch's iterator is made again too (the one Lightning made before any hook ran drew from states
+nobody recorded), so with this callback that epoch's shuffle differs from a run without it;
+it is the same from run to run. It reaches into Lightning internals that have been stable
+through 2.x (``_checkpoint_connector``, ``fit_loop._data_fetcher``, ``_combined_loader``).
 
 Saves happen in ``on_train_batch_end`` after an optimizer step (never mid-accumulation, whose
 partial gradients Lightning cannot restore), when ``Checkpointer.due(global_step)`` says so,
@@ -38,6 +42,7 @@ Tested on one device; under DDP only global rank zero writes.
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Any
 
 from rgt.ckpt._rng import capture_rng, restore_rng
@@ -54,6 +59,7 @@ log = logging.getLogger("rgt.ckpt")
 # Lightning checkpoint keys that only ``load_from_checkpoint`` reads (arbitrary user objects that a
 # data-only checkpoint cannot hold); resuming a fit never needs them.
 _HPARAM_KEYS = ("hyper_parameters", "hparams_name", "datamodule_hyper_parameters")
+_NOT_RESUMABLE_WARNING = "You're resuming from a checkpoint that ended before the epoch ended"
 
 
 class RgtCheckpoint(pl.callbacks.Checkpoint):
@@ -104,19 +110,28 @@ class RgtCheckpoint(pl.callbacks.Checkpoint):
         self._resume = state["rgt"]
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        resume = self._take_resume(trainer)
+        if resume is None:
+            self._start_epoch(trainer)
+        elif resume["epoch_done"]:  # saved after an epoch's last batch: the next epoch starts
+            self._put_back(trainer, resume["now"])
+            self._start_epoch(trainer)
+        else:
+            self._put_back(trainer, resume["epoch_start"])
+            self._start_epoch(trainer)
+            _skip(trainer, int(resume["batch_in_epoch"]))
+            self._put_back(trainer, resume["now"])
+            # Lightning then warns that a plain DataLoader cannot resume mid-epoch; it just did.
+            warnings.filterwarnings("ignore", message=_NOT_RESUMABLE_WARNING)
+
+    def _take_resume(self, trainer: pl.Trainer) -> dict[str, Any] | None:
         resume, self._resume = self._resume, None
         if resume is not None and trainer.ckpt_path:
             log.warning("fit(ckpt_path=%s) given: not resuming from rgt.ckpt", trainer.ckpt_path)
-            resume = None
+            return None
         if resume is not None:
-            self.resumed_step = int(resume["global_step"])
-            self._last_step = self.resumed_step
-            at_boundary = bool(resume["epoch_done"])
-            self._put_back(trainer, resume["now"] if at_boundary else resume["epoch_start"])
-        self._start_epoch(trainer)
-        if resume is not None and not resume["epoch_done"]:
-            _skip(trainer, int(resume["batch_in_epoch"]))
-            self._put_back(trainer, resume["now"])
+            self.resumed_step = self._last_step = self._saved_step = int(resume["global_step"])
+        return resume
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # Lightning makes this epoch's iterator right after the epoch-start hooks.
