@@ -45,8 +45,7 @@ import logging
 import warnings
 from typing import Any
 
-from rgt.ckpt._rng import capture_rng, restore_rng
-from rgt.ckpt.checkpointer import Checkpointer
+from rgt.ckpt import Checkpointer, capture_rng, restore_rng
 from rgt.errors import UsageError
 
 try:
