@@ -115,9 +115,12 @@ def test_cancel_stops_the_whole_process_group_and_is_not_retried(make_job) -> No
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["state"] == "cancelled"
-    assert report["signals_sent"] == [signal.SIGTERM, signal.SIGKILL]
+    # The CLI and the supervisor both stop the group, and either may be the one whose grace
+    # runs out first and sends SIGKILL; the job ignores SIGTERM, so SIGKILL is what ended it.
+    assert report["signals_sent"][:1] == [signal.SIGTERM]
     assert job.finish() == 1
     assert process_gone(job_pid) and process_gone(worker_pid)
+    assert job.events("attempt_ended")[-1]["detail"]["signal"] == signal.SIGKILL
     status = job.status()
     assert status["state"] == "cancelled" and status["attempt"] == 1
     assert not job.events("retrying") and not Path(job.paths.done).exists()
