@@ -61,7 +61,7 @@ def kind_of(path: Path) -> str:
 
 
 def _is_rgt_ckpt(path: Path) -> bool:
-    # rgt.ckpt data files (formats 2 and 3) begin with the canonical stream's header, whatever the name.
+    # rgt.ckpt data files (formats 2, 3) start with the canonical stream header, whatever the name.
     try:
         with path.open("rb") as handle:
             return handle.read(18) == b"rgt.state_digest/1"
