@@ -31,6 +31,7 @@ import tempfile
 from typing import Any, TextIO
 
 import torch
+from _fork_server import serve  # this directory: the zygote runs as a script
 from torch import nn
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.utils import logging as hf_logging
@@ -165,8 +166,7 @@ def train(directory: str, out: TextIO, opts: dict[str, Any]) -> None:
     out.write(f"final {trainer.state.global_step} {digest}\nhistory {json.dumps(history)}\n")
 
 
-def child(line: str) -> int:
-    directory, out_path, options = line.rstrip("\n").split("\t")
+def child(directory: str, out_path: str, options: str) -> int:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # the Trainer prints its logs; stdout is the zygote's protocol
     with open(out_path, "a", encoding="utf-8") as out:
@@ -183,18 +183,7 @@ def main() -> None:
     hf_logging.set_verbosity_error()
     with tempfile.TemporaryDirectory() as warm, contextlib.redirect_stdout(sys.stderr):
         trainer_for(warm, None, {"every": 100}).train()  # imports and warms up everything once
-    print("ready", flush=True)
-    for line in sys.stdin:
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = child(line)
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        print(f"reaped {code}", flush=True)
+    serve(lambda fields: child(*fields))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import logging
 import os
 import random
 import signal
-import sys
 import warnings
 from pathlib import Path
 from typing import Any, TextIO
@@ -29,6 +28,7 @@ from typing import Any, TextIO
 import numpy
 import pytorch_lightning as pl
 import torch
+from _fork_server import serve  # this directory: the zygote runs as a script
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -121,23 +121,17 @@ def main() -> None:
     torch.set_num_threads(1)
     logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module="(pytorch_lightning|lightning_fabric)")
-    print("ready", flush=True)
-    for line in sys.stdin:
-        directory, out_path, kill, variant = line.rstrip("\n").split("\t")
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                fit(directory, out_path, kill, variant)
-            except BaseException as exc:  # reported through the exit code and OUT_FILE
-                with open(out_path, "a", encoding="utf-8") as out:
-                    out.write(f"failed {type(exc).__name__}\n")
-                code = 3 if isinstance(exc, SystemExit) else 1
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        print(f"reaped {code}", flush=True)
+    serve(lambda fields: child(*fields))
+
+
+def child(directory: str, out_path: str, kill: str, variant: str) -> int:
+    try:
+        fit(directory, out_path, kill, variant)
+    except BaseException as exc:  # reported through the exit code and OUT_FILE
+        with open(out_path, "a", encoding="utf-8") as out:
+            out.write(f"failed {type(exc).__name__}\n")
+        return 3 if isinstance(exc, SystemExit) else 1
+    return 0
 
 
 if __name__ == "__main__":

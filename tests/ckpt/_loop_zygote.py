@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy
 import torch
+from _fork_server import serve  # this directory: the zygote runs as a script
 from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torch.utils.data import DataLoader, TensorDataset
@@ -126,22 +127,16 @@ def main() -> None:
     kind = sys.argv[1]
     torch.set_num_threads(1)
     loop_for(kind)  # imports and warms up everything once, before forking
-    print("ready", flush=True)
-    for line in sys.stdin:
-        directory, out_path, kill = line.rstrip("\n").split("\t")
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                train(kind, directory, out_path, kill)
-            except BaseException as exc:  # reported through the exit code
-                print(f"child failed: {exc!r}", file=sys.stderr, flush=True)
-                code = 1
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        print(f"reaped {code}", flush=True)
+    serve(lambda fields: child(kind, *fields))
+
+
+def child(kind: str, directory: str, out_path: str, kill: str) -> int:
+    try:
+        train(kind, directory, out_path, kill)
+    except BaseException as exc:  # reported through the exit code
+        print(f"child failed: {exc!r}", file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

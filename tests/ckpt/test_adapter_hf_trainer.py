@@ -14,8 +14,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.util import find_spec
@@ -25,6 +23,7 @@ from typing import Any
 import pytest
 
 from rgt.ckpt import Checkpointer
+from tests.ckpt._fork_server import Client
 
 pytestmark = pytest.mark.skipif(
     find_spec("transformers") is None, reason="needs transformers (the ckpt-adapters extra)"
@@ -62,34 +61,17 @@ def read(out: Path) -> Run:
     return run
 
 
-class Zygote:
+class Zygote(Client):
     def __init__(self, root: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RGT_")}
         self.root, self.count = root, 0
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ZYGOTE)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-        )
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline().strip() == "ready"
+        super().__init__(ZYGOTE, quiet=True, env=env)
 
     def run(self, directory: Path, **options: Any) -> tuple[int, Run]:
         """Train (resuming from ``directory``); the exit code and this run's output."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
         self.count += 1
         out = self.root / f"run-{self.count}.txt"
-        self.proc.stdin.write(f"{directory}\t{out}\t{json.dumps(options)}\n")
-        self.proc.stdin.flush()
-        return int(self.proc.stdout.readline().split()[1]), read(out)
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+        return self.send(directory, out, json.dumps(options)), read(out)
 
 
 @pytest.fixture(scope="module")

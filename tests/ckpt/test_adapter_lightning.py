@@ -8,12 +8,12 @@ must not, which shows the comparison can fail."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.ckpt._fork_server import Client
 
 pytest.importorskip("pytorch_lightning")
 
@@ -23,28 +23,12 @@ BATCHES = list(range(1, 25))  # 3 epochs of 8; a checkpoint every 4 optimizer st
 Losses = dict[int, list[str]]
 
 
-class Zygote:
+class Zygote(Client):
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ZYGOTE)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline().strip() == "ready"
+        super().__init__(ZYGOTE, quiet=True)
 
     def run(self, directory: Path, out: Path, kill: str = "-", variant: str = "rgt") -> int:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(f"{directory}\t{out}\t{kill}\t{variant}\n")
-        self.proc.stdin.flush()
-        return int(self.proc.stdout.readline().split()[1])
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+        return self.send(directory, out, kill, variant)
 
 
 class Run:

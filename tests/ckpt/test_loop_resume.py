@@ -6,12 +6,12 @@ scheduler, EMA, RNG, counters) must equal those of a run that was never killed."
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.ckpt._fork_server import Client
 
 ZYGOTE = Path(__file__).with_name("_loop_zygote.py")
 # 12 batches per epoch, accumulation 2: optimizer steps 1-6 in epoch 0, 7-12 in epoch 1, ...;
@@ -25,27 +25,12 @@ KILL_POINTS = {
 }
 
 
-class Zygote:
+class Zygote(Client):
     def __init__(self, kind: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ZYGOTE), kind],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline().strip() == "ready"
+        super().__init__(ZYGOTE, kind)
 
     def run(self, directory: Path, out: Path, kill: str = "-") -> int:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(f"{directory}\t{out}\t{kill}\n")
-        self.proc.stdin.flush()
-        return int(self.proc.stdout.readline().split()[1])
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+        return self.send(directory, out, kill)
 
 
 def read(out: Path) -> tuple[list[tuple[int, str]], str | None]:

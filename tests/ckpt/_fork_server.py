@@ -1,0 +1,61 @@
+"""The fork server the exact-resume zygotes share: import and warm up once, then one forked
+child per training run, so a run costs ~1 s instead of a fresh interpreter's imports.
+
+Protocol on stdin/stdout: the zygote prints ``ready``; each stdin line is one run's
+tab-separated arguments; after the child exits (or is killed), ``reaped <code>`` is printed,
+``<code>`` being the exit status or minus the signal number.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+
+def serve(run: Callable[[list[str]], int]) -> None:
+    """Answer runs until stdin closes; ``run`` gets one line's fields, returns an exit code."""
+    print("ready", flush=True)
+    for line in sys.stdin:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = run(line.rstrip("\n").split("\t"))
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        print(f"reaped {code}", flush=True)
+
+
+class Client:
+    """The test side: starts ``script`` (with ``args``), waits for ``ready``, sends runs."""
+
+    def __init__(
+        self, script: Path, *args: str, quiet: bool = False, env: dict[str, str] | None = None
+    ) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL if quiet else None,
+            text=True,
+            env=env,
+        )
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    def send(self, *fields: object) -> int:
+        """One run; its exit code (minus the signal number if it was killed)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("\t".join(map(str, fields)) + "\n")
+        self.proc.stdin.flush()
+        return int(self.proc.stdout.readline().split()[1])
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
