@@ -17,6 +17,7 @@ import xxhash
 
 from rgt.ckpt import Checkpointer, load_data_file, state_digest
 from rgt.ckpt._format import parse, plan
+from rgt.ckpt._store import CheckpointFallbackWarning
 from rgt.ckpt.export import export
 from rgt.errors import CheckpointError
 from rgt.verify.artifacts import verify_file
@@ -126,7 +127,10 @@ def test_format_2_records_with_a_bare_sha256_still_verify(tmp_path: Path) -> Non
     assert_same(state, ckpt.load_latest())
     assert ckpt.loaded is not None and ckpt.loaded.file_hash == record["sha256"]
     Path(info.path).write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))  # one flipped bit
-    with pytest.raises(CheckpointError, match="none of the 1 committed"):
+    with (
+        pytest.warns(CheckpointFallbackWarning, match="sha256 mismatch"),
+        pytest.raises(CheckpointError, match="none of the 1 committed"),
+    ):
         Checkpointer(tmp_path).load_latest()
 
 

@@ -42,8 +42,9 @@ def test_failures_reruns_pull_and_duplicates(project: Path, tmp_path: Path) -> N
     doc = json.loads(first.stdout)
     assert doc["counts"]["succeeded"] == 2 and doc["counts"]["failed"] == 4
     assert len(doc["run"]["launched"]) == 6
-    per_machine = {m: [x for x in doc["run"]["launched"] if x["machine"] == m] for m in "ab"}
-    assert len(per_machine["a"]) == 3 and len(per_machine["b"]) == 3
+    # One slot per machine: a machine that frees its slot first takes the next cell, so the
+    # split between the two depends on timing; both must have been used.
+    assert {x["machine"] for x in doc["run"]["launched"]} == {"a", "b"}
     for cell in doc["cells"]:
         if by_lr[cell["cell_id"]] == 0.2:
             assert (cell["state"], cell["label"], cell["retryable"]) == ("failed", "unknown", False)
