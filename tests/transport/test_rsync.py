@@ -67,6 +67,20 @@ def test_push_then_pull_round_trip_is_byte_identical(
     assert no_pwned(tmp_path)
 
 
+def test_a_trailing_slash_pushes_the_folders_contents(
+    sshd_server: SshServer, tmp_path: Path
+) -> None:
+    tree = hostile_tree(tmp_path / "local")
+    register(sshd_server, "box", tmp_path / "remote root")
+    report = push(Store.open(), "box", [f"{tree}/"])
+    remote = tmp_path / "remote root" / "data"
+    assert report.remote == str(remote)
+    assert snapshot_of(remote) == snapshot_of(tree)  # no tree.name level in between
+    regular = {k for k, v in snapshot_of(tree).items() if isinstance(v, bytes)}
+    assert {f.path for f in report.files} == regular
+    assert no_pwned(tmp_path)
+
+
 def test_repush_sends_nothing(sshd_server: SshServer, tmp_path: Path) -> None:
     tree = hostile_tree(tmp_path / "local")
     register(sshd_server, "box", tmp_path / "root")

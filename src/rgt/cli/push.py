@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -13,14 +12,15 @@ from rgt.jobs.store import Store
 
 @click.command()
 @click.argument("name")
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+# path_type=str keeps a trailing slash: "data/" pushes the folder's contents, as with rsync.
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=str))
 @click.option(
     "--to",
     "to",
     help="Remote directory for data (default <durable>/data; relative = under the durable root).",
 )
 @output_options
-def push(name: str, paths: tuple[Path, ...], to: str | None, out: Output) -> None:
+def push(name: str, paths: tuple[str, ...], to: str | None, out: Output) -> None:
     """Push the project's code (no PATHS) or data PATHS to machine NAME."""
     from rgt.jobs.push import push as do_push
 

@@ -4,7 +4,8 @@ Without paths, the project (the current directory) is pushed as a code snapshot 
 ``code/<content-hash>/`` — the files ``git`` would track plus untracked ones not ignored, minus
 ``.rgtignore`` — so a later push never changes what a running job reads. With paths, each one
 is pushed (resumably) under ``--to`` (default ``<durable>/data``; a relative ``--to`` is under
-the durable root). Either way:
+the durable root) with rsync's rule: ``data`` lands as ``<to>/data/…``, ``data/`` (a trailing
+slash) puts the folder's contents into ``<to>/…``. Either way:
 
 - shell scripts with CRLF line endings are reported *before* the transfer: on the box they fail
   with ``/bin/bash^M: bad interpreter``, usually hours later in a queue;
@@ -95,7 +96,7 @@ class PushReport:
 def push(
     store: Store,
     name: str,
-    paths: Sequence[Path] = (),
+    paths: Sequence[str | os.PathLike[str]] = (),
     *,
     to: str | None = None,
     project: Path | None = None,
@@ -113,7 +114,23 @@ def push(
             )
         return _push_code(backend, take_snapshot(project or Path.cwd()), progress, notice)
     remote = _remote_dir(backend.root.durable_root, to)
-    return _push_data(backend, [Path(p) for p in paths], remote, progress, notice)
+    return _push_data(backend, [Source.of(p) for p in paths], remote, progress, notice)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A path to push and the name it lands under: its own name, or "" for a folder given with
+    a trailing slash (its contents go straight into the destination, as with rsync)."""
+
+    path: Path
+    prefix: str
+
+    @classmethod
+    def of(cls, given: str | os.PathLike[str]) -> Source:
+        text = os.fspath(given)
+        path = Path(text)
+        contents = text.endswith(("/", os.sep)) and path.is_dir() and not path.is_symlink()
+        return cls(path, "" if contents else path.name)
 
 
 def _remote_dir(durable_root: str, to: str | None) -> str:
@@ -143,14 +160,14 @@ def _push_code(
 
 def _push_data(
     backend: Any,
-    sources: list[Path],
+    sources: list[Source],
     remote: str,
     progress: ProgressFn | None,
     notice: NoticeFn | None,
 ) -> PushReport:
     for source in sources:
-        if not source.exists() and not source.is_symlink():
-            raise UsageError(f"{source} does not exist", fix="check the path to push")
+        if not source.path.exists() and not source.path.is_symlink():
+            raise UsageError(f"{source.path} does not exist", fix="check the path to push")
     listing = local_files(sources)
     crlf = crlf_scripts(listing)
     _warn_crlf(crlf, notice)
@@ -176,19 +193,20 @@ def _push_data(
 
 
 def _transfer(
-    backend: Any, sources: list[Path], remote: str, progress: ProgressFn | None
+    backend: Any, sources: list[Source], remote: str, progress: ProgressFn | None
 ) -> tuple[int, int | None, int | None]:
     from rgt.transport.ssh import SshTransport
 
     transport = backend.transport
     if not isinstance(transport, SshTransport):
         for source in sources:  # local machine: a plain copy, same manifest check after
-            transport.put(source, posixpath.join(remote, source.name), progress=progress)
+            target = posixpath.join(remote, source.prefix) if source.prefix else remote
+            transport.put(source.path, target, progress=progress)
         return 1, None, None
     from rgt.transport.rsync import Rsync
 
     report = Rsync(transport).transfer(
-        [str(s) for s in sources],
+        [f"{s.path}/" if not s.prefix else str(s.path) for s in sources],
         transport.remote_spec(remote.rstrip("/") + "/"),
         progress=progress,
     )
@@ -327,16 +345,18 @@ def _warn_crlf(crlf: list[str], notice: NoticeFn | None) -> None:
         )
 
 
-def local_files(sources: Sequence[Path]) -> list[tuple[Path, str]]:
+def local_files(sources: Sequence[Source | Path]) -> list[tuple[Path, str]]:
     """Every regular file under ``sources`` with its path as it lands in the destination
-    (rsync without a trailing slash: ``dir`` becomes ``dest/dir/…``). Symlinks are copied as
+    (``dir`` becomes ``dest/dir/…``, ``dir/`` becomes ``dest/…``). Symlinks are copied as
     links by rsync and are not listed (they have no content of their own to hash)."""
     found: list[tuple[Path, str]] = []
-    for source in sources:
-        if source.is_file() and not source.is_symlink():
-            found.append((source, source.name))
-        elif source.is_dir() and not source.is_symlink():
-            _scan(source, source.name, found)
+    for given in sources:
+        source = given if isinstance(given, Source) else Source(given, given.name)
+        path = source.path
+        if path.is_file() and not path.is_symlink():
+            found.append((path, source.prefix or path.name))
+        elif path.is_dir() and not path.is_symlink():
+            _scan(path, source.prefix, found)
     return found
 
 
@@ -344,7 +364,8 @@ def _scan(directory: Path, rel: str, found: list[tuple[Path, str]]) -> None:
     # scandir: the directory entry already knows the file type, no extra stat per file.
     with os.scandir(directory) as entries:
         for entry in sorted(entries, key=lambda e: e.name):
+            name = f"{rel}/{entry.name}" if rel else entry.name
             if entry.is_dir(follow_symlinks=False):
-                _scan(Path(entry.path), f"{rel}/{entry.name}", found)
+                _scan(Path(entry.path), name, found)
             elif entry.is_file(follow_symlinks=False):
-                found.append((Path(entry.path), f"{rel}/{entry.name}"))
+                found.append((Path(entry.path), name))
