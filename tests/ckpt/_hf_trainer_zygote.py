@@ -13,6 +13,8 @@ code>``.
 
 Options: ``ga`` (gradient accumulation), ``every`` (checkpoint cadence in steps), ``async``,
 ``kill_after_save`` (SIGKILL after that save, through ``RGT_SMOKE_KILL_AFTER_SAVE``),
+``kill_at_micro`` (SIGKILL as that training micro-batch starts), ``kill_in_persist`` (SIGKILL
+while that save of the run is being written, its data not yet committed),
 ``sigterm_at`` (a real SIGTERM to itself after that step), ``exit_on_stop``, ``into`` (where the
 resume folder is written), ``scaler`` (a CPU GradScaler whose overflows skip steps, so its state
 steers training), and the near misses ``drop_rng`` (delete rng_state.pth from the resume
@@ -36,7 +38,7 @@ from torch import nn
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.utils import logging as hf_logging
 
-from rgt.ckpt import Checkpointer, state_digest
+from rgt.ckpt import Checkpointer, _persist, state_digest
 from rgt.ckpt.adapters.hf_trainer import RgtTrainerCheckpoint, resume_folder
 
 SAMPLES, BATCH, EPOCHS = 32, 4, 3
@@ -61,9 +63,11 @@ class Tiny(nn.Module):
     def __init__(self, out: TextIO | None) -> None:
         super().__init__()
         self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 3))
-        self.out, self.micro = out, 0
+        self.out, self.micro, self.kill_at = out, 0, 0
 
     def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        if self.training and self.micro + 1 == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
         loss = nn.functional.cross_entropy(self.net(x), labels)
         if self.training and self.out is not None:
             self.micro += 1
@@ -137,6 +141,20 @@ def trainer_for(directory: str, out: TextIO | None, opts: dict[str, Any]) -> Tra
     return trainer
 
 
+def kill_in_persist(save: int) -> None:
+    """SIGKILL this process while its ``save``-th checkpoint is being written (the data file
+    is still a temporary, no record committed): the writer's test hook, in either mode."""
+    opened = 0
+
+    def hold(stage: str) -> None:
+        nonlocal opened
+        opened += stage == "open"
+        if stage == "data" and opened == save:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    _persist.hold = hold
+
+
 def logged(entry: dict[str, Any]) -> dict[str, Any]:
     """A log entry without its timings (runtime, samples per second), which vary run to run."""
     return {k: v for k, v in entry.items() if not k.endswith(("_runtime", "_per_second"))}
@@ -145,7 +163,10 @@ def logged(entry: dict[str, Any]) -> dict[str, Any]:
 def train(directory: str, out: TextIO, opts: dict[str, Any]) -> None:
     if opts.get("kill_after_save"):
         os.environ["RGT_SMOKE_KILL_AFTER_SAVE"] = str(opts["kill_after_save"])
+    if opts.get("kill_in_persist"):
+        kill_in_persist(opts["kill_in_persist"])
     trainer = trainer_for(directory, out, opts)
+    trainer.model.kill_at = opts.get("kill_at_micro", 0)
     callback = next(
         c for c in trainer.callback_handler.callbacks if isinstance(c, RgtTrainerCheckpoint)
     )

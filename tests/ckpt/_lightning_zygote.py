@@ -6,8 +6,10 @@ is ``CKPT_DIR OUT_FILE KILL VARIANT`` (tab-separated); the zygote forks a child 
 dropout, Adam, an epoch StepLR and a shuffled DataLoader with its own generator, appending
 ``loss <batch number> <loss hex>`` per training batch and at the end ``final <digest>`` (the
 model, optimizer, scheduler and torch RNG, hashed) to OUT_FILE. KILL is ``-``, ``step:N``
-(SIGKILL after optimizer step N, once every callback has run) or ``term:N`` (SIGTERM to itself
-during step N's training_step). VARIANT is ``rgt``, ``rgt-async``, ``rgt-accumulate``
+(SIGKILL after optimizer step N, once every callback has run), ``batch:N`` (SIGKILL as training
+batch N starts: mid-accumulation when N is the second batch of a step), ``persist:K`` (SIGKILL
+while the run's K-th checkpoint is being written, before it is committed) or ``term:N`` (SIGTERM
+to itself during step N's training_step). VARIANT is ``rgt``, ``rgt-async``, ``rgt-accumulate``
 (gradient accumulation over 2 batches, a checkpoint every 3 steps), ``no-generator`` (a loader
 without its own generator), ``no-rng`` (RgtCheckpoint that never puts the RNG back: the near
 miss) or ``lightning`` (Lightning's own ModelCheckpoint and ``fit(ckpt_path="last")``). A run
@@ -32,7 +34,7 @@ from _fork_server import serve  # this directory: the zygote runs as a script
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from rgt.ckpt import Checkpointer, state_digest
+from rgt.ckpt import Checkpointer, _persist, state_digest
 from rgt.ckpt.adapters.lightning import RgtCheckpoint
 
 EPOCHS, EVERY = 3, 4
@@ -45,11 +47,13 @@ class Tiny(pl.LightningModule):
         self.out, self.kill = out, kill
 
     def training_step(self, batch: Any, batch_idx: int) -> Any:
+        number = self.trainer.fit_loop.total_batch_idx + 1  # counts batches across epochs
         if self.kill == f"term:{self.trainer.global_step + 1}":
             os.kill(os.getpid(), signal.SIGTERM)
+        if self.kill == f"batch:{number}":
+            os.kill(os.getpid(), signal.SIGKILL)
         images, labels = batch
         loss = nn.functional.cross_entropy(self.net(images), labels)
-        number = self.trainer.fit_loop.total_batch_idx + 1  # counts batches across epochs
         self.out.write(f"loss {number} {float(loss.detach()).hex()}\n")
         self.out.flush()
         return loss
@@ -94,7 +98,23 @@ def callbacks(variant: str, directory: str) -> list[Any]:
     return [(NoRngRestore if variant == "no-rng" else RgtCheckpoint)(ckpt)]
 
 
+def kill_in_persist(save: int) -> None:
+    """SIGKILL while the ``save``-th checkpoint of this run is being written (the writer's
+    test hook): its data file is a temporary, no record is committed."""
+    opened = 0
+
+    def hold(stage: str) -> None:
+        nonlocal opened
+        opened += stage == "open"
+        if stage == "data" and opened == save:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    _persist.hold = hold
+
+
 def fit(directory: str, out_path: str, kill: str, variant: str) -> None:
+    if kill.startswith("persist:"):
+        kill_in_persist(int(kill.split(":")[1]))
     random.seed(0)
     numpy.random.seed(0)
     torch.manual_seed(0)

@@ -1,7 +1,8 @@
 """Exact resume of a real HF ``Trainer`` through ``RgtTrainerCheckpoint`` and ``resume_folder``.
 
-A run killed by SIGKILL (mid-epoch, at an epoch boundary, with gradient accumulation, with an
-asynchronous save, with a GradScaler steering which steps are skipped) or stopped by a real
+A run killed by SIGKILL (before the first checkpoint, mid-epoch, at an epoch boundary,
+mid-accumulation, while a save is being written, with an asynchronous save, with a GradScaler
+steering which steps are skipped) or stopped by a real
 SIGTERM, then resumed in a new process, must reproduce every micro-batch loss, the logged
 history and the final model/optimizer/scheduler digest of a run that was never interrupted.
 The near misses (no RNG state, no data skip, no scaler state) must not, and training from step 0
@@ -135,6 +136,36 @@ def test_sigkilled_run_resumes_bit_identically(
     killed, resumed = kill_and_resume(zygote, tmp_path / HOSTILE, kill_after_save, **options)
     assert killed.numbers == list(range(1, step * ga + 1))  # died before step + 1 began
     assert_same_training(resumed, expected, resumed_at_micro=step * ga)
+    assert not (tmp_path / "PWNED").exists()
+
+
+# The other kill points: (options, micro-batches the killed run trained at least, the micro-batch
+# the resume starts after). Checkpoints every 3 steps.
+KILL_POINTS = {
+    "before the first checkpoint": ({"ga": 1, "kill_at_micro": 3}, 2, 0),
+    "mid-accumulation": ({"ga": 2, "kill_at_micro": 14}, 13, 12),  # half of step 7 done
+    "during persist": ({"ga": 1, "kill_in_persist": 2}, 6, 3),  # the step-6 save, uncommitted
+    "during an asynchronous persist": ({"ga": 1, "kill_in_persist": 2, "async": True}, 6, 3),
+}
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_kill_points_resume_bit_identically(
+    zygote: Zygote, reference: Any, tmp_path: Path, point: str
+) -> None:
+    options, trained, resumed_at = KILL_POINTS[point]
+    code, killed = zygote.run(tmp_path / HOSTILE, every=3, **options)
+    assert code == -signal.SIGKILL, killed.error
+    if options.get("async"):  # the loop trains on while the writer writes
+        assert killed.numbers[:trained] == list(range(1, trained + 1))
+    else:
+        assert killed.numbers == list(range(1, trained + 1))
+    committed = Checkpointer(tmp_path / HOSTILE).latest_info()
+    assert (committed.step if committed else 0) * options["ga"] == resumed_at
+    resume = {k: v for k, v in options.items() if not k.startswith("kill")}
+    code, resumed = zygote.run(tmp_path / HOSTILE, every=3, **resume)
+    assert code == 0, resumed.error
+    assert_same_training(resumed, reference(ga=options["ga"]), resumed_at_micro=resumed_at)
     assert not (tmp_path / "PWNED").exists()
 
 

@@ -1,6 +1,7 @@
 """Exact resume of a Lightning fit through ``RgtCheckpoint``: a real process killed with SIGKILL
-(or stopped by SIGTERM) mid-epoch, at an epoch boundary, before the first checkpoint and while
-an asynchronous save is in flight, then resumed by a plain ``trainer.fit`` in a new process.
+(or stopped by SIGTERM) mid-epoch, at an epoch boundary, before the first checkpoint,
+mid-accumulation, while a save is being written (sync or asynchronous) and while an asynchronous
+save is in flight, then resumed by a plain ``trainer.fit`` in a new process.
 Per-batch losses and the final digest of model, optimizer, scheduler and RNG must equal those of
 a run that was never killed. The near misses (no RNG restore; Lightning's own ModelCheckpoint)
 must not, which shows the comparison can fail."""
@@ -80,7 +81,7 @@ def references(zygote: Zygote, tmp_path_factory: pytest.TempPathFactory) -> Refe
 def kill_and_resume(zygote: Zygote, base: Path, kill: str, variant: str) -> tuple[Run, int]:
     """Run until KILL, then resume in a fresh child; the run and the first batch it trained."""
     directory, out = base / "ckpt ünï $(x)", base / "out.txt"
-    expected = -signal.SIGKILL if kill.startswith("step:") else 3  # SIGTERM: Lightning exits
+    expected = 3 if kill.startswith("term:") else -signal.SIGKILL  # SIGTERM: Lightning exits
     assert zygote.run(directory, out, kill, variant) == expected
     done_before = len(Run(out).batches)
     assert zygote.run(directory, out, variant=variant) == 0
@@ -98,6 +99,9 @@ def kill_and_resume(zygote: Zygote, base: Path, kill: str, variant: str) -> tupl
         pytest.param("term:11", "rgt", {12}, id="SIGTERM: one last checkpoint"),
         pytest.param("step:14", "no-generator", {13}, id="loader without a generator"),
         pytest.param("step:7", "rgt-accumulate", {13}, id="gradient accumulation"),
+        pytest.param("batch:16", "rgt-accumulate", {13}, id="mid-accumulation"),
+        pytest.param("persist:2", "rgt", {5}, id="during persist"),
+        pytest.param("persist:2", "rgt-async", {5}, id="during an asynchronous persist"),
     ],
 )
 def test_resume_is_bit_identical(
