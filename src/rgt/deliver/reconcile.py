@@ -19,7 +19,7 @@ from typing import Any
 
 from rgt.deliver.evidence import Claim, claim_value, load_claims, save_claims, with_appearances
 from rgt.deliver.numbers import Found, is_copy, is_near
-from rgt.deliver.sources import candidate_lines, walk
+from rgt.deliver.sources import candidate_files, walk
 from rgt.deliver.workspace import Workspace
 
 WINDOW = 60
@@ -94,7 +94,10 @@ def scan(
     *,
     skip: Collection[Path] = (),
     tolerance: float = TOLERANCE,
+    prefilter: bool = True,
 ) -> ReconcileReport:
+    """``prefilter=False`` reads every file in Python (the reference the grep prefilter is
+    tested against)."""
     root = Path(root)
     report = ReconcileReport(str(root))
     anchors = anchor_pattern(targets)
@@ -103,13 +106,12 @@ def scan(
         for anchor in target.anchors:
             by_anchor.setdefault(anchor, []).append(target)
     prefix = len(str(root).rstrip("/")) + 1
-    for path, suffix in walk(root, set(skip)):
-        report.files += 1
-        lines = candidate_lines(path, suffix, anchors, WINDOW)
-        if lines:
-            rel = path[prefix:].replace("\\", "/")
-            for number, text in lines:
-                _judge_line(rel, number, text, anchors, by_anchor, tolerance, report)
+    files = list(walk(root, set(skip)))
+    report.files = len(files)
+    for path, lines in candidate_files(files, anchors, by_anchor, WINDOW, prefilter=prefilter):
+        rel = path[prefix:].replace("\\", "/")
+        for number, text in lines:
+            _judge_line(rel, number, text, anchors, by_anchor, tolerance, report)
     seen = {hit.claim for hit in report.ok}
     report.missing = [t.claim for t in targets if t.claim not in seen]
     return report

@@ -3,8 +3,13 @@
 Prose (Markdown, LaTeX, reStructuredText, plain text) is read whole; code contributes only its
 comments (``#`` or ``//`` and ``/* */`` styles); a notebook contributes its markdown cells,
 reported at the line of the ``.ipynb`` file that holds each cell line. Only lines where an
-anchor word occurs are returned, and a file without any anchor is dismissed after one regex
-search (the fast path that lets reconcile keep up with grep).
+anchor word occurs near a number printed like a measurement are returned.
+
+Reading 10,000 files one by one in Python costs ten times a grep of the same tree, so GNU grep
+runs first as a prefilter (``candidate_files``): it keeps the files with a line holding an
+anchor and a measurement mark, and Python applies the exact rules to those only. The prefilter
+must never drop a file the exact rules would report; where that cannot be guaranteed (no GNU
+grep, an anchor that is not printable ASCII, grep failing on a batch) Python reads every file.
 """
 
 from __future__ import annotations
@@ -12,7 +17,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+import shutil
+import subprocess
+from collections import deque
+from collections.abc import Collection, Iterator
+from functools import cache
 from pathlib import Path
 
 PROSE = {".md", ".markdown", ".txt", ".rst", ".tex", ".ltx", ".org", ".adoc", ".html", ".htm"}
@@ -28,6 +37,26 @@ KINDS = PROSE | HASH_COMMENTS | SLASH_COMMENTS | {NOTEBOOK}
 # A decimal point before a digit, or a percent sign: a literal-class prefix the regex engine
 # scans for at memchr speed. Anything else is not printed like a measurement.
 _MEASURE = re.compile(r"%|\.\d")
+
+
+# A grep call takes at most this many paths or characters of paths: far below ARG_MAX (2 MiB on
+# Linux, of which a path may use 4 bytes a character), and small enough that Python reads one
+# batch's survivors while grep filters the next.
+GREP_BATCH = 500
+GREP_BATCH_CHARS = 100_000
+GREP_JOBS = 2  # grep processes at once; with the Python reader, enough for two cores
+# Bytes, in the C locale where every byte is a character and none is an encoding error, so that
+# ".*" spans whatever Python decodes between two marks (U+FFFD, NUL, CR: only "\n" ends a line
+# for both). Python's \d also matches non-ASCII digits (".٣"), whose first byte is >= 0x80.
+_GREP_MEASURE = b"(%|\\.[0-9\x80-\xff])"
+_ERE_SPECIAL = frozenset("\\.[]()*+?{}|^$")
+_PRINTABLE_ASCII = re.compile(r"[ -~]+")
+_GREP_OPTIONS = [
+    "--files-with-matches", "--null", "--no-messages", "--ignore-case", "--extended-regexp",
+    "--binary-files=text", "--directories=skip", "--devices=skip",
+]  # fmt: skip
+_GREP_ENV = {"LC_ALL": "C"}
+Batch = list[tuple[str, str]]
 
 
 def walk(root: Path, skip: set[Path]) -> Iterator[tuple[str, str]]:
@@ -59,8 +88,7 @@ def candidate_lines(
     """(1-based line number, text) of each line with a digit within ``window`` characters of
     an anchor word: the only lines that can cite a claim."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_BYTES)
+        raw = _head(path)
     except OSError:
         return []
     text = raw.decode("utf-8", errors="replace")
@@ -75,6 +103,145 @@ def candidate_lines(
     cut = _hash_comment if suffix in HASH_COMMENTS else _slash_comment
     comments = [(number, cut(line)) for number, line in lines]
     return [(n, c) for n, c in comments if c and anchors.search(c.lower())]
+
+
+def _head(path: str) -> bytes:
+    """The first MAX_BYTES of a file, read in small steps: ``read(MAX_BYTES)`` allocates 8 MiB
+    for every file, which cost more than the scan itself on a repository of small files."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        parts = [os.read(fd, 1 << 16)]
+        total = len(parts[0])
+        while parts[-1] and total < MAX_BYTES:
+            parts.append(os.read(fd, min(1 << 20, MAX_BYTES - total)))
+            total += len(parts[-1])
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def candidate_files(
+    files: list[tuple[str, str]],
+    anchors: re.Pattern[str],
+    words: Collection[str],
+    window: int,
+    *,
+    prefilter: bool = True,
+) -> Iterator[tuple[str, list[tuple[int, str]]]]:
+    """(path, candidate lines) of each walked file that has any, in walk order. ``words`` are
+    the anchor words ``anchors`` matches; ``prefilter=False`` reads every file in Python."""
+    batches = grep_batches(files, words) if prefilter else iter([(files, None)])
+    for batch, kept in batches:
+        for path, suffix in batch:
+            if kept is None or path in kept or suffix == NOTEBOOK:
+                lines = candidate_lines(path, suffix, anchors, window)
+                if lines:
+                    yield path, lines
+
+
+def grep_batches(files: Batch, words: Collection[str]) -> Iterator[tuple[Batch, set[str] | None]]:
+    """The walked files in batches, each with the paths grep kept, or None where Python must
+    read every file of the batch. Notebooks are never sent: a markdown cell is a JSON string
+    whose escapes (``\\u00e9``, ``\\"``) hide its text from grep."""
+    pattern, grep = grep_pattern(words), gnu_grep()
+    if pattern is None or grep is None:
+        yield files, None
+        return
+    running: deque[tuple[Batch, subprocess.Popen[bytes] | None]] = deque()
+    try:
+        for batch in _batches(files):
+            running.append((batch, _start(grep, pattern, batch)))
+            if len(running) >= GREP_JOBS:
+                yield _finish(*running.popleft())
+        while running:
+            yield _finish(*running.popleft())
+    finally:
+        for _, proc in running:  # the caller stopped early
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+
+
+def grep_pattern(words: Collection[str]) -> bytes | None:
+    """An extended regex (grep -i, C locale) true on every line where the exact rules could
+    find an anchor word near a measurement: both on the line, in either order. None when no
+    such promise can be made: no words, or a word that is not printable ASCII."""
+    if not words or not all(_PRINTABLE_ASCII.fullmatch(w) for w in words):
+        return None
+    anchor = b"(" + b"|".join(_ere(w) for w in sorted(words)) + b")"
+    either_order = [anchor + b".*" + _GREP_MEASURE, _GREP_MEASURE + b".*" + anchor]
+    # A word holding "%" or "." or starting with a digit may itself hold the measurement mark
+    # (the ".5" of "iou@0.5"): a line with such a word is kept whatever else it holds.
+    marked = [_ere(w) for w in sorted(words) if "%" in w or "." in w or w[0].isdigit()]
+    return b"|".join(either_order + marked)
+
+
+def _ere(word: str) -> bytes:
+    """``word`` as a literal of an extended regex. One non-ASCII character lowers to an ASCII
+    letter in Python, the Kelvin sign to "k", so a "k" also stands for it."""
+    pieces = []
+    for char in word:
+        if char in "kK":
+            pieces.append(b"(k|\xe2\x84\xaa)")
+        else:
+            pieces.append((b"\\" if char in _ERE_SPECIAL else b"") + char.encode())
+    return b"".join(pieces)
+
+
+@cache
+def _gnu_grep_at(grep: str | None) -> str | None:
+    """``grep`` if it is GNU grep, whose options and C-locale byte semantics the prefilter
+    relies on (BSD and busybox greps differ)."""
+    if grep is None:
+        return None
+    try:
+        proc = subprocess.run([grep, "--version"], capture_output=True, env=_GREP_ENV, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return grep if proc.stdout.startswith(b"grep (GNU grep)") else None
+
+
+def gnu_grep() -> str | None:
+    """The GNU grep on PATH, or None."""
+    return _gnu_grep_at(shutil.which("grep"))
+
+
+def _batches(files: Batch) -> Iterator[Batch]:
+    batch: Batch = []
+    chars = 0
+    for item in files:
+        if len(batch) >= GREP_BATCH or chars >= GREP_BATCH_CHARS:
+            yield batch
+            batch, chars = [], 0
+        batch.append(item)
+        chars += len(item[0]) + 1
+    if batch:
+        yield batch
+
+
+def _start(grep: str, pattern: bytes, batch: Batch) -> subprocess.Popen[bytes] | None:
+    paths = [path for path, suffix in batch if suffix != NOTEBOOK]
+    if not paths:
+        return None
+    # An argv list, no shell; "--" so that a path starting with "-" is not read as an option.
+    command: list[str | bytes] = [grep, *_GREP_OPTIONS, b"--regexp=" + pattern, "--", *paths]
+    try:
+        return subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_GREP_ENV
+        )
+    except OSError:
+        return None
+
+
+def _finish(batch: Batch, proc: subprocess.Popen[bytes] | None) -> tuple[Batch, set[str] | None]:
+    """grep exits 1 when no file matched and 2 on any error (a dangling link, a file removed
+    since the walk): then the whole batch goes to Python, which skips what it cannot open."""
+    if proc is None:
+        return batch, None
+    out, _ = proc.communicate()
+    if proc.returncode not in (0, 1):
+        return batch, None
+    return batch, {os.fsdecode(name) for name in out.split(b"\0") if name}
 
 
 def _hit_lines(
