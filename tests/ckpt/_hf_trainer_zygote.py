@@ -182,7 +182,9 @@ def train(directory: str, out: TextIO, opts: dict[str, Any]) -> None:
         "optimizer": trainer.optimizer,
         "scheduler": trainer.lr_scheduler,
     }
-    digest = state_digest({name: obj.state_dict() for name, obj in objects.items()})
+    digest = state_digest(
+        {name: obj.state_dict() for name, obj in objects.items()}, algorithm="sha256"
+    )
     history = [logged(entry) for entry in trainer.state.log_history if "train_runtime" not in entry]
     out.write(f"final {trainer.state.global_step} {digest}\nhistory {json.dumps(history)}\n")
 

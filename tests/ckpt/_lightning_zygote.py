@@ -71,7 +71,7 @@ class Tiny(pl.LightningModule):
         sched = self.trainer.lr_scheduler_configs[0].scheduler
         state: dict[str, Any] = {"model": self.state_dict(), "optimizer": opt.state_dict()}
         state.update(scheduler=sched.state_dict(), rng=torch.get_rng_state())
-        return state_digest(state)
+        return state_digest(state, algorithm="sha256")
 
 
 class NoRngRestore(RgtCheckpoint):

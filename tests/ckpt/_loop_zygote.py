@@ -4,10 +4,10 @@ Run as ``python _loop_zygote.py KIND`` (``plain`` or ``accelerate``): torch and 
 are imported once. Each stdin line is ``CKPT_DIR OUT_FILE KILL``; the zygote forks a child that
 resumes from CKPT_DIR, trains 3 epochs (12 batches each, gradient accumulation 2, so 18
 optimizer steps, an async checkpoint every 4) and appends ``micro <n> <loss hex>`` lines and at
-the end ``final <step> <state_digest>`` to OUT_FILE. KILL is ``-``, ``step:N`` (SIGKILL right
-after optimizer step N), ``micro:N`` (after micro-batch N's backward, mid-accumulation) or
-``persist:N`` (inside the writer, while save N's data is being written). It prints ``reaped
-<signal or -exit code>``.
+the end ``final <step> <state_digest> <SHA-256 state_digest>`` to OUT_FILE. KILL is ``-``,
+``step:N`` (SIGKILL right after optimizer step N), ``micro:N`` (after micro-batch N's backward,
+mid-accumulation) or ``persist:N`` (inside the writer, while save N's data is being written). It
+prints ``reaped <signal or -exit code>``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torch.utils.data import DataLoader, TensorDataset
 
-from rgt.ckpt import Checkpointer, TrainLoop, _persist
+from rgt.ckpt import Checkpointer, TrainLoop, _persist, state_digest
 
 EPOCHS, ACCUMULATE = 3, 2
 
@@ -120,7 +120,8 @@ def train(kind: str, directory: str, out_path: str, kill: str) -> None:
         ckpt.save(loop.state(), loop.step)
         final = ckpt.wait()
         assert final is not None
-        out.write(f"final {final.step} {final.state_digest}\n")
+        whole = state_digest(loop.state(), algorithm="sha256")  # SHA-256 of the whole state
+        out.write(f"final {final.step} {final.state_digest} {whole}\n")
 
 
 def main() -> None:
