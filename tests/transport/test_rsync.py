@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import random
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 from rgt.errors import BackendError
-from rgt.jobs.push import push
+from rgt.jobs.push import _HASH_SCRIPT, push, remote_sha256
 from rgt.jobs.store import Store
 from rgt.transport.rsync import PARTIAL_DIR, RETRYABLE, Rsync, TransferReport
 from rgt.transport.ssh import SshTransport
@@ -165,3 +169,65 @@ def test_crlf_scripts_are_reported(sshd_server: SshServer, tmp_path: Path) -> No
     report = push(Store.open(), "box", [data], notice=notices.append)
     assert sorted(report.crlf_scripts) == ["data/launch", "data/prep.sh"]
     assert len(notices) == 2 and all("bad interpreter" in n for n in notices)
+
+
+PYTHON_38 = Path.home() / ".pyenv" / "versions" / "3.8.18" / "bin" / "python3"
+
+
+def hashing_tree(root: Path) -> tuple[Path, list[str]]:
+    """A big file (many read blocks), many small ones, an empty one, hostile names, and paths
+    that cannot be read as files; listed in a shuffled order unlike the biggest-first work."""
+    base = root / "base $(touch PWNED) 'q'"
+    rng = random.Random(7)
+    rels = []
+    for index in range(120):
+        name = HOSTILE_NAMES[index % len(HOSTILE_NAMES)]
+        (base / name).mkdir(parents=True, exist_ok=True)
+        (base / name / f"{index} {name}.bin").write_bytes(os.urandom(rng.randrange(1, 300_000)))
+        rels.append(f"{name}/{index} {name}.bin")
+    (base / "big ü.bin").write_bytes(os.urandom(9 << 20))
+    (base / "empty").write_bytes(b"")
+    (base / "dangling 'link'").symlink_to("nowhere")
+    (base / "a directory.bin").mkdir()
+    rels += ["big ü.bin", "empty", "dangling 'link'", "a directory.bin", "missing $(x)"]
+    rng.shuffle(rels)
+    return base, rels
+
+
+def one_thread_reference(base: Path, rels: list[str]) -> list[str]:
+    found = []
+    for rel in rels:
+        path = base / rel
+        regular = path.is_file()
+        found.append(hashlib.sha256(path.read_bytes()).hexdigest() if regular else "-")
+    return found
+
+
+@pytest.mark.parametrize("python", [sys.executable, str(PYTHON_38)], ids=["this", "3.8"])
+def test_the_machine_side_hasher_matches_one_thread_in_order(python: str, tmp_path: Path) -> None:
+    if not Path(python).exists():
+        pytest.skip(f"{python} is not installed")
+    base, rels = hashing_tree(tmp_path)
+    expected = one_thread_reference(base, rels)
+    assert expected.count("-") == 3
+    stdin = b"\0".join(rel.encode() for rel in rels)
+    for threads in ([], ["1"], ["3"], ["16"]):
+        proc = subprocess.run(
+            [python, "-c", _HASH_SCRIPT, str(base), *threads],
+            input=stdin,
+            capture_output=True,
+            check=True,
+            timeout=120,
+        )
+        assert proc.stdout.decode().splitlines() == expected, threads
+    assert no_pwned(tmp_path)
+
+
+def test_remote_sha256_over_ssh_matches_one_thread(sshd_server: SshServer, tmp_path: Path) -> None:
+    base, rels = hashing_tree(tmp_path)
+    transport = SshTransport(target_for(sshd_server))
+    found = remote_sha256(transport, "python3", str(base), rels)
+    expected = one_thread_reference(base, rels)
+    assert list(found) == rels
+    assert list(found.values()) == [None if h == "-" else h for h in expected]
+    assert no_pwned(tmp_path)
