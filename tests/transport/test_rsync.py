@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rgt.errors import BackendError
-from rgt.jobs.push import _HASH_SCRIPT, push, remote_sha256
+from rgt.errors import BackendError, VerifyError
+from rgt.jobs.push import push
+from rgt.jobs.remote_hash import FINISHED, UNKNOWN, hash_input, machine_script, remote_sha256
 from rgt.jobs.store import Store
 from rgt.transport.rsync import PARTIAL_DIR, RETRYABLE, Rsync, TransferReport
 from rgt.transport.ssh import SshTransport
@@ -203,24 +204,92 @@ def one_thread_reference(base: Path, rels: list[str]) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("python", [sys.executable, str(PYTHON_38)], ids=["this", "3.8"])
-def test_the_machine_side_hasher_matches_one_thread_in_order(python: str, tmp_path: Path) -> None:
+PYTHONS = pytest.mark.parametrize("python", [sys.executable, str(PYTHON_38)], ids=["this", "3.8"])
+
+
+def start_hasher(python: str, base: Path, *threads: str) -> subprocess.Popen[bytes]:
     if not Path(python).exists():
         pytest.skip(f"{python} is not installed")
+    return subprocess.Popen(
+        [python, "-c", machine_script(), str(base), *threads],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def expectations(base: Path, rels: list[str]) -> list[tuple[int, int]]:
+    """What the local side sends: size and mtime of the file as it should land."""
+    found = []
+    for rel in rels:
+        path = base / rel
+        found.append(
+            (path.stat().st_size, int(path.stat().st_mtime)) if path.is_file() else UNKNOWN
+        )
+    return found
+
+
+@PYTHONS
+def test_the_machine_side_hasher_matches_one_thread_in_order(python: str, tmp_path: Path) -> None:
     base, rels = hashing_tree(tmp_path)
     expected = one_thread_reference(base, rels)
     assert expected.count("-") == 3
-    stdin = b"\0".join(rel.encode() for rel in rels)
-    for threads in ([], ["1"], ["3"], ["16"]):
-        proc = subprocess.run(
-            [python, "-c", _HASH_SCRIPT, str(base), *threads],
-            input=stdin,
-            capture_output=True,
-            check=True,
-            timeout=120,
-        )
-        assert proc.stdout.decode().splitlines() == expected, threads
+    unknown = [UNKNOWN] * len(rels)
+    for threads, known in [([], unknown), (["1"], unknown), (["3"], unknown), (["16"], None)]:
+        stdin = hash_input(rels, known or expectations(base, rels)) + FINISHED
+        out, err = start_hasher(python, base, *threads).communicate(stdin, timeout=120)
+        assert out.decode().splitlines() == expected, (threads, err)
     assert no_pwned(tmp_path)
+
+
+def read_since(path: Path) -> bool:
+    """Was the file read since its access time was set to 0? (ext4 and tmpfs update atime
+    on the first read after an atime older than mtime, even with relatime)."""
+    return path.stat().st_atime > 0
+
+
+def land(path: Path, data: bytes, mtime: int) -> None:
+    """As rsync does: a temporary name, the mtime, then a rename into place."""
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_bytes(data)
+    os.utime(temp, (0, mtime))
+    temp.rename(path)
+
+
+@PYTHONS
+def test_files_are_hashed_as_they_land_and_again_if_they_change(
+    python: str, tmp_path: Path
+) -> None:
+    base = tmp_path / "dest $(touch PWNED)"
+    base.mkdir()
+    mtime = 1_700_000_000
+    rels = ["replaced 'q'.bin", "rewritten ü.bin", "lands later.bin", "never arrives.bin"]
+    land(base / rels[0], os.urandom(3 << 20), mtime)
+    land(base / rels[1], os.urandom(3 << 20), mtime)
+    known = [(3 << 20, mtime), (3 << 20, mtime), (2 << 20, mtime), (10, mtime)]
+    hasher = start_hasher(python, base)
+    assert hasher.stdin is not None
+    hasher.stdin.write(hash_input(rels, known))
+    hasher.stdin.flush()
+    assert wait_for(lambda: read_since(base / rels[0]) and read_since(base / rels[1]), 60)
+    land(base / rels[0], os.urandom(3 << 20), mtime)  # a new file under the same name
+    with (base / rels[1]).open("r+b") as handle:  # the same file, rewritten in place
+        handle.write(os.urandom(1 << 20))
+    os.utime(base / rels[1], (0, mtime))
+    land(base / rels[2], os.urandom(2 << 20), mtime)
+    assert wait_for(lambda: read_since(base / rels[2]), 60)  # hashed before the end
+    out, err = hasher.communicate(FINISHED, timeout=60)
+    assert hasher.returncode == 0, err
+    assert out.decode().splitlines() == one_thread_reference(base, rels)
+    assert no_pwned(tmp_path)
+
+
+@PYTHONS
+def test_the_hasher_stops_when_the_push_ends_without_finishing(python: str, tmp_path: Path) -> None:
+    base, rels = hashing_tree(tmp_path)
+    hasher = start_hasher(python, base)
+    out, _ = hasher.communicate(hash_input(rels, expectations(base, rels)), timeout=60)
+    assert hasher.returncode == 3 and out == b""
 
 
 def test_remote_sha256_over_ssh_matches_one_thread(sshd_server: SshServer, tmp_path: Path) -> None:
@@ -231,3 +300,19 @@ def test_remote_sha256_over_ssh_matches_one_thread(sshd_server: SshServer, tmp_p
     assert list(found) == rels
     assert list(found.values()) == [None if h == "-" else h for h in expected]
     assert no_pwned(tmp_path)
+
+
+def test_a_file_rsync_skips_is_still_checked(sshd_server: SshServer, tmp_path: Path) -> None:
+    """Same size and mtime at the destination, other bytes: rsync's quick check skips the
+    file; the machine's sha256 still sees that what is there is not what was pushed."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "weights.bin").write_bytes(os.urandom(4096))
+    register(sshd_server, "box", tmp_path / "root")
+    push(Store.open(), "box", [data])
+    landed = tmp_path / "root" / "data" / "data" / "weights.bin"
+    stamp = landed.stat()
+    landed.write_bytes(os.urandom(4096))
+    os.utime(landed, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    with pytest.raises(VerifyError, match="1 pushed file"):
+        push(Store.open(), "box", [data])

@@ -25,58 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from rgt._fs import CHUNK
-from rgt.errors import BackendError, UsageError, VerifyError
+from rgt.errors import UsageError, VerifyError
+from rgt.jobs.remote_hash import HashAsItLands, remote_sha256
 from rgt.jobs.snapshot import Snapshot, take_snapshot
 from rgt.jobs.store import Store
-from rgt.transport.base import ProgressFn, Transport
+from rgt.transport.base import ProgressFn
 
 SCRIPT_SUFFIXES = (".sh", ".bash")
 NoticeFn = Callable[[str], None]
-
-# Runs on the machine with its python3 (present: the agent needs it), so stdlib and Python 3.8.
-# Hashes the NUL-separated relative paths on stdin, one line per path, in order: "<sha256>" or
-# "-" when unreadable. A few threads share the work (hashlib and file reads release the GIL on
-# large blocks); biggest files first, so a late giant does not leave the other threads idle.
-# An optional second argument sets the thread count (tests compare it with one thread).
-_HASH_SCRIPT = r"""
-import hashlib, os, sys, threading
-base = os.fsencode(sys.argv[1])
-rels = [rel for rel in sys.stdin.buffer.read().split(b"\0") if rel]
-paths = [os.path.join(base, rel) for rel in rels]
-def size(index):
-    try:
-        return os.stat(paths[index]).st_size
-    except OSError:
-        return 0
-todo = sorted(range(len(paths)), key=size)
-digests = ["-"] * len(paths)
-lock = threading.Lock()
-def sha256(path, view):
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb", buffering=0) as handle:
-            for count in iter(lambda: handle.readinto(view), 0):
-                digest.update(view[:count])
-    except OSError:
-        return "-"
-    return digest.hexdigest()
-def worker():
-    view = memoryview(bytearray(1 << 21))
-    while True:
-        with lock:
-            if not todo:
-                return
-            index = todo.pop()
-        digests[index] = sha256(paths[index], view)
-cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-count = int(sys.argv[2]) if len(sys.argv) > 2 else min(4, cpus or 1)
-threads = [threading.Thread(target=worker) for _ in range(max(1, count))]
-for thread in threads:
-    thread.start()
-for thread in threads:
-    thread.join()
-sys.stdout.write("".join(digest + "\n" for digest in digests))
-"""
 
 
 @dataclass(frozen=True)
@@ -201,9 +157,7 @@ def _push_data(
     backend.transport.mkdir(remote)
     with ThreadPoolExecutor(max_workers=1) as pool:  # hash here while the bytes travel
         local_future = pool.submit(_local_hashes, listing)
-        attempts, sent, matched = _transfer(backend, sources, remote, progress)
-        rels = [rel for _, rel in listing]
-        arrived = remote_sha256(backend.transport, backend.python, remote, rels)
+        attempts, sent, matched, arrived = _transfer(backend, sources, remote, listing, progress)
         local = local_future.result()
     files = _compare(backend.machine.name, remote, local, arrived)
     crlf += _late_crlf(local, crlf, notice)
@@ -220,8 +174,13 @@ def _push_data(
 
 
 def _transfer(
-    backend: Any, sources: list[Source], remote: str, progress: ProgressFn | None
-) -> tuple[int, int | None, int | None]:
+    backend: Any,
+    sources: list[Source],
+    remote: str,
+    listing: list[tuple[Path, str]],
+    progress: ProgressFn | None,
+) -> tuple[int, int | None, int | None, dict[str, str | None]]:
+    """Send the files; with them, the machine's sha256 of every file that arrived."""
     from rgt.transport.ssh import SshTransport
 
     transport = backend.transport
@@ -229,15 +188,18 @@ def _transfer(
         for source in sources:  # local machine: a plain copy, same manifest check after
             target = posixpath.join(remote, source.prefix) if source.prefix else remote
             transport.put(source.path, target, progress=progress)
-        return 1, None, None
+        rels = [rel for _, rel in listing]
+        return 1, None, None, remote_sha256(transport, backend.python, remote, rels)
     from rgt.transport.rsync import Rsync
 
-    report = Rsync(transport).transfer(
-        [f"{s.path}/" if not s.prefix else str(s.path) for s in sources],
-        transport.remote_spec(remote.rstrip("/") + "/"),
-        progress=progress,
-    )
-    return len(report.attempts), report.sent_bytes, report.matched_bytes
+    with HashAsItLands(transport, backend.python, remote, listing) as hashes:
+        report = Rsync(transport).transfer(
+            [f"{s.path}/" if not s.prefix else str(s.path) for s in sources],
+            transport.remote_spec(remote.rstrip("/") + "/"),
+            progress=progress,
+        )
+        arrived = hashes.result()
+    return len(report.attempts), report.sent_bytes, report.matched_bytes, arrived
 
 
 def push_snapshot_files(
@@ -276,26 +238,6 @@ def snapshot_digest(snapshot: Snapshot, hashes: dict[str, str | None]) -> str:
             )
         )
     return outer.hexdigest()[:20]
-
-
-def remote_sha256(
-    transport: Transport, python: str, base: str, rels: Sequence[str]
-) -> dict[str, str | None]:
-    """sha256 of each ``base/rel`` on the machine, one round trip; None when unreadable."""
-    if not rels:
-        return {}
-    stdin = b"\0".join(r.encode("utf-8", "surrogateescape") for r in rels)
-    result = transport.run([python, "-c", _HASH_SCRIPT, base], input=stdin, timeout=3600)
-    lines = result.text().split()
-    if not result.ok or len(lines) != len(rels):
-        raise BackendError(
-            f"could not hash the pushed files in {base}",
-            backend="ssh",
-            returncode=result.returncode,
-            stderr_tail=result.stderr_tail(),
-            fix="check that the machine's python3 works (`rgt audit`)",
-        )
-    return {rel: (None if h == "-" else h) for rel, h in zip(rels, lines, strict=True)}
 
 
 @dataclass(frozen=True)
