@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rgt.deliver import sources
 from rgt.deliver.reconcile import WINDOW, Target, anchor_pattern, scan
 from rgt.deliver.sources import (
     MAX_BYTES,
@@ -120,9 +121,13 @@ TOKENS = [
 ]  # fmt: skip
 
 
-def test_random_corpus_same_candidates_over_several_batches(tmp_path: Path) -> None:
-    """1,200 files of random tokens (more than two grep batches): every file and line the
-    pure-Python scan returns, the prefiltered scan returns too, in the same order."""
+def test_random_corpus_same_candidates_over_several_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1,200 files of random tokens in batches of 300: every file and line the pure-Python
+    scan returns, the prefiltered scan returns too, in the same order."""
+    monkeypatch.setattr(sources, "GREP_BATCH", 300)
+    monkeypatch.setattr(sources, "GREP_CROWDED", 1.0)  # grep on every batch, however full
     rng = random.Random(7)
     suffixes = [".md", ".txt", ".tex", ".py", ".c", ".rst"]
     for index in range(1200):
@@ -136,6 +141,20 @@ def test_random_corpus_same_candidates_over_several_batches(tmp_path: Path) -> N
     kept = [k for _, k in grep_batches(list(walk(tmp_path, set())), WORDS)]
     assert len(kept) >= 3 and all(k is not None for k in kept)
     assert len(set().union(*kept)) < 1200  # grep did drop files
+
+
+def test_a_crowded_batch_turns_grep_off_and_a_failed_one_is_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sources, "GREP_BATCH", 10)
+    for index in range(40):  # a metric name and a measurement in every file
+        (tmp_path / f"f{index:02d}.md").write_text(f"loss 0.4{index:02d}\n")
+    files = sorted(walk(tmp_path, set()))
+    kept = [k for _, k in grep_batches(files, WORDS)]
+    assert [k is None for k in kept] == [False, False, True, True]  # two were already running
+    (tmp_path / "f05.md").unlink()  # gone since the walk: grep fails on the first batch
+    kept = [k for _, k in grep_batches(files[:20], WORDS)]
+    assert kept[0] is None and kept[1] is not None and len(kept[1]) == 10
 
 
 def test_no_gnu_grep_or_non_ascii_anchor_reads_every_file(

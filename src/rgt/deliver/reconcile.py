@@ -12,7 +12,7 @@ left alone. A claim with no ok copy anywhere is *missing*.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,8 +106,7 @@ def scan(
         for anchor in target.anchors:
             by_anchor.setdefault(anchor, []).append(target)
     prefix = len(str(root).rstrip("/")) + 1
-    files = list(walk(root, set(skip)))
-    report.files = len(files)
+    files = _counted(walk(root, set(skip)), report)
     for path, lines in candidate_files(files, anchors, by_anchor, WINDOW, prefilter=prefilter):
         rel = path[prefix:].replace("\\", "/")
         for number, text in lines:
@@ -115,6 +114,14 @@ def scan(
     seen = {hit.claim for hit in report.ok}
     report.missing = [t.claim for t in targets if t.claim not in seen]
     return report
+
+
+def _counted(
+    files: Iterator[tuple[str, str]], report: ReconcileReport
+) -> Iterator[tuple[str, str]]:
+    for item in files:
+        report.files += 1
+        yield item
 
 
 def _judge_line(

@@ -20,7 +20,7 @@ import re
 import shutil
 import subprocess
 from collections import deque
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from functools import cache
 from pathlib import Path
 
@@ -42,9 +42,12 @@ _MEASURE = re.compile(r"%|\.\d")
 # A grep call takes at most this many paths or characters of paths: far below ARG_MAX (2 MiB on
 # Linux, of which a path may use 4 bytes a character), and small enough that Python reads one
 # batch's survivors while grep filters the next.
-GREP_BATCH = 500
+GREP_BATCH = 1000
 GREP_BATCH_CHARS = 100_000
 GREP_JOBS = 2  # grep processes at once; with the Python reader, enough for two cores
+# Where grep keeps more than this share of a batch (a metric name in every paragraph), Python
+# reads nearly every file anyway: the later batches skip grep.
+GREP_CROWDED = 0.5
 # Bytes, in the C locale where every byte is a character and none is an encoding error, so that
 # ".*" spans whatever Python decodes between two marks (U+FFFD, NUL, CR: only "\n" ends a line
 # for both). Python's \d also matches non-ASCII digits (".٣"), whose first byte is >= 0x80.
@@ -121,7 +124,7 @@ def _head(path: str) -> bytes:
 
 
 def candidate_files(
-    files: list[tuple[str, str]],
+    files: Iterable[tuple[str, str]],
     anchors: re.Pattern[str],
     words: Collection[str],
     window: int,
@@ -129,8 +132,9 @@ def candidate_files(
     prefilter: bool = True,
 ) -> Iterator[tuple[str, list[tuple[int, str]]]]:
     """(path, candidate lines) of each walked file that has any, in walk order. ``words`` are
-    the anchor words ``anchors`` matches; ``prefilter=False`` reads every file in Python."""
-    batches = grep_batches(files, words) if prefilter else iter([(files, None)])
+    the anchor words ``anchors`` matches; ``prefilter=False`` reads every file in Python.
+    ``files`` may be the walk itself: grep starts on the first batch while the walk goes on."""
+    batches = grep_batches(files, words) if prefilter else _unfiltered(files)
     for batch, kept in batches:
         for path, suffix in batch:
             if kept is None or path in kept or suffix == NOTEBOOK:
@@ -139,20 +143,25 @@ def candidate_files(
                     yield path, lines
 
 
-def grep_batches(files: Batch, words: Collection[str]) -> Iterator[tuple[Batch, set[str] | None]]:
+def grep_batches(
+    files: Iterable[tuple[str, str]], words: Collection[str]
+) -> Iterator[tuple[Batch, set[str] | None]]:
     """The walked files in batches, each with the paths grep kept, or None where Python must
     read every file of the batch. Notebooks are never sent: a markdown cell is a JSON string
     whose escapes (``\\u00e9``, ``\\"``) hide its text from grep."""
     pattern, grep = grep_pattern(words), gnu_grep()
     if pattern is None or grep is None:
-        yield files, None
+        yield from _unfiltered(files)
         return
     running: deque[tuple[Batch, subprocess.Popen[bytes] | None]] = deque()
+    crowded = False
     try:
         for batch in _batches(files):
-            running.append((batch, _start(grep, pattern, batch)))
+            running.append((batch, None if crowded else _start(grep, pattern, batch)))
             if len(running) >= GREP_JOBS:
-                yield _finish(*running.popleft())
+                done, kept = _finish(*running.popleft())
+                crowded = crowded or (kept is not None and len(kept) > GREP_CROWDED * len(done))
+                yield done, kept
         while running:
             yield _finish(*running.popleft())
     finally:
@@ -206,7 +215,11 @@ def gnu_grep() -> str | None:
     return _gnu_grep_at(shutil.which("grep"))
 
 
-def _batches(files: Batch) -> Iterator[Batch]:
+def _unfiltered(files: Iterable[tuple[str, str]]) -> Iterator[tuple[Batch, None]]:
+    return ((batch, None) for batch in _batches(files))
+
+
+def _batches(files: Iterable[tuple[str, str]]) -> Iterator[Batch]:
     batch: Batch = []
     chars = 0
     for item in files:
