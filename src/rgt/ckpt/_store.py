@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import os
 import warnings
 from collections.abc import Iterable
@@ -188,3 +189,36 @@ def clean_orphans(directory: str, keep: Iterable[CheckpointInfo]) -> list[str]:
                 os.unlink(os.path.join(directory, name))
             removed.append(name)
     return removed
+
+
+def rotate(
+    directory: str,
+    newest: CheckpointInfo,
+    keep_last: int | None,
+    best_metric: str | None,
+    mode: str,
+) -> None:
+    """Retention: keep the ``keep_last`` newest intact checkpoints, ``newest`` and the best one
+    by metric (when ``best_metric`` is set); remove the rest and any orphaned data files."""
+    committed = list_committed(directory)
+    intact = [info for info in committed if is_intact(info)]
+    for info in committed:
+        if info not in intact:
+            warn(
+                f"removing checkpoint step {info.step}: data file missing or wrong size "
+                f"({info.path})"
+            )
+    ranked = intact if keep_last is None else intact[:keep_last]
+    keep = {info.record for info in ranked} | {newest.record}
+    top = best(intact, mode) if best_metric is not None else None
+    keep |= {top.record} if top is not None else set()
+    remove(info for info in committed if info.record not in keep)
+    clean_orphans(directory, [i for i in committed if i.record in keep])
+
+
+def best(infos: Iterable[CheckpointInfo], mode: str) -> CheckpointInfo | None:
+    """The checkpoint with the best metric ("max" or "min"); ties go to the newer one
+    (``infos`` is newest first and max() keeps the first)."""
+    scored = [i for i in infos if i.metric is not None and not math.isnan(i.metric)]
+    sign = 1.0 if mode == "max" else -1.0
+    return max(scored, key=lambda i: sign * (i.metric or 0.0), default=None)

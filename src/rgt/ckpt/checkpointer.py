@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable
 from typing import Any
 
 from rgt.ckpt import _persist, _store
@@ -44,6 +42,12 @@ class Checkpointer(Cadence):
     ``every_steps`` / ``every_seconds`` set the cadence that ``due`` checks; with neither and
     ``mtbf_s`` given, ``due`` picks Daly's interval from the save cost it measures. With
     ``asynchronous=True`` a save returns after the snapshot and persists in the background.
+
+    In a multi-process run (torchrun, accelerate, DeepSpeed: ``RANK`` and ``WORLD_SIZE``; a
+    multi-task ``srun``: ``SLURM_PROCID`` and ``SLURM_NTASKS``) only global rank 0 writes; on
+    the other ranks ``save`` is a no-op that keeps the cadence, so a loop written for one
+    process does not have every rank racing over the same files. Every rank can load.
+    ``rank=`` overrides the environment.
     """
 
     def __init__(
@@ -57,6 +61,7 @@ class Checkpointer(Cadence):
         every_seconds: float | None = None,
         asynchronous: bool = False,
         mtbf_s: float | None = None,
+        rank: int | None = None,
     ) -> None:
         if mode not in MODES:
             raise UsageError(f"mode must be one of {MODES}, not {mode!r}", fix="use max or min")
@@ -66,6 +71,7 @@ class Checkpointer(Cadence):
                 fix="keep at least the newest checkpoint",
             )
         self.directory = os.fspath(directory)
+        self.rank = rank_from_env() if rank is None else rank
         self.keep_last, self.best_metric, self.mode = keep_last, best_metric, mode
         self.every_steps, self.every_seconds = every_steps, every_seconds
         # Set by rgt smoke / rgt demo: checkpoint every batch, and die by SIGKILL after save N.
@@ -114,7 +120,7 @@ class Checkpointer(Cadence):
             state = load_one(info, map_location)
             if state is not None:
                 self.loaded = info
-                if self.asynchronous:
+                if self.asynchronous and self.writes:
                     self.reserve(info.bytes)  # the next save will be about this size
                 return state
         if committed:
@@ -152,6 +158,8 @@ class Checkpointer(Cadence):
         A fresh arena has to be faulted in page by page (~0.25-0.3 s per 500 MB on a VM);
         ``load_latest`` reserves by itself in asynchronous mode, a fresh run can call this once
         its model and optimizer state exist. The next ``save`` waits for the allocation."""
+        if not self.writes:
+            return
         self.wait()
         nbytes = state_or_bytes if isinstance(state_or_bytes, int) else plan(state_or_bytes).total
         self._reserving = threading.Thread(
@@ -174,6 +182,9 @@ class Checkpointer(Cadence):
         background save is raised here (or by ``wait``).
         """
         started = time.perf_counter()
+        if not self.writes:  # another rank writes this step's checkpoint
+            self._after_save(started)
+            return CheckpointInfo(step, "", "", "", _float(metric), time.time(), 0)
         self.wait()  # never two writes in flight: the arena belongs to the writer until durable
         os.makedirs(self.directory, exist_ok=True)
         layout = plan(state)
@@ -206,6 +217,11 @@ class Checkpointer(Cadence):
         return outcome
 
     @property
+    def writes(self) -> bool:
+        """Whether this process writes checkpoints (global rank 0)."""
+        return self.rank == 0
+
+    @property
     def writing(self) -> bool:
         """Whether a background save is still being persisted."""
         return self._writer is not None and self._writer.is_alive()
@@ -232,7 +248,8 @@ class Checkpointer(Cadence):
         )
         info = self._commit(info)
         _persist._hold("committed")
-        self._rotate(info)
+        # Retention only after the new checkpoint is committed: a crash in it loses nothing.
+        _store.rotate(self.directory, info, self.keep_last, self.best_metric, self.mode)
         self.last_durable_at = time.perf_counter()
         self.last_persist_seconds = self.last_durable_at - started
         return info
@@ -247,35 +264,6 @@ class Checkpointer(Cadence):
                 os.unlink(info.path)
             raise _persist.translate(exc, self.directory, info.bytes) from exc
 
-    def _rotate(self, newest: CheckpointInfo) -> None:
-        """Retention runs only after the new checkpoint is committed (a crash here loses
-        nothing that was needed)."""
-        committed = _store.list_committed(self.directory)
-        keep = self._keep(newest, committed)
-        _store.remove(info for info in committed if info.record not in keep)
-        _store.clean_orphans(self.directory, [i for i in committed if i.record in keep])
-
-    def _keep(self, newest: CheckpointInfo, committed: list[CheckpointInfo]) -> set[str]:
-        intact = [info for info in committed if _store.is_intact(info)]
-        for info in committed:
-            if info not in intact:
-                _store.warn(
-                    f"removing checkpoint step {info.step}: data file missing or "
-                    f"wrong size ({info.path})"
-                )
-        ranked = intact if self.keep_last is None else intact[: self.keep_last]
-        keep = {info.record for info in ranked} | {newest.record}
-        best = self._best(intact)
-        return keep | ({best.record} if best is not None else set())
-
-    def _best(self, infos: Iterable[CheckpointInfo]) -> CheckpointInfo | None:
-        if self.best_metric is None:
-            return None
-        scored = [i for i in infos if i.metric is not None and not math.isnan(i.metric)]
-        sign = 1.0 if self.mode == "max" else -1.0
-        # Ties go to the newer checkpoint: ``infos`` is newest first and max() keeps the first.
-        return max(scored, key=lambda i: sign * (i.metric or 0.0), default=None)
-
     def _after_save(self, started: float) -> None:
         self.saves += 1
         self.last_save_seconds = time.perf_counter() - started
@@ -289,6 +277,15 @@ class Checkpointer(Cadence):
             sys.stdout.flush()
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def rank_from_env() -> int:
+    """This process's global rank in a multi-process run; 0 when it runs alone."""
+    for rank_var, size_var in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
+        size, rank = os.environ.get(size_var, "").strip(), os.environ.get(rank_var, "").strip()
+        if size.isdigit() and int(size) > 1 and rank.isdigit():
+            return int(rank)
+    return 0
 
 
 def _float(metric: float | None) -> float | None:
