@@ -68,6 +68,10 @@ def make_repo(root: Path, *, dangling: bool) -> Path:
     (root / "notes.ipynb").write_bytes(_notebook())
     big = b"loss 0.415\n" + b"filler text\n" * (MAX_BYTES // 12) + b"loss 0.414\n"
     (root / "big.txt").write_bytes(big)  # only the first MAX_BYTES are read
+    filler = b"x" * 99 + b"\n"
+    head = filler * ((MAX_BYTES - 12) // 100) + b"x" * ((MAX_BYTES - 12) % 100 - 1) + b"\n"
+    # the last line read is cut inside the "é": Python never sees the accuracy after it
+    (root / "straddle.txt").write_bytes(head + "loss 0.415 é accuracy 87.1 %\n".encode())
     (root / "link.md").symlink_to(root / "crlf.md")
     (root / "folder.md").symlink_to(root / "node_modules")  # grep skips it, Python cannot open it
     if dangling:  # grep fails on its batch, which Python then reads whole
@@ -89,6 +93,7 @@ def test_prefilter_and_python_give_the_same_report(tmp_path: Path, dangling: boo
         *(f"{name}/{name}.md" for name in HOSTILE_NAMES),
     ]  # fmt: skip
     expected = {(name, 1) for name in first_lines} | {("crlf.md", 2), ("link.md", 2)}
+    expected.add(("straddle.txt", (MAX_BYTES - 12) // 100 + 2))
     assert drifts == expected
     assert ("iou", "thresholds.md", 1) in {(o["claim"], o["file"], o["line"]) for o in fast["ok"]}
     assert fast["missing"] == ["kl"] and not (tmp_path / "PWNED").exists()

@@ -5,11 +5,11 @@ comments (``#`` or ``//`` and ``/* */`` styles); a notebook contributes its mark
 reported at the line of the ``.ipynb`` file that holds each cell line. Only lines where an
 anchor word occurs near a number printed like a measurement are returned.
 
-Reading 10,000 files one by one in Python costs ten times a grep of the same tree, so GNU grep
-runs first as a prefilter (``candidate_files``): it keeps the files with a line holding an
-anchor and a measurement mark, and Python applies the exact rules to those only. The prefilter
-must never drop a file the exact rules would report; where that cannot be guaranteed (no GNU
-grep, an anchor that is not printable ASCII, grep failing on a batch) Python reads every file.
+Reading 10,000 files one by one in Python costs several times a grep of the same tree, so GNU
+grep runs first as a prefilter (``candidate_files``): it prints the lines holding an anchor and
+a measurement mark, and Python applies the exact rules to those lines only. The prefilter must
+never drop a line the exact rules would keep; where that cannot be promised (no GNU grep, an
+anchor that is not printable ASCII, grep failing on a batch) Python reads every file itself.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ _MEASURE = re.compile(r"%|\.\d")
 
 
 # A grep call takes at most this many paths or characters of paths: far below ARG_MAX (2 MiB on
-# Linux, of which a path may use 4 bytes a character), and small enough that Python reads one
-# batch's survivors while grep filters the next.
+# Linux, of which a path may use 4 bytes a character), and small enough that Python judges one
+# batch's lines while grep reads the next.
 GREP_BATCH = 1000
 GREP_BATCH_CHARS = 100_000
 GREP_JOBS = 2  # grep processes at once; with the Python reader, enough for two cores
@@ -55,11 +55,13 @@ _GREP_MEASURE = b"(%|\\.[0-9\x80-\xff])"
 _ERE_SPECIAL = frozenset("\\.[]()*+?{}|^$")
 _PRINTABLE_ASCII = re.compile(r"[ -~]+")
 _GREP_OPTIONS = [
-    "--files-with-matches", "--null", "--no-messages", "--ignore-case", "--extended-regexp",
-    "--binary-files=text", "--directories=skip", "--devices=skip",
+    "--line-number", "--byte-offset", "--with-filename", "--null", "--no-messages",
+    "--ignore-case", "--extended-regexp", "--binary-files=text", "--directories=skip",
+    "--devices=skip",
 ]  # fmt: skip
 _GREP_ENV = {"LC_ALL": "C"}
 Batch = list[tuple[str, str]]
+Printed = tuple[int, int, bytes]  # a line grep printed: line number, byte offset, bytes
 
 
 def walk(root: Path, skip: set[Path]) -> Iterator[tuple[str, str]]:
@@ -95,17 +97,27 @@ def candidate_lines(
     except OSError:
         return []
     text = raw.decode("utf-8", errors="replace")
-    lower = text.lower()
-    if len(lower) != len(text):  # a few characters (e.g. "İ") grow when lowered
-        lower = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
     if suffix == NOTEBOOK:
-        return _notebook_lines(text, anchors) if anchors.search(lower) else []
-    lines = _hit_lines(text, lower, anchors, window)
+        return _notebook_lines(text, anchors) if anchors.search(_lowered(text)) else []
+    return _cited(text, 1, suffix, anchors, window)
+
+
+def _cited(
+    text: str, first: int, suffix: str, anchors: re.Pattern[str], window: int
+) -> list[tuple[int, str]]:
+    lines = _hit_lines(text, _lowered(text), anchors, window, first)
     if suffix in PROSE:
         return lines
     cut = _hash_comment if suffix in HASH_COMMENTS else _slash_comment
     comments = [(number, cut(line)) for number, line in lines]
     return [(n, c) for n, c in comments if c and anchors.search(c.lower())]
+
+
+def _lowered(text: str) -> str:
+    lower = text.lower()
+    if len(lower) != len(text):  # a few characters (e.g. "İ") grow when lowered
+        lower = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    return lower
 
 
 def _head(path: str) -> bytes:
@@ -135,20 +147,38 @@ def candidate_files(
     the anchor words ``anchors`` matches; ``prefilter=False`` reads every file in Python.
     ``files`` may be the walk itself: grep starts on the first batch while the walk goes on."""
     batches = grep_batches(files, words) if prefilter else _unfiltered(files)
-    for batch, kept in batches:
+    for batch, printed in batches:
         for path, suffix in batch:
-            if kept is None or path in kept or suffix == NOTEBOOK:
+            if printed is None or suffix == NOTEBOOK:
                 lines = candidate_lines(path, suffix, anchors, window)
-                if lines:
-                    yield path, lines
+            elif path in printed:
+                lines = _printed_lines(printed[path], suffix, anchors, window)
+            else:
+                continue
+            if lines:
+                yield path, lines
+
+
+def _printed_lines(
+    records: list[Printed], suffix: str, anchors: re.Pattern[str], window: int
+) -> list[tuple[int, str]]:
+    """The exact rules on the lines grep printed, cut where Python stops reading a file.
+    Decoding a line alone gives the text decoding the file gives it: a newline byte is never
+    part of a UTF-8 sequence, so no replaced sequence spans two lines."""
+    found = []
+    for number, offset, raw in records:
+        if offset < MAX_BYTES:
+            text = raw[: MAX_BYTES - offset].decode("utf-8", errors="replace")
+            found.extend(_cited(text, number, suffix, anchors, window))
+    return found
 
 
 def grep_batches(
     files: Iterable[tuple[str, str]], words: Collection[str]
-) -> Iterator[tuple[Batch, set[str] | None]]:
-    """The walked files in batches, each with the paths grep kept, or None where Python must
-    read every file of the batch. Notebooks are never sent: a markdown cell is a JSON string
-    whose escapes (``\\u00e9``, ``\\"``) hide its text from grep."""
+) -> Iterator[tuple[Batch, dict[str, list[Printed]] | None]]:
+    """The walked files in batches, each with the lines grep printed by path, or None where
+    Python must read every file of the batch. Notebooks are never sent: a markdown cell is a
+    JSON string whose escapes (``\\u00e9``, ``\\"``) hide its text from grep."""
     pattern, grep = grep_pattern(words), gnu_grep()
     if pattern is None or grep is None:
         yield from _unfiltered(files)
@@ -159,9 +189,9 @@ def grep_batches(
         for batch in _batches(files):
             running.append((batch, None if crowded else _start(grep, pattern, batch)))
             if len(running) >= GREP_JOBS:
-                done, kept = _finish(*running.popleft())
-                crowded = crowded or (kept is not None and len(kept) > GREP_CROWDED * len(done))
-                yield done, kept
+                done, printed = _finish(*running.popleft())
+                crowded = crowded or len(printed or ()) > GREP_CROWDED * len(done)
+                yield done, printed
         while running:
             yield _finish(*running.popleft())
     finally:
@@ -246,7 +276,9 @@ def _start(grep: str, pattern: bytes, batch: Batch) -> subprocess.Popen[bytes] |
         return None
 
 
-def _finish(batch: Batch, proc: subprocess.Popen[bytes] | None) -> tuple[Batch, set[str] | None]:
+def _finish(
+    batch: Batch, proc: subprocess.Popen[bytes] | None
+) -> tuple[Batch, dict[str, list[Printed]] | None]:
     """grep exits 1 when no file matched and 2 on any error (a dangling link, a file removed
     since the walk): then the whole batch goes to Python, which skips what it cannot open."""
     if proc is None:
@@ -254,16 +286,36 @@ def _finish(batch: Batch, proc: subprocess.Popen[bytes] | None) -> tuple[Batch, 
     out, _ = proc.communicate()
     if proc.returncode not in (0, 1):
         return batch, None
-    return batch, {os.fsdecode(name) for name in out.split(b"\0") if name}
+    try:
+        return batch, _parse(out)
+    except ValueError:  # not the output format relied on
+        return batch, None
+
+
+def _parse(out: bytes) -> dict[str, list[Printed]]:
+    """grep's ``path NUL line-number : byte-offset : line LF`` records, by path. A path may hold
+    a newline and a line a NUL; neither holds the other's terminator."""
+    printed: dict[str, list[Printed]] = {}
+    pos = 0
+    while pos < len(out):
+        name_end = out.index(b"\0", pos)
+        number_end = out.index(b":", name_end)
+        offset_end = out.index(b":", number_end + 1)
+        line_end = out.index(b"\n", offset_end)
+        number, offset = int(out[name_end + 1 : number_end]), int(out[number_end + 1 : offset_end])
+        record = (number, offset, out[offset_end + 1 : line_end])
+        printed.setdefault(os.fsdecode(out[pos:name_end]), []).append(record)
+        pos = line_end + 1
+    return printed
 
 
 def _hit_lines(
-    text: str, lower: str, anchors: re.Pattern[str], window: int
+    text: str, lower: str, anchors: re.Pattern[str], window: int, first: int = 1
 ) -> list[tuple[int, str]]:
     """Start from the numbers printed like measurements (rarer than metric names, and integers
     never count), keep the lines with an anchor word close to one."""
     found: list[tuple[int, str]] = []
-    line_no, counted_to, last_start = 1, 0, -1
+    line_no, counted_to, last_start = first, 0, -1
     for match in _MEASURE.finditer(text):
         start = text.rfind("\n", 0, match.start()) + 1
         if start == last_start:
