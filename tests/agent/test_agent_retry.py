@@ -7,12 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.agent.conftest import process_gone
+from tests.cgroups import in_cgroup, memory_cgroup, remove_cgroup
 
 # Attempt 1 checkpoints step 5 and waits to be killed; a later attempt resumes from it.
 RESUMABLE_JOB = """
@@ -210,71 +210,22 @@ def test_a_failed_job_is_not_rerun_by_a_new_agent(make_job) -> None:
 
 
 def test_cgroup_oom_kill_is_host_oom_and_not_retried(make_job, tmp_path: Path) -> None:
-    cgroup = _memory_cgroup(tmp_path)
+    cgroup = memory_cgroup(tmp_path, 256 << 20)
     job = make_job().write(
         "import time\nblocks = []\n"
         "while True:\n    blocks.append(b'x' * (32 << 20))\n    time.sleep(0.01)\n"
     )
     # The agent is moved into a small memory cgroup before it starts; the job inherits it.
-    procs = cgroup / "cgroup.procs"
-    argv = [
-        "sh",
-        "-c",
-        f'echo $$ > "{procs}" && exec "$0" "$@"',
-        sys.executable,
-        str(job.pyz),
-        "run",
-        str(job.dir),
-    ]
+    argv = in_cgroup(cgroup, [sys.executable, str(job.pyz), "run", str(job.dir)])
     try:
         agent = subprocess.Popen(argv, env=job.env(), start_new_session=True)
         assert agent.wait(timeout=120) == 1, job.agent_log()
     finally:
-        _remove_cgroup(cgroup)
+        remove_cgroup(cgroup)
     status = job.status()
     assert status["label"] == "host_oom" and status["state"] == "failed"
     assert status["signal"] == signal.SIGKILL and status["attempt"] == 1
     assert "oom_kill" in " ".join(job.events("attempt_ended")[0]["detail"]["evidence"])
-
-
-def _memory_cgroup(tmp_path: Path) -> Path:
-    """A 256 MiB memory cgroup (v1, or v2 with the memory controller delegated) under our own;
-    skipped where this machine does not let us create one."""
-    candidates = []
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        hier, controllers, rel = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            v1 = Path("/sys/fs/cgroup/memory") / rel.lstrip("/")
-            candidates.append((v1, ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")))
-        elif hier == "0":
-            candidates.append((Path("/sys/fs/cgroup") / rel.lstrip("/"), ("memory.max",)))
-    for base, limits in candidates:
-        cgroup = base / f"rgt-agent-test-{os.getpid()}-{tmp_path.name}"
-        try:
-            cgroup.mkdir()
-        except OSError:
-            continue
-        if (cgroup / limits[0]).exists():
-            for name in limits:
-                if (cgroup / name).exists():
-                    (cgroup / name).write_text(str(256 << 20))
-            return cgroup
-        cgroup.rmdir()
-    pytest.skip("cannot create a memory cgroup with a limit here")
-
-
-def _remove_cgroup(cgroup: Path) -> None:
-    for pid in (cgroup / "cgroup.procs").read_text().split():
-        os.kill(int(pid), signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            cgroup.rmdir()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 USR1_JOB = """

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import collections
 import json
+import mmap
 import struct
 import sys
 from collections.abc import Mapping
@@ -102,7 +103,7 @@ def is_arena_file(head: bytes) -> bool:
     return head.startswith(PREFIX)
 
 
-def parse(data: bytes | bytearray | memoryview, map_location: Any = None) -> Any:
+def parse(data: bytes | bytearray | memoryview | mmap.mmap, map_location: Any = None) -> Any:
     """The state stored in ``data`` (a whole data file); raises ``CheckpointError`` if damaged."""
     view = memoryview(data)
     meta = _meta(view)

@@ -1,7 +1,8 @@
 """Reading a checkpoint's data file, in either format, verified against its commit record.
 
-Format 2 files (``.rgt``) are parsed from the bytes in memory (no code runs while loading);
-format 1 files (``.pt``) are ``torch.load(weights_only=True)``. In both cases the bytes are
+Format 2 and 3 files (``.rgt``) are parsed from the memory-mapped file (no code runs while
+loading, and the file is never copied whole into the process); format 1 files (``.pt``) are
+``torch.load(weights_only=True)``. In both cases the bytes are
 hashed in a second thread while they are parsed, and the result is kept only if the hash
 matches the record: parsing before the hash is known is safe, a damaged file only raises.
 """
@@ -9,6 +10,7 @@ matches the record: parsing before the hash is known is safe, a damaged file onl
 from __future__ import annotations
 
 import io
+import mmap
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -36,7 +38,7 @@ def load_one(info: CheckpointInfo, map_location: Any) -> Any:
     return state
 
 
-def deserialize(data: bytes, map_location: Any = None) -> tuple[Any, Exception | None]:
+def deserialize(data: bytes | mmap.mmap, map_location: Any = None) -> tuple[Any, Exception | None]:
     """(state, None), or (None, the error) for bytes that do not parse."""
     try:
         if _format.is_arena_file(data[:64]):
@@ -52,8 +54,7 @@ def load_data_file(path: str | os.PathLike[str], map_location: Any = None) -> An
     """The state in one data file of either format. If a commit record in the same directory
     names this file, its size and hash must match (else ``CheckpointError``)."""
     path = os.fspath(path)
-    with open(path, "rb") as handle:
-        data = handle.read()
+    data = _store.map_file(path)
     record = _record_of(path)
     if record is not None and (
         len(data) != record.bytes or _hash.of_bytes(data, record.file_hash) != record.file_hash
