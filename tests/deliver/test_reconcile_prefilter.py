@@ -66,7 +66,7 @@ def make_repo(root: Path, *, dangling: bool) -> Path:
         (root / name).mkdir()
         (root / name / f"{name}.md").write_text("accuracy 87.1 %\n")
     (root / "notes.ipynb").write_bytes(_notebook())
-    big = b"loss 0.415\n" + b"filler text\n" * (MAX_BYTES // 12) + b"loss 0.414\n"
+    big = b"loss 0.415\n" + b"filler text\n" * (MAX_BYTES // 12) + b"loss 0.414" + b" " * 99 + b"\n"
     (root / "big.txt").write_bytes(big)  # only the first MAX_BYTES are read
     filler = b"x" * 99 + b"\n"
     head = filler * ((MAX_BYTES - 12) // 100) + b"x" * ((MAX_BYTES - 12) % 100 - 1) + b"\n"
