@@ -240,3 +240,16 @@ def test_training_from_zero_over_checkpoints_is_refused(
     assert run.micro == []  # refused before a single batch was trained
     info = Checkpointer(directory).latest_info()
     assert info is not None and info.step == 3  # and the checkpoints are untouched
+
+
+def test_resume_folder_on_a_full_disk_is_refused_naming_the_mount(
+    zygote: Zygote, killed_mid_epoch: Path, tmp_path: Path, small_tmpfs: Any
+) -> None:
+    directory = tmp_path / "copy"
+    shutil.copytree(killed_mid_epoch, directory)
+    small = small_tmpfs("32k", 64)  # smaller than the checkpoint plus headroom
+    code, run = zygote.run(directory, ga=2, every=3, into=str(small))
+    assert code == 1 and run.micro == []  # refused before training
+    assert run.error is not None and run.error.startswith("DiskBudgetError")
+    assert str(small) in run.error and "resume folder" in run.error
+    assert os.listdir(small) == []  # no half-written folder left behind

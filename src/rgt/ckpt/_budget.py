@@ -58,6 +58,26 @@ def check_budget(directory: str, need_bytes: int) -> None:
     )
 
 
+def check_room(directory: str, need_bytes: int, what: str, fix: str) -> None:
+    """Raise ``DiskBudgetError`` unless ``directory``'s mount has ``need_bytes`` free for
+    ``what`` (files other than a checkpoint save, such as a resume folder)."""
+    stats = os.statvfs(directory)
+    free_bytes = stats.f_bavail * stats.f_frsize
+    need = need_bytes + METADATA_BYTES
+    if free_bytes >= need:
+        return
+    mount = mount_point(directory)
+    raise DiskBudgetError(
+        f"{what} not written: {_size(need)} needed on mount {mount} (free: {_size(free_bytes)})",
+        path=directory,
+        mount=mount,
+        need_bytes=need,
+        free_bytes=free_bytes,
+        free_inodes=stats.f_favail if stats.f_files else None,
+        fix=fix,
+    )
+
+
 def full_disk_error(directory: str, need_bytes: int, exc: OSError) -> DiskBudgetError:
     """The error for a write that hit ENOSPC/EDQUOT/EFBIG after the budget check passed."""
     stats = os.statvfs(directory)

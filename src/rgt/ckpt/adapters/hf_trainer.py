@@ -18,8 +18,8 @@ temporary directory, removed after training) and the Trainer takes it from there
     with resume_folder(ckpt) as folder:                  # None on a fresh start
         trainer.train(resume_from_checkpoint=folder)
 
-Keep ``save_strategy="no"`` (the Trainer's folders are then never written) and set ``seed`` and
-``data_seed``: the shuffle of each epoch then depends on the epoch alone, not on the RNG.
+Keep ``save_strategy="no"`` and set ``seed`` and ``data_seed`` (each epoch's shuffle then
+depends on the epoch alone).
 
 When a save is due after step N it is taken at the next *quiet point*, where the state equals
 what the Trainer's resume reconstructs: before step N+1 begins (after step N's logging and
@@ -54,6 +54,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from rgt.ckpt import Checkpointer, capture_rng
+from rgt.ckpt._budget import check_room
 from rgt.errors import CheckpointError
 
 __all__ = ["RgtTrainerCheckpoint", "materialise", "resume_folder", "training_state"]
@@ -187,7 +188,8 @@ def resume_folder(ckpt: Checkpointer, into: str | None = None) -> Iterator[str |
     """The newest verified checkpoint as a Trainer checkpoint folder, for
     ``train(resume_from_checkpoint=...)``; ``None`` on a fresh start. The folder lives in a new
     temporary directory under ``into`` (default: ``$TMPDIR``) and is removed on exit. Writing it
-    needs about the checkpoint's size in free space there."""
+    needs about the checkpoint's size in free space there, checked first (``DiskBudgetError``
+    naming the mount)."""
     folder = materialise(ckpt, into)
     try:
         yield folder
@@ -207,6 +209,9 @@ def materialise(ckpt: Checkpointer, into: str | None = None) -> str | None:
             path=ckpt.directory,
             fix="give the Trainer run its own checkpoint directory",
         )
+    where, need = into or tempfile.gettempdir(), ckpt.loaded.bytes if ckpt.loaded else 0
+    fix = "pass resume_folder(ckpt, into=DIR) with DIR on a disk with room (the checkpoints' own)"
+    check_room(where, need, "the Trainer resume folder", fix)
     folder = tempfile.mkdtemp(prefix=f"rgt-resume-{_loaded_step(ckpt)}-", dir=into)
     try:
         write_trainer_folder(state, folder)
