@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rgt.ckpt import Checkpointer
-from rgt.ckpt.checkpointer import rank_from_env
+from rgt.ckpt._ranks import rank_from_env
 
 SCRIPT = """
 import json, os, sys, time, torch
@@ -81,6 +81,7 @@ def test_only_rank_zero_writes_and_every_rank_loads(
     data = sorted(directory.glob("ckpt-*.rgt"))
     assert len(records) == len(data) == 2  # keep_last=2, and nothing written twice
     assert not [p for p in directory.iterdir() if p.name.startswith(".tmp-")]
+    assert not (directory / "rank-1").exists()  # no RNG or gradients of its own in this state
     assert Checkpointer(directory).latest_info() is not None
     assert not (tmp_path / "PWNED").exists()
 

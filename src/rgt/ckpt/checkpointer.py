@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from rgt.ckpt import _persist, _store
+from rgt.ckpt import _persist, _ranks, _store
 from rgt.ckpt._arena import Arena, stage
 from rgt.ckpt._budget import check_budget
 from rgt.ckpt._cadence import Cadence
@@ -44,10 +44,10 @@ class Checkpointer(Cadence):
     ``asynchronous=True`` a save returns after the snapshot and persists in the background.
 
     In a multi-process run (torchrun, accelerate, DeepSpeed: ``RANK`` and ``WORLD_SIZE``; a
-    multi-task ``srun``: ``SLURM_PROCID`` and ``SLURM_NTASKS``) only global rank 0 writes; on
-    the other ranks ``save`` is a no-op that keeps the cadence, so a loop written for one
-    process does not have every rank racing over the same files. Every rank can load.
-    ``rank=`` overrides the environment.
+    multi-task ``srun``: ``SLURM_PROCID`` and ``SLURM_NTASKS``) only global rank 0 writes the
+    checkpoint; the other ranks keep just their own RNG, loader generator and local gradients
+    (see ``_ranks``), and every rank loads rank 0's newest checkpoint with its own parts put
+    back. ``rank=`` overrides the environment.
     """
 
     def __init__(
@@ -71,7 +71,7 @@ class Checkpointer(Cadence):
                 fix="keep at least the newest checkpoint",
             )
         self.directory = os.fspath(directory)
-        self.rank = rank_from_env() if rank is None else rank
+        self.rank = _ranks.rank_from_env() if rank is None else rank
         self.keep_last, self.best_metric, self.mode = keep_last, best_metric, mode
         self.every_steps, self.every_seconds = every_steps, every_seconds
         # Set by rgt smoke / rgt demo: checkpoint every batch, and die by SIGKILL after save N.
@@ -91,6 +91,7 @@ class Checkpointer(Cadence):
         self._reserving: threading.Thread | None = None
         self._outcome: CheckpointInfo | BaseException | None = None
         self._stop = StopRequest()
+        self._own: Checkpointer | None = None  # this rank's own parts, on ranks > 0
 
     @classmethod
     def from_env(
@@ -119,6 +120,8 @@ class Checkpointer(Cadence):
         for info in committed:
             state = load_one(info, map_location)
             if state is not None:
+                if not self.writes:
+                    state = _ranks.overlay(state, self.directory, self.rank, info.step)
                 self.loaded = info
                 if self.asynchronous and self.writes:
                     self.reserve(info.bytes)  # the next save will be about this size
@@ -182,7 +185,10 @@ class Checkpointer(Cadence):
         background save is raised here (or by ``wait``).
         """
         started = time.perf_counter()
-        if not self.writes:  # another rank writes this step's checkpoint
+        if not self.writes:  # rank 0 writes this step's checkpoint; this rank its own parts
+            local = _ranks.rank_local(state)
+            if local is not None:
+                self._own_store().save(local, step)
             self._after_save(started)
             return CheckpointInfo(step, "", "", "", _float(metric), time.time(), 0)
         self.wait()  # never two writes in flight: the arena belongs to the writer until durable
@@ -215,6 +221,12 @@ class Checkpointer(Cadence):
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome
+
+    def _own_store(self) -> Checkpointer:
+        if self._own is None:
+            own = _ranks.rank_directory(self.directory, self.rank)
+            self._own = Checkpointer(own, keep_last=self.keep_last, rank=0)
+        return self._own
 
     @property
     def writes(self) -> bool:
@@ -277,15 +289,6 @@ class Checkpointer(Cadence):
             sys.stdout.flush()
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGKILL)
-
-
-def rank_from_env() -> int:
-    """This process's global rank in a multi-process run; 0 when it runs alone."""
-    for rank_var, size_var in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
-        size, rank = os.environ.get(size_var, "").strip(), os.environ.get(rank_var, "").strip()
-        if size.isdigit() and int(size) > 1 and rank.isdigit():
-            return int(rank)
-    return 0
 
 
 def _float(metric: float | None) -> float | None:
