@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,10 @@ UNIT = re.compile(
     re.IGNORECASE,
 )
 _CURRENCY = set("$€£¥")
+# The same few numbers recur next to the same metric names all over a repository; Decimal
+# rounding in every printed form is the costliest step of judging a line.
+_is_copy = lru_cache(maxsize=1 << 16)(is_copy)
+_is_near = lru_cache(maxsize=1 << 16)(is_near)
 
 
 @dataclass(frozen=True)
@@ -139,12 +144,12 @@ def _judge_line(
         if found is None:
             continue
         near = _nearby(match.start(), match.end(), spots, by_anchor)
-        copies = [t for _, t in near if is_copy(t.value, found, t.percent)]
+        copies = [t for _, t in near if _is_copy(t.value, found, t.percent)]
         for target in copies:
             report.ok.append(Hit(target.claim, rel, line_no, match.group().strip(), target.value))
         if copies:
             continue
-        drifted = [t for _, t in near if is_near(t.value, found, tolerance, t.percent)]
+        drifted = [t for _, t in near if _is_near(t.value, found, tolerance, t.percent)]
         if drifted:
             target = drifted[0]  # the claim whose anchor is nearest to the number
             report.drifts.append(
