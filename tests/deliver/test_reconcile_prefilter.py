@@ -1,4 +1,4 @@
-"""The grep prefilter of reconcile never drops a file the pure-Python scan would report: both
+"""The grep prefilter of reconcile never drops a line the pure-Python scan would judge: both
 paths run over the same tricky repository (real GNU grep, real files) and must agree."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ TARGETS = [
     Target("iou", 0.5, ("iou@0.5",)),  # the anchor holds the measurement mark itself
 ]
 WORDS = {a for t in TARGETS for a in t.anchors}
+LATIN1 = os.fsdecode(b"caf\xe9 latin-1.md")  # a file name that is not UTF-8
 
 TRICKY: dict[str, bytes] = {
     "README.md": b"Test accuracy 87.34 % and loss 0.412.\n",
@@ -41,6 +42,7 @@ TRICKY: dict[str, bytes] = {
     "long line.md": ("accuracy " + "word " * 2000 + "87.2 % and accuracy 87.0 %\n").encode(),
     "-leading dash.md": b"accuracy 86.9 %\n",
     "--help.md": b"loss .415\n",
+    "colon:7:9.md": b"loss 0.415\n",  # grep prints "path NUL 1:0:line"
     "new\nline.md": b"accuracy 87.1 %\n",
     "thresholds.md": b"we count a box at the IoU@0.5 threshold\n",
     "eval.py": b'x = "loss 0.415"  # accuracy 87.1 %\n',
@@ -66,6 +68,7 @@ def make_repo(root: Path, *, dangling: bool) -> Path:
         (root / name).mkdir()
         (root / name / f"{name}.md").write_text("accuracy 87.1 %\n")
     (root / "notes.ipynb").write_bytes(_notebook())
+    (root / LATIN1).write_bytes(b"accuracy 87.1 %\n")
     big = b"loss 0.415\n" + b"filler text\n" * (MAX_BYTES // 12) + b"loss 0.414" + b" " * 99 + b"\n"
     (root / "big.txt").write_bytes(big)  # only the first MAX_BYTES are read
     filler = b"x" * 99 + b"\n"
@@ -89,7 +92,7 @@ def test_prefilter_and_python_give_the_same_report(tmp_path: Path, dangling: boo
     first_lines = [
         "crlf.md", "link.md", "bad bytes.txt", "nul.tex", "arabic digits.md", "kelvin.md",
         "UPPER.md", "long line.md", "-leading dash.md", "--help.md", "new\nline.md", "eval.py",
-        "kernel.cu", "unicode ünï.rst", "notes.ipynb", "big.txt",
+        "colon:7:9.md", "kernel.cu", "unicode ünï.rst", "notes.ipynb", "big.txt", LATIN1,
         *(f"{name}/{name}.md" for name in HOSTILE_NAMES),
     ]  # fmt: skip
     expected = {(name, 1) for name in first_lines} | {("crlf.md", 2), ("link.md", 2)}

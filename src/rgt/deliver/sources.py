@@ -45,8 +45,8 @@ _MEASURE = re.compile(r"%|\.\d")
 GREP_BATCH = 1000
 GREP_BATCH_CHARS = 100_000
 GREP_JOBS = 2  # grep processes at once; with the Python reader, enough for two cores
-# Where grep keeps more than this share of a batch (a metric name in every paragraph), Python
-# reads nearly every file anyway: the later batches skip grep.
+# Where grep prints lines of more than this share of a batch's files (a metric name in every
+# paragraph), it saves Python little: the later batches skip grep and Python reads them itself.
 GREP_CROWDED = 0.5
 # Bytes, in the C locale where every byte is a character and none is an encoding error, so that
 # ".*" spans whatever Python decodes between two marks (U+FFFD, NUL, CR: only "\n" ends a line
