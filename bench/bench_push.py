@@ -3,8 +3,9 @@
     .venv/bin/python bench/bench_push.py [--gib 1.0] [--small-files 10000] [--rounds 2]
 
 Three numbers (goals from issue 3):
-  1. `rgt push` of a ~1 GiB tree of mixed file sizes vs raw `rsync -a -e ssh` (goal <= 1.1x);
-     rgt's time includes the CLI start-up and the sha256 check of every file on both ends.
+  1. `rgt push` of a ~1 GiB tree of mixed file sizes vs raw `rsync -a -e ssh` (goal <= 1.1x),
+     best and median of the interleaved rounds; rgt's time includes the CLI start-up and the
+     sha256 check of every file on both ends.
   2. re-push of an unchanged 10,000-file tree through the CLI (goal < 2 s).
   3. bytes re-sent after sshd is killed mid-push and restarted (goal <= 5 % of the tree).
 The server is Debian's sshd on 127.0.0.1 (tests/sshd.py), so both sides share this machine's
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,6 +99,7 @@ def bench_big_tree(server: SshServer, work: Path, total: int, rounds: int) -> di
         "raw_rsync_s": [round(t, 2) for t in raw_times],
         "rgt_push_s": [round(t, 2) for t in rgt_times],
         "ratio_best": round(min(rgt_times) / min(raw_times), 3),
+        "ratio_median": round(statistics.median(rgt_times) / statistics.median(raw_times), 3),
     }
 
 
@@ -191,11 +194,13 @@ def main() -> None:
             check=True,
             capture_output=True,
         )
-        results = {
+        results: dict[str, object] = {
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
             "big_tree": bench_big_tree(server, work, int(args.gib * 1024 * MIB), args.rounds),
             "repush_unchanged": bench_repush(work, args.small_files),
             "interrupted": bench_interrupted(server, work, int(args.gib * 256 * MIB)),
         }
+        results["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
         print(json.dumps(results, indent=2))
     finally:
         servers.close()
