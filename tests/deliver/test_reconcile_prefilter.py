@@ -10,16 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from rgt.deliver import sources
+from rgt.deliver import _grep
+from rgt.deliver._grep import gnu_grep, grep_batches, grep_pattern
 from rgt.deliver.reconcile import WINDOW, Target, anchor_pattern, scan
-from rgt.deliver.sources import (
-    MAX_BYTES,
-    candidate_files,
-    gnu_grep,
-    grep_batches,
-    grep_pattern,
-    walk,
-)
+from rgt.deliver.sources import MAX_BYTES, candidate_files, walk
 from tests.conftest import HOSTILE_NAMES
 
 TARGETS = [
@@ -134,8 +128,8 @@ def test_random_corpus_same_candidates_over_several_batches(
 ) -> None:
     """1,200 files of random tokens in batches of 300: every file and line the pure-Python
     scan returns, the prefiltered scan returns too, in the same order."""
-    monkeypatch.setattr(sources, "GREP_BATCH", 300)
-    monkeypatch.setattr(sources, "GREP_CROWDED", 1.0)  # grep on every batch, however full
+    monkeypatch.setattr(_grep, "GREP_BATCH", 300)
+    monkeypatch.setattr(_grep, "GREP_CROWDED", 1.0)  # grep on every batch, however full
     rng = random.Random(7)
     suffixes = [".md", ".txt", ".tex", ".py", ".c", ".rst"]
     for index in range(1200):
@@ -154,7 +148,7 @@ def test_random_corpus_same_candidates_over_several_batches(
 def test_a_crowded_batch_turns_grep_off_and_a_failed_one_is_read_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sources, "GREP_BATCH", 10)
+    monkeypatch.setattr(_grep, "GREP_BATCH", 10)
     for index in range(40):  # a metric name and a measurement in every file
         (tmp_path / f"f{index:02d}.md").write_text(f"loss 0.4{index:02d}\n")
     files = sorted(walk(tmp_path, set()))
