@@ -18,7 +18,7 @@ from rgt.jobs.remote_hash import FINISHED, UNKNOWN, hash_input, machine_script, 
 from rgt.jobs.store import Store
 from rgt.transport.rsync import PARTIAL_DIR, RETRYABLE, Rsync, TransferReport
 from rgt.transport.ssh import SshTransport
-from tests.conftest import HOSTILE_NAMES
+from tests.conftest import HOSTILE_NAMES, TmpfsMount
 from tests.sshd import SshServer, SshServers, no_pwned, register, target_for, wait_for
 
 
@@ -316,3 +316,32 @@ def test_a_file_rsync_skips_is_still_checked(sshd_server: SshServer, tmp_path: P
     os.utime(landed, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
     with pytest.raises(VerifyError, match="1 pushed file"):
         push(Store.open(), "box", [data])
+
+
+def hashers_on(base: Path) -> list[int]:
+    """Processes running the machine-side hasher on ``base``."""
+    wanted = os.fsencode(base) + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if entry.name.isdigit() and b"\0-c\0" in argv and argv.endswith(wanted):
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_failed_push_leaves_no_hasher_behind(
+    sshd_server: SshServer, small_tmpfs: TmpfsMount, tmp_path: Path
+) -> None:
+    disk = small_tmpfs("1m", 100)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "small.bin").write_bytes(os.urandom(1000))
+    (data / "too big.bin").write_bytes(os.urandom(3 << 20))
+    register(sshd_server, "box", disk)
+    with pytest.raises(BackendError) as info:
+        push(Store.open(), "box", [data])
+    assert "No space left" in str(info.value.stderr_tail)
+    assert wait_for(lambda: not hashers_on(disk / "data"), timeout=30)

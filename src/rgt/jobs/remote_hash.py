@@ -14,6 +14,7 @@ ways to drive it:
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from collections.abc import Sequence
 from importlib import resources
@@ -25,6 +26,7 @@ from rgt.errors import BackendError, TransportError
 from rgt.transport.base import Transport
 
 TIMEOUT_S = 3600
+ABANDON_S = 10  # after a failed transfer, how long to wait for the machine to stop hashing
 UNKNOWN = (-1, -1)  # expected (size, mtime) not known: hash after the transfer only
 FINISHED = b"\0"  # written once the transfer is over; EOF without it aborts the hashing
 
@@ -127,9 +129,13 @@ class HashAsItLands:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()  # closes the session: the script sees EOF and stops hashing
-            self.proc.communicate()
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        # Our end of stdin closes: the script sees EOF without FINISHED and exits. The ssh
+        # master holds the session's pipes until then, so the wait is bounded.
+        self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.communicate(timeout=ABANDON_S)
 
 
 def _size_and_mtime(path: Path) -> tuple[int, int]:
