@@ -5,7 +5,8 @@
 Three numbers (goals from issue 3):
   1. `rgt push` of a ~1 GiB tree of mixed file sizes vs raw `rsync -a -e ssh` (goal <= 1.1x),
      best and median of the interleaved rounds; rgt's time includes the CLI start-up and the
-     sha256 check of every file on both ends.
+     sha256 check of every file on both ends; also the wait between the end of the transfer
+     and `push` returning (the check's tail, measured in-process).
   2. re-push of an unchanged 10,000-file tree through the CLI (goal < 2 s).
   3. bytes re-sent after sshd is killed mid-push and restarted (goal <= 5 % of the tree).
 The server is Debian's sshd on 127.0.0.1 (tests/sshd.py), so both sides share this machine's
@@ -93,6 +94,7 @@ def bench_big_tree(server: SshServer, work: Path, total: int, rounds: int) -> di
                 elapsed, _doc = rgt("push", "box", str(source), "--to", str(dest), "--json")
                 rgt_times.append(elapsed)
             shutil.rmtree(dest)
+    tails = [bench_check_tail(source, work / "dest-tail") for _ in range(rounds)]
     return {
         "tree_bytes": size,
         "files": sum(1 for _ in source.rglob("*.bin")),
@@ -100,7 +102,27 @@ def bench_big_tree(server: SshServer, work: Path, total: int, rounds: int) -> di
         "rgt_push_s": [round(t, 2) for t in rgt_times],
         "ratio_best": round(min(rgt_times) / min(raw_times), 3),
         "ratio_median": round(statistics.median(rgt_times) / statistics.median(raw_times), 3),
+        "wait_after_transfer_s": [round(t, 3) for t in tails],
     }
+
+
+def bench_check_tail(source: Path, dest: Path) -> float:
+    """Seconds from rsync's last progress report (the transfer's end) to `push` returning:
+    the wait for the sha256 check of what arrived, which raw rsync does not do."""
+    from rgt.jobs.push import push
+    from rgt.jobs.store import Store
+
+    stamps: list[float] = []
+    push(
+        Store.open(),
+        "box",
+        [source],
+        to=str(dest),
+        progress=lambda *_: stamps.append(time.perf_counter()),
+    )
+    tail = time.perf_counter() - stamps[-1]
+    shutil.rmtree(dest)
+    return tail
 
 
 def bench_repush(work: Path, files: int) -> dict[str, object]:
