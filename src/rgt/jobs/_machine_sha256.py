@@ -23,6 +23,7 @@ import threading
 from typing import BinaryIO
 
 BLOCK = 1 << 20
+BATCH = 64  # small files taken at once: per-file locking would cost more than their hashing
 POLL_S = 0.05
 # Not-yet-landed files looked at per poll: rsync sends in nearly the listed order, so the
 # files landing next are near the front and a 10,000-file list costs a few dozen stats a poll.
@@ -35,6 +36,7 @@ class File:
         self.path = path
         self.size = size
         self.mtime = mtime
+        self.weight = max(size, 0)  # bytes to read: big files first, and shared out
         self.digest = "-"
         self.identity: tuple[int, ...] | None = None  # the stat the digest belongs to
 
@@ -78,40 +80,54 @@ def sha256(file: File, view: memoryview) -> None:
 
 
 class Hashers:
-    """A few threads on one work list (hashlib and reads release the GIL on large blocks)."""
+    """A few threads on one work list. Big files are shared out (hashlib and reads release the
+    GIL on large blocks); small ones all go to the first thread, as several threads switching
+    the GIL at every small read are slower than one."""
 
     def __init__(self, count: int) -> None:
-        self.todo: list[File] = []
+        self.big: list[File] = []
+        self.small: list[File] = []
         self.busy = 0
         self.closed = False
         self.lock = threading.Condition()
-        self.threads = [threading.Thread(target=self.work) for _ in range(max(1, count))]
+        self.threads = [
+            threading.Thread(target=self.work, args=(index == 0,)) for index in range(max(1, count))
+        ]
         for thread in self.threads:
             thread.start()
 
     def put(self, files: list[File]) -> None:
-        with self.lock:
-            self.todo[:0] = files  # taken from the end: first given, first hashed
+        with self.lock:  # lists are taken from the end: first given, first hashed
+            self.big[:0] = [file for file in files if file.weight >= BLOCK]
+            self.small[:0] = [file for file in files if file.weight < BLOCK]
             self.lock.notify_all()
 
-    def work(self) -> None:
+    def work(self, takes_small: bool) -> None:
         view = memoryview(bytearray(BLOCK))
         while True:
             with self.lock:
-                while not self.todo and not self.closed:
+                while not self.big and not (takes_small and self.small) and not self.closed:
                     self.lock.wait()
-                if not self.todo:
+                batch = self.take(takes_small)
+                if not batch:
                     return
-                file = self.todo.pop()
                 self.busy += 1
-            sha256(file, view)
+            for file in batch:
+                sha256(file, view)
             with self.lock:
                 self.busy -= 1
                 self.lock.notify_all()
 
+    def take(self, takes_small: bool) -> list[File]:
+        if self.big:
+            return [self.big.pop()]
+        batch = self.small[-BATCH:] if takes_small else []
+        del self.small[len(self.small) - len(batch) :]
+        return batch[::-1]
+
     def drain(self) -> None:
         with self.lock:
-            while self.todo or self.busy:
+            while self.big or self.small or self.busy:
                 self.lock.wait()
 
     def close(self) -> None:
@@ -151,7 +167,9 @@ def settle(files: list[File], hashers: Hashers) -> None:
     alone with a late giant), then hash again any file that changed since its early hash."""
     hashers.drain()
     late = [file for file in files if file.identity is None]
-    hashers.put(sorted(late, key=File.size_now, reverse=True))
+    for file in late:
+        file.weight = file.size_now()
+    hashers.put(sorted(late, key=lambda file: file.weight, reverse=True))
     hashers.drain()
     hashers.put([file for file in files if file.identity and file.current() != file.identity])
     hashers.drain()
