@@ -18,21 +18,27 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rgt._fs import CHUNK
 from rgt.errors import UsageError, VerifyError
+from rgt.jobs._push_local import (
+    LocalFile,
+    NoticeFn,
+    Source,
+    crlf_scripts,
+    late_crlf,
+    local_files,
+    local_hashes,
+    warn_crlf,
+)
 from rgt.jobs.remote_hash import HashAsItLands, remote_sha256
 from rgt.jobs.snapshot import Snapshot, take_snapshot
 from rgt.jobs.store import Store
 from rgt.transport.base import ProgressFn
-
-SCRIPT_SUFFIXES = (".sh", ".bash")
-NoticeFn = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -100,22 +106,6 @@ def push(
     return _push_data(backend, [Source.of(p) for p in paths], remote, progress, notice)
 
 
-@dataclass(frozen=True)
-class Source:
-    """A path to push and the name it lands under: its own name, or "" for a folder given with
-    a trailing slash (its contents go straight into the destination, as with rsync)."""
-
-    path: Path
-    prefix: str
-
-    @classmethod
-    def of(cls, given: str | os.PathLike[str]) -> Source:
-        text = os.fspath(given)
-        path = Path(text)
-        contents = text.endswith(("/", os.sep)) and path.is_dir() and not path.is_symlink()
-        return cls(path, "" if contents else path.name)
-
-
 def _remote_dir(durable_root: str, to: str | None) -> str:
     if to is None:
         return posixpath.join(durable_root, "data")
@@ -126,10 +116,10 @@ def _push_code(
     backend: Any, snapshot: Snapshot, progress: ProgressFn | None, notice: NoticeFn | None
 ) -> PushReport:
     crlf = crlf_scripts([(snapshot.root / f.rel, f.rel) for f in snapshot.files])
-    _warn_crlf(crlf, notice)
+    warn_crlf(crlf, notice)
     remote = backend.push_snapshot(snapshot, progress=progress)
-    local = _local_hashes([(snapshot.root / f.rel, f.rel) for f in snapshot.files])
-    crlf += _late_crlf(local, crlf, notice)
+    local = local_hashes([(snapshot.root / f.rel, f.rel) for f in snapshot.files])
+    crlf += late_crlf(local, crlf, notice)
     files = tuple(PushedFile(rel, found.size, found.sha256) for rel, found in local.items())
     return PushReport(
         machine=backend.machine.name,
@@ -153,14 +143,14 @@ def _push_data(
             raise UsageError(f"{source.path} does not exist", fix="check the path to push")
     listing = local_files(sources)
     crlf = crlf_scripts(listing)
-    _warn_crlf(crlf, notice)
+    warn_crlf(crlf, notice)
     backend.transport.mkdir(remote)
     with ThreadPoolExecutor(max_workers=1) as pool:  # hash here while the bytes travel
-        local_future = pool.submit(_local_hashes, listing)
+        local_future = pool.submit(local_hashes, listing)
         attempts, sent, matched, arrived = _transfer(backend, sources, remote, listing, progress)
         local = local_future.result()
     files = _compare(backend.machine.name, remote, local, arrived)
-    crlf += _late_crlf(local, crlf, notice)
+    crlf += late_crlf(local, crlf, notice)
     return PushReport(
         machine=backend.machine.name,
         kind="data",
@@ -240,32 +230,6 @@ def snapshot_digest(snapshot: Snapshot, hashes: dict[str, str | None]) -> str:
     return outer.hexdigest()[:20]
 
 
-@dataclass(frozen=True)
-class LocalFile:
-    sha256: str
-    size: int
-    crlf_script: bool  # starts with ``#!`` and has CRLF line endings
-
-
-def _local_hashes(listing: Sequence[tuple[Path, str]]) -> dict[str, LocalFile]:
-    return {rel: _read_local(path) for path, rel in listing}
-
-
-def _read_local(path: Path) -> LocalFile:
-    """One read of the file: its sha256, size, and the CRLF check for ``#!`` scripts."""
-    digest = hashlib.sha256()
-    size = 0
-    script = crlf = False
-    with path.open("rb") as handle:
-        while block := handle.read(CHUNK):
-            if size == 0:
-                script = block.startswith(b"#!")
-            crlf = crlf or (script and b"\r\n" in block)
-            digest.update(block)
-            size += len(block)
-    return LocalFile(digest.hexdigest(), size, crlf)
-
-
 def _compare(
     machine: str,
     remote: str,
@@ -281,60 +245,3 @@ def _compare(
             "run the same push again (it resumes)",
         )
     return tuple(PushedFile(rel, found.size, found.sha256) for rel, found in local.items())
-
-
-def crlf_scripts(listing: Sequence[tuple[Path, str]]) -> list[str]:
-    """Shell scripts by name (``*.sh``, ``*.bash``) with CRLF line endings. Other ``#!``
-    scripts are caught in the hashing pass (``LocalFile.crlf_script``), which reads every
-    file anyway."""
-    found = []
-    for path, rel in listing:
-        if rel.endswith(SCRIPT_SUFFIXES):
-            try:
-                if b"\r\n" in path.read_bytes():
-                    found.append(rel)
-            except OSError:
-                continue
-    return found
-
-
-def _late_crlf(local: dict[str, LocalFile], known: list[str], notice: NoticeFn | None) -> list[str]:
-    late = [rel for rel, found in local.items() if found.crlf_script and rel not in known]
-    _warn_crlf(late, notice)
-    return late
-
-
-def _warn_crlf(crlf: list[str], notice: NoticeFn | None) -> None:
-    if crlf and notice:
-        notice(
-            f"{len(crlf)} shell script(s) have Windows (CRLF) line endings and will fail on "
-            f"the machine with 'bad interpreter': {', '.join(crlf[:5])}. Fix: "
-            "`sed -i 's/\\r$//' FILE` (or `dos2unix FILE`) and add `*.sh text eol=lf` to "
-            ".gitattributes"
-        )
-
-
-def local_files(sources: Sequence[Source | Path]) -> list[tuple[Path, str]]:
-    """Every regular file under ``sources`` with its path as it lands in the destination
-    (``dir`` becomes ``dest/dir/…``, ``dir/`` becomes ``dest/…``). Symlinks are copied as
-    links by rsync and are not listed (they have no content of their own to hash)."""
-    found: list[tuple[Path, str]] = []
-    for given in sources:
-        source = given if isinstance(given, Source) else Source(given, given.name)
-        path = source.path
-        if path.is_file() and not path.is_symlink():
-            found.append((path, source.prefix or path.name))
-        elif path.is_dir() and not path.is_symlink():
-            _scan(path, source.prefix, found)
-    return found
-
-
-def _scan(directory: Path, rel: str, found: list[tuple[Path, str]]) -> None:
-    # scandir: the directory entry already knows the file type, no extra stat per file.
-    with os.scandir(directory) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            name = f"{rel}/{entry.name}" if rel else entry.name
-            if entry.is_dir(follow_symlinks=False):
-                _scan(Path(entry.path), name, found)
-            elif entry.is_file(follow_symlinks=False):
-                found.append((Path(entry.path), name))
