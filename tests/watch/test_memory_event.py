@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.agent.conftest import Job
-from tests.agent.test_agent_retry import _memory_cgroup, _remove_cgroup
+from tests.cgroups import in_cgroup, memory_cgroup, remove_cgroup
 
 HOLD = """
 import time
@@ -21,17 +21,15 @@ time.sleep(3)
 
 
 def test_memory_near_the_cgroup_limit(make_job: Callable[..., Job], tmp_path: Path) -> None:
-    cgroup = _memory_cgroup(tmp_path)
+    cgroup = memory_cgroup(tmp_path, 256 << 20)
     job = make_job().write(HOLD)
-    procs = cgroup / "cgroup.procs"
-    argv = ["sh", "-c", f'echo $$ > "{procs}" && exec "$0" "$@"', sys.executable, str(job.pyz),
-            "run", str(job.dir)]  # fmt: skip
+    argv = in_cgroup(cgroup, [sys.executable, str(job.pyz), "run", str(job.dir)])
     env = job.env(RGT_WATCH_MEM_PCT="80", RGT_WATCH_PROBE_S="0.2")
     try:
         agent = subprocess.Popen(argv, env=env, start_new_session=True)
         assert agent.wait(timeout=120) == 0, job.agent_log()
     finally:
-        _remove_cgroup(cgroup)
+        remove_cgroup(cgroup)
     events = job.events("memory_near_limit")
     assert len(events) == 1, job.events()
     assert events[0]["detail"]["pct"] >= 80 and events[0]["next"]
