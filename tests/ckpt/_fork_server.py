@@ -9,10 +9,27 @@ tab-separated arguments; after the child exits (or is killed), ``reaped <code>``
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from rgt.ckpt import _persist
+
+
+def kill_in_persist(save: int) -> None:
+    """SIGKILL this process while its ``save``-th checkpoint is being written (the data file
+    is still a temporary, no record committed): the writer's test hook, in either mode."""
+    opened = 0
+
+    def hold(stage: str) -> None:
+        nonlocal opened
+        opened += stage == "open"
+        if stage == "data" and opened == save:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    _persist.hold = hold
 
 
 def serve(run: Callable[[list[str]], int]) -> None:

@@ -33,12 +33,12 @@ import tempfile
 from typing import Any, TextIO
 
 import torch
-from _fork_server import serve  # this directory: the zygote runs as a script
+from _fork_server import kill_in_persist, serve  # this directory: the zygote runs as a script
 from torch import nn
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.utils import logging as hf_logging
 
-from rgt.ckpt import Checkpointer, _persist, state_digest
+from rgt.ckpt import Checkpointer, state_digest
 from rgt.ckpt.adapters.hf_trainer import RgtTrainerCheckpoint, resume_folder
 
 SAMPLES, BATCH, EPOCHS = 32, 4, 3
@@ -139,20 +139,6 @@ def trainer_for(directory: str, out: TextIO | None, opts: dict[str, Any]) -> Tra
             "cpu", init_scale=2.0**56, growth_interval=1
         )
     return trainer
-
-
-def kill_in_persist(save: int) -> None:
-    """SIGKILL this process while its ``save``-th checkpoint is being written (the data file
-    is still a temporary, no record committed): the writer's test hook, in either mode."""
-    opened = 0
-
-    def hold(stage: str) -> None:
-        nonlocal opened
-        opened += stage == "open"
-        if stage == "data" and opened == save:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    _persist.hold = hold
 
 
 def logged(entry: dict[str, Any]) -> dict[str, Any]:

@@ -30,11 +30,11 @@ from typing import Any, TextIO
 import numpy
 import pytorch_lightning as pl
 import torch
-from _fork_server import serve  # this directory: the zygote runs as a script
+from _fork_server import kill_in_persist, serve  # this directory: the zygote runs as a script
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from rgt.ckpt import Checkpointer, _persist, state_digest
+from rgt.ckpt import Checkpointer, state_digest
 from rgt.ckpt.adapters.lightning import RgtCheckpoint
 
 EPOCHS, EVERY = 3, 4
@@ -96,20 +96,6 @@ def callbacks(variant: str, directory: str) -> list[Any]:
     asynchronous, every = variant == "rgt-async", 3 if variant == "rgt-accumulate" else EVERY
     ckpt = Checkpointer(directory, keep_last=2, every_steps=every, asynchronous=asynchronous)
     return [(NoRngRestore if variant == "no-rng" else RgtCheckpoint)(ckpt)]
-
-
-def kill_in_persist(save: int) -> None:
-    """SIGKILL while the ``save``-th checkpoint of this run is being written (the writer's
-    test hook): its data file is a temporary, no record is committed."""
-    opened = 0
-
-    def hold(stage: str) -> None:
-        nonlocal opened
-        opened += stage == "open"
-        if stage == "data" and opened == save:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    _persist.hold = hold
 
 
 def fit(directory: str, out_path: str, kill: str, variant: str) -> None:

@@ -20,29 +20,18 @@ from typing import Any
 
 import numpy
 import torch
-from _fork_server import serve  # this directory: the zygote runs as a script
+from _fork_server import kill_in_persist, serve  # this directory: the zygote runs as a script
 from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torch.utils.data import DataLoader, TensorDataset
 
-from rgt.ckpt import Checkpointer, TrainLoop, _persist, state_digest
+from rgt.ckpt import Checkpointer, TrainLoop, state_digest
 
 EPOCHS, ACCUMULATE = 3, 2
 
 
 def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
-
-
-def kill_in_persist(save_number: int) -> None:
-    seen = {"saves": 0}
-
-    def hook(stage: str) -> None:
-        seen["saves"] += stage == "open"
-        if stage == "data" and seen["saves"] == save_number:
-            die()
-
-    _persist.hold = hook
 
 
 def build() -> tuple[Any, ...]:
