@@ -71,13 +71,8 @@ def register(
         machine = register_slurm(store, validate_name(name), ssh=ssh, root=root)
         return UpResult(machine=machine, notes=())
     # ssh backends (generic-ssh and every SSH rental) register through rgt.backends.ssh.
-    try:
-        from rgt.backends.ssh import register_ssh
-    except ImportError as exc:
-        raise UsageError(
-            f"profile {profile!r} is not supported by this rgt yet",
-            fix="use `rgt up local --name NAME`",
-        ) from exc
+    from rgt.backends.ssh import register_ssh
+
     machine = register_ssh(
         store, profile, validate_name(name), ssh_line=ssh, price=price, root=root
     )
@@ -85,10 +80,8 @@ def register(
 
 
 def _profile_notes(profile: str) -> tuple[str, ...]:
-    try:
-        from rgt.profiles import load_profile
-    except ImportError:
-        return ()
+    from rgt.profiles import load_profile
+
     return tuple(load_profile(profile).first_contact_notes())
 
 

@@ -117,12 +117,10 @@ def teardown_notes(machine: Machine) -> list[str]:
             f"money clock: {hours:.2f} h × {machine.price_per_hour:g}/h ≈ "
             f"{hours * machine.price_per_hour:.2f} so far"
         )
-    try:
-        from rgt.profiles import load_profile
+    from rgt.profiles import load_profile
 
+    try:
         notes += load_profile(machine.profile).teardown_notes()
-    except ImportError:
-        pass
     except UsageError as exc:  # the user's profile file was removed since `up`
         notes.append(
             f"profile {machine.profile!r} is unavailable ({exc.message}): check the "

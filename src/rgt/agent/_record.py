@@ -115,13 +115,20 @@ class JobRecorder(object):
         self.update()
 
     def event(
-        self, kind: str, detail: Optional[Dict[str, Any]] = None, next_step: Optional[str] = None
+        self,
+        kind: str,
+        detail: Optional[Dict[str, Any]] = None,
+        next_step: Optional[str] = None,
+        severity: str = "info",
     ) -> Dict[str, Any]:
+        """Append one event. ``severity`` is ``info``, ``warning`` (the user should look:
+        a restart from zero, a job that wrote nothing) or ``error``."""
         record = {
             "time": _system.now_iso(),
             "job_id": self.paths.job_id,
             "kind": kind,
             "attempt": self.status.get("attempt"),
+            "severity": severity,
             "detail": detail or {},
             "next": next_step,
         }

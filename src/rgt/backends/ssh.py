@@ -195,10 +195,8 @@ def register_ssh(
 
 def _ssh_profile_durable_dir(profile: str) -> str | None:
     """The profile's ``DURABLE_DIR``; refuses profiles that are not reached over SSH."""
-    try:
-        from rgt.profiles import load_profile
-    except ImportError:
-        return None
+    from rgt.profiles import load_profile
+
     found = load_profile(profile)  # an unknown name raises UsageError listing the known ones
     if found.kind not in SSH_KINDS:
         raise UsageError(

@@ -153,9 +153,7 @@ def _failed(run: SmokeRun, reason: str) -> SmokeResult:
 
 
 def _label(run: SmokeRun) -> str:
-    try:
-        from rgt.triage import classify
-    except ImportError:
-        return ""
+    from rgt.triage import classify
+
     verdict = classify(run.log_tail, exit_code=run.returncode, signal=None, context=None)
     return f"[{verdict.label}: {verdict.remedy}]"

@@ -13,9 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import tomllib  # type: ignore[import-not-found,unused-ignore]  # mypy targets 3.10
-
-from rgt.config import rgt_home
+from rgt.config import rgt_home, tomllib
 from rgt.errors import SpecError, UsageError
 from rgt.profiles.profile import (
     Clock,
