@@ -75,7 +75,7 @@ class Supervisor(object):
             attempt = int(self.rec.status.get("attempt") or 0) + 1
             decision = self.runner.run(attempt)
             if decision is None:
-                return self.finish("succeeded", "the job exited 0 and its artifacts verified")
+                return self.finish("succeeded", "the job exited 0")
             outcome = self._settle(decision)
             if outcome is not None:
                 return outcome
@@ -160,8 +160,11 @@ class Supervisor(object):
     ) -> int:
         """Terminal state: verified manifest first, then status.json, then the event."""
         self.rec.update(reason="%s; hashing and re-reading the artifacts" % reason)
-        result = _manifest.finalize(self.paths, state, list(self.spec.get("artifacts") or []))
+        artifacts = list(self.spec.get("artifacts") or [])
+        result = _manifest.finalize(self.paths, state, artifacts, self.spec)
         if result.ok:
+            reason = _artifacts_said(reason, state, result)
+            self._warn_left_out(result.left_out)
             self.rec.event(
                 "manifest_written",
                 {
@@ -183,9 +186,13 @@ class Supervisor(object):
         self.rec.event(
             state,
             {"reason": reason, "label": label, "manifest": result.to_json()},
-            _next_step(state, remedy),
+            _next_step(state, remedy, result.files if result.ok else None),
         )
         return 0 if state == "succeeded" else 1
+
+    def _warn_left_out(self, left_out: Dict[str, Any]) -> None:
+        if left_out.get("count"):
+            self.rec.event("artifacts_capped", left_out, str(left_out.get("fix")), "warning")
 
     def _land_terminal_state(self) -> None:
         """On a full disk the terminal status cannot be written yet. Without it the job would
@@ -196,7 +203,19 @@ class Supervisor(object):
             self.rec.update()
 
 
-def _next_step(state: str, remedy: Optional[str]) -> Optional[str]:
+def _artifacts_said(reason: str, state: str, result: _manifest.ManifestResult) -> str:
+    """Never "its artifacts verified" for 0 files: a job that produced nothing says so."""
+    if not result.files:
+        return "%s; no artifacts (nothing in outputs/ or ckpt/, nothing new in work/)" % reason
+    said = "%s; %d artifact(s) verified" % (reason, result.files)
+    if result.left_out.get("count"):
+        said += ", %d more left out by the cap (see manifest left_out)" % result.left_out["count"]
+    return said if state == "succeeded" else reason
+
+
+def _next_step(state: str, remedy: Optional[str], files: Optional[int] = None) -> Optional[str]:
+    if state == "succeeded" and files == 0:
+        return "nothing to pull: the job produced no artifacts"
     if state == "succeeded":
         return "rgt pull the results (manifest.json lists every verified artifact)"
     if state == "cancelled":

@@ -34,7 +34,14 @@ from rgt.jobs.store import Store
     "artifacts",
     multiple=True,
     metavar="GLOB",
-    help="Extra artifact globs, relative to the job directory.",
+    help="Artifact globs, relative to the job's working dir (never capped).",
+)
+@click.option(
+    "--exclude",
+    "excludes",
+    multiple=True,
+    metavar="GLOB",
+    help="Globs left out of the default artifacts (what the job wrote in its working dir).",
 )
 @click.option(
     "--retries",
@@ -58,6 +65,7 @@ def run(
     env_pairs: tuple[str, ...],
     secrets: tuple[str, ...],
     artifacts: tuple[str, ...],
+    excludes: tuple[str, ...],
     retries: int,
     probe_seconds: float,
     notify_url: str | None,
@@ -73,6 +81,7 @@ def run(
         env=_pairs(env_pairs),
         secret_env=secrets,
         artifacts=artifacts,
+        exclude=excludes,
         retry=RetryPolicy(max_retries=retries),
         notify_url=notify_url,
     )

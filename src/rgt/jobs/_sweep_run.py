@@ -182,6 +182,7 @@ class Launcher:
             cwd=self.sweep.code,
             env=self.env(cell),
             artifacts=self.sweep.artifacts,
+            exclude=self.sweep.exclude,
             job_id=job_id,
             retry=RetryPolicy(max_retries=self.sweep.retries),
             resume_from=resume_from,
@@ -243,6 +244,7 @@ class Launcher:
             code_snapshot=snapshot,
             env=self.env(cell),
             artifacts=self.sweep.artifacts,
+            exclude=self.sweep.exclude,
             retry=RetryPolicy(max_retries=self.sweep.retries),
             created=utcnow(),
         )

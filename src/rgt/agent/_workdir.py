@@ -1,0 +1,224 @@
+"""The job's own working directory ``work/``, populated once per job from the code snapshot.
+
+The snapshot ``code/<hash>/`` is shared by every job (every sweep cell) launched from the same
+tree and must never change (invariant 6); scripts write relative to their cwd all the time
+(``out/ckpt.pt``, ``wandb/``, ``data/train.bin``). So each job runs in ``work/``, filled file by
+file with the cheapest form that keeps the snapshot safe:
+
+1. a reflink (``FICLONE``: btrfs, XFS with reflink, bcachefs): a copy-on-write clone, no extra
+   disk, and a write to it can never reach the snapshot, not even as root;
+2. a copy, for small files (<= 64 KiB) and for text-like files up to 4 MiB (code, configs,
+   CSVs: what a script is likely to edit in place or append to);
+3. a hard link for the rest (weights, data files): free and instant, the inode stays read-only
+   (0444). A non-root job gets EACCES if it writes one in place (replace it instead: write a
+   new file and rename). Root ignores permission bits, so an in-place write by root WOULD
+   change the snapshot: the size, mtime and mode of every hard-linked file are recorded in
+   ``work.links.json`` and re-checked after each attempt (``check_links``); a change is an
+   error event naming the file, and a ``code/<hash>.damaged`` marker makes the next launch
+   upload the snapshot again and every later job refuse the damaged one.
+
+Set up once per job (a retry sees what the previous attempt wrote), in ``work.partial`` and
+renamed into place, so a crash half-way leaves no half-populated ``work/``.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+import stat
+import time
+from typing import Any, Dict, List, Optional, Union
+
+from rgt import _fs
+from rgt.jobs.paths import JobPaths, damaged_marker
+
+FICLONE = 0x40049409  # _IOW(0x94, 9, int) from linux/fs.h
+COPY_MAX_BYTES = 64 * 1024
+EDITABLE_MAX_BYTES = 4 * 1024 * 1024
+EDITABLE_SUFFIXES = frozenset(
+    (".py", ".sh", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".txt", ".csv")
+)
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+# FICLONE's answers on a filesystem (or pair of files) that cannot share extents.
+NO_REFLINK = (errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EPERM)
+
+
+class WorkDirFailure(object):
+    """Why ``work/`` could not be set up; ``label`` is a triage label."""
+
+    def __init__(self, label: str, cause: str, remedy: str) -> None:
+        self.label = label
+        self.cause = cause
+        self.remedy = remedy
+
+
+def snapshot_of(paths: JobPaths) -> Optional[str]:
+    """The snapshot directory ``code`` points at, or None for a job without code."""
+    return os.path.realpath(paths.code) if os.path.isdir(paths.code) else None
+
+
+def ensure(paths: JobPaths) -> Union[Dict[str, Any], WorkDirFailure, None]:
+    """Create ``work/`` unless it exists. Returns what was done (None: it existed already)
+    or a ``WorkDirFailure``."""
+    if os.path.isdir(paths.work):
+        return None
+    snapshot = snapshot_of(paths)
+    if snapshot and os.path.exists(damaged_marker(snapshot)):
+        return WorkDirFailure(
+            "unknown",
+            "the code snapshot %s was changed by an earlier job (see %s)"
+            % (snapshot, damaged_marker(snapshot)),
+            "launch again: `rgt run` uploads a fresh snapshot",
+        )
+    partial = paths.work + ".partial"
+    try:
+        remove_tree(partial)
+        started = time.monotonic()
+        counts = populate(snapshot, partial) if snapshot else _empty(partial)
+        links = counts.pop("links")
+        _fs.atomic_write_json(paths.work_links, {"snapshot": snapshot, "links": links})
+        os.rename(partial, paths.work)
+    except OSError as exc:
+        remove_tree(partial)  # free what we took; the snapshot itself was only read
+        return _failure(paths, exc)
+    counts["seconds"] = round(time.monotonic() - started, 3)
+    return counts
+
+
+def _empty(partial: str) -> Dict[str, Any]:
+    os.makedirs(partial)
+    return {"reflinked": 0, "copied": 0, "linked": 0, "copied_bytes": 0, "links": []}
+
+
+def _failure(paths: JobPaths, exc: OSError) -> WorkDirFailure:
+    where = "%s (%s)" % (paths.work, exc.strerror or exc)
+    if exc.errno in NO_SPACE:
+        return WorkDirFailure(
+            "disk_full",
+            "no space to set up the job's working directory %s" % where,
+            "free space (or inodes) on the durable disk, or rent a bigger one, then launch "
+            "again; the code snapshot is intact",
+        )
+    return WorkDirFailure(
+        "unknown",
+        "cannot set up the job's working directory %s" % where,
+        "check the permissions and the disk of the durable root, then launch again",
+    )
+
+
+def populate(snapshot: str, dest: str) -> Dict[str, Any]:
+    counts = {"reflinked": 0, "copied": 0, "linked": 0, "copied_bytes": 0}  # type: Dict[str, Any]
+    links = []  # type: List[List[Any]]
+    can_clone = [True]  # until the filesystem says otherwise
+    for dirpath, _dirnames, filenames in os.walk(snapshot):
+        rel_dir = os.path.relpath(dirpath, snapshot)
+        target_dir = dest if rel_dir == "." else os.path.join(dest, rel_dir)
+        os.makedirs(target_dir, 0o755, exist_ok=True)
+        for name in filenames:
+            src, dst = os.path.join(dirpath, name), os.path.join(target_dir, name)
+            st = os.lstat(src)
+            if not stat.S_ISREG(st.st_mode):
+                continue  # a snapshot holds regular files only
+            how = _place(src, dst, st, can_clone)
+            counts[how] += 1
+            if how == "copied":
+                counts["copied_bytes"] += st.st_size
+            elif how == "linked":
+                rel = name if rel_dir == "." else os.path.join(rel_dir, name)
+                links.append([rel, st.st_size, st.st_mtime_ns, st.st_mode])
+    counts["links"] = links
+    return counts
+
+
+def _place(src: str, dst: str, st: os.stat_result, can_clone: List[bool]) -> str:
+    if can_clone[0] and _clone(src, dst, st, can_clone):
+        return "reflinked"
+    if st.st_size <= COPY_MAX_BYTES or (
+        st.st_size <= EDITABLE_MAX_BYTES and os.path.splitext(dst)[1].lower() in EDITABLE_SUFFIXES
+    ):
+        return _copy(src, dst, st)
+    try:
+        os.link(src, dst)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EMLINK, errno.EPERM):
+            raise
+        return _copy(src, dst, st)  # another filesystem, or the inode's link count is full
+    return "linked"
+
+
+def _copy(src: str, dst: str, st: os.stat_result) -> str:
+    shutil.copyfile(src, dst)
+    _own(dst, st)
+    return "copied"
+
+
+def _clone(src: str, dst: str, st: os.stat_result, can_clone: List[bool]) -> bool:
+    src_fd = os.open(src, os.O_RDONLY)
+    try:
+        dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fcntl.ioctl(dst_fd, FICLONE, src_fd)
+        except OSError as exc:
+            if exc.errno not in NO_REFLINK:
+                raise
+            can_clone[0] = False
+            os.unlink(dst)
+            return False
+        finally:
+            os.close(dst_fd)
+    finally:
+        os.close(src_fd)
+    _own(dst, st)
+    return True
+
+
+def _own(dst: str, st: os.stat_result) -> None:
+    """The job's copy is writable, keeps the executable bit, and carries the snapshot's mtime:
+    size and mtime equal to the snapshot's mean "unchanged" (``_artifacts``)."""
+    os.chmod(dst, 0o755 if st.st_mode & 0o111 else 0o644)
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def load_links(paths: JobPaths) -> Dict[str, Any]:
+    try:
+        doc = _fs.read_json(paths.work_links)
+    except (OSError, ValueError):
+        return {"snapshot": None, "links": []}
+    return doc if isinstance(doc, dict) else {"snapshot": None, "links": []}
+
+
+def check_links(paths: JobPaths) -> List[Dict[str, Any]]:
+    """Hard-linked snapshot files whose size, mtime or mode changed (a root job wrote one in
+    place). Each is reported once: the new state becomes the baseline."""
+    doc = load_links(paths)
+    snapshot, changed = doc.get("snapshot"), []  # type: Any, List[Dict[str, Any]]
+    for entry in doc.get("links") or []:
+        rel, size, mtime_ns, mode = entry
+        try:
+            st = os.stat(os.path.join(str(snapshot), rel))
+        except OSError:
+            continue  # a link the snapshot no longer has cannot be judged here
+        now = [st.st_size, st.st_mtime_ns, st.st_mode]
+        if now != [size, mtime_ns, mode]:
+            changed.append({"path": rel, "bytes_before": size, "bytes_now": st.st_size})
+            entry[1:] = now
+    if changed:
+        _fs.atomic_write_json(paths.work_links, doc)
+        marker = {"job_id": paths.job_id, "files": [c["path"] for c in changed]}
+        _fs.atomic_write_json(damaged_marker(str(snapshot)), marker)
+    return changed
+
+
+def remove_tree(path: str) -> None:
+    """rm -rf that also gets through directories a job made read-only."""
+    if not os.path.lexists(path):
+        return
+    for dirpath, dirnames, _files in os.walk(path):
+        for name in dirnames:
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                os.chmod(full, 0o755)
+    os.chmod(path, 0o755)
+    shutil.rmtree(path)
