@@ -17,11 +17,11 @@ the cap leaves out is listed (count, bytes, first paths, how to include it).
 
 from __future__ import annotations
 
-import fnmatch
 import glob
 import os
+import re
 import stat
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, Dict, List, Optional, Pattern, Sequence, Set, Tuple
 
 from rgt.agent import _workdir
 from rgt.jobs.paths import JobPaths
@@ -63,10 +63,10 @@ def collect(
             found = set()  # type: Set[str]
             walk(paths.root, top, found, out.skipped)
             out.found |= {rel for rel in found if not excluded(rel, excludes)}
-    changed = [rel for rel in work_changes(paths, out.skipped) if not excluded(rel, excludes)]
-    _cap(paths, changed, caps, out)
-    for pattern in declared:
+    for pattern in declared:  # first: what was declared never counts against the cap
         _declared(paths, pattern, out)
+    changed = work_changes(paths, out.skipped)
+    _cap(paths, [r for r in changed if r not in out.found and not excluded(r, excludes)], caps, out)
     out.skipped = _unique(out.skipped)
     return out
 
@@ -167,22 +167,50 @@ def _is_new(snapshot: Optional[str], rel: str, st: os.stat_result, link: Any) ->
 
 def excluded(rel: str, patterns: Sequence[str]) -> bool:
     """``rel`` is relative to the job dir (``work/…``, ``ckpt/…``); work-relative patterns
-    are tried against the part below ``work/``."""
-    candidates = [rel]
-    if rel.startswith("work/"):
-        candidates.append(rel[len("work/") :])
-    for pattern in patterns:
-        anchored = pattern.replace("\\", "/").strip("/")
-        for path in candidates:
-            parts = path.split("/")
-            if "/" not in anchored:
-                if any(fnmatch.fnmatchcase(part, anchored) for part in parts):
-                    return True
-            elif any(
-                fnmatch.fnmatchcase("/".join(parts[:n]), anchored) for n in range(1, len(parts) + 1)
-            ):
-                return True
-    return False
+    are tried against the part below ``work/`` as well."""
+    return bool(compile_globs(patterns).search(rel)) or (
+        rel.startswith("work/") and bool(compile_globs(patterns).search(rel[len("work/") :]))
+    )
+
+
+_COMPILED: Dict[Tuple[str, ...], "Pattern[str]"] = {}
+
+
+def compile_globs(patterns: Sequence[str]) -> "Pattern[str]":
+    """One regex for all globs (gitignore-like): ``*`` and ``?`` stay within a name, ``**``
+    crosses directories, a glob without ``/`` matches a name at any depth, and a match on a
+    directory covers everything below it."""
+    key = tuple(patterns)
+    if key not in _COMPILED:
+        parts = []
+        for pattern in patterns:
+            body = pattern.replace("\\", "/").strip("/")
+            if not body:
+                continue
+            lead = "(?:^|/)" if "/" not in body else "^"
+            parts.append(lead + _translate(body) + "(?:/|$)")
+        _COMPILED[key] = re.compile("|".join(parts) or "(?!)")
+    return _COMPILED[key]
+
+
+def _translate(glob_text: str) -> str:
+    out, i = [], 0
+    while i < len(glob_text):
+        if glob_text.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob_text[i] in "*?":
+            out.append("[^/]*" if glob_text[i] == "*" else "[^/]")
+            i += 1
+        elif glob_text[i] == "[" and "]" in glob_text[i + 2 :]:
+            end = glob_text.index("]", i + 2)
+            inner = glob_text[i + 1 : end]
+            out.append("[" + ("^" + inner[1:] if inner.startswith("!") else inner) + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(glob_text[i]))
+            i += 1
+    return "".join(out)
 
 
 def in_flight(rel: str) -> bool:

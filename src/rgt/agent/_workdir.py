@@ -191,19 +191,20 @@ def load_links(paths: JobPaths) -> Dict[str, Any]:
 
 def check_links(paths: JobPaths) -> List[Dict[str, Any]]:
     """Hard-linked snapshot files whose size, mtime or mode changed (a root job wrote one in
-    place). Each is reported once: the new state becomes the baseline."""
+    place). Each change is reported once (``reported``); the recorded state stays the
+    original, which is what ``_artifacts`` compares against."""
     doc = load_links(paths)
     snapshot, changed = doc.get("snapshot"), []  # type: Any, List[Dict[str, Any]]
-    for entry in doc.get("links") or []:
-        rel, size, mtime_ns, mode = entry
+    reported = doc.setdefault("reported", {})  # type: Dict[str, List[int]]
+    for rel, size, mtime_ns, mode in doc.get("links") or []:
         try:
             st = os.stat(os.path.join(str(snapshot), rel))
         except OSError:
             continue  # a link the snapshot no longer has cannot be judged here
         now = [st.st_size, st.st_mtime_ns, st.st_mode]
-        if now != [size, mtime_ns, mode]:
+        if now != reported.get(rel, [size, mtime_ns, mode]):
             changed.append({"path": rel, "bytes_before": size, "bytes_now": st.st_size})
-            entry[1:] = now
+            reported[rel] = now
     if changed:
         _fs.atomic_write_json(paths.work_links, doc)
         marker = {"job_id": paths.job_id, "files": [c["path"] for c in changed]}
