@@ -18,11 +18,12 @@ from rgt.jobs.snapshot import materialize, take_snapshot
 from rgt.models import JobSpec, RetryPolicy
 from tests.agent.conftest import Job
 
-BIG = 256 * 1024  # above the copy threshold: shared by hard link
+BIG = 2 * 1024 * 1024  # above the copy threshold: shared by hard link, as code is
 PROJECT = {
     "notes.txt": b"line 1\n",
     "conf/a.yaml": b"lr: 1\n",
     "conf/b.yaml": b"lr: 2\n",
+    "conf/c.json": b"{}",
     "data/readme.md": b"# data\n",
     "data/big.bin": b"B" * BIG,
     "data/big2.bin": b"C" * BIG,
@@ -38,7 +39,7 @@ WRITES_EVERYWHERE = """
     open("notes.txt", "a").write("line 2\\n")           # append to one
     os.remove("conf/b.yaml")                            # delete
     os.rename("data/readme.md", "data/renamed.md")      # rename
-    os.chmod("run.sh", 0o700)                           # chmod (same content)
+    os.chmod("conf/c.json", 0o600)                      # chmod (same content)
     os.mkdir("empty")
     # a large (hard-linked) file is replaced the safe way: new file, then rename
     head = open("data/big.bin", "rb").read()[:10]
@@ -103,7 +104,7 @@ def test_snapshot_unchanged_after_a_job_that_writes_everywhere(
         "work/sub/deeper/n.txt",
     ]
     ready = job.events("workdir_ready")[0]["detail"]
-    assert (ready["linked"], ready["copied"] + ready["reflinked"]) == (2, 6)
+    assert (ready["linked"], ready["copied"] + ready["reflinked"]) == (5, 4)
     assert not job.events("snapshot_modified")
     assert (job.dir / "work/notes.txt").read_text() == "line 1\nline 2\n"
 

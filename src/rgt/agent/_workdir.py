@@ -7,11 +7,11 @@ file with the cheapest form that keeps the snapshot safe:
 
 1. a reflink (``FICLONE``: btrfs, XFS with reflink, bcachefs): a copy-on-write clone, no extra
    disk, and a write to it can never reach the snapshot, not even as root;
-2. a copy, for small files (<= 64 KiB) and for text-like files up to 4 MiB (code, configs,
-   CSVs: what a script is likely to edit in place or append to);
-3. a hard link for the rest (weights, data files): free and instant, the inode stays read-only
-   (0444). A non-root job gets EACCES if it writes one in place (replace it instead: write a
-   new file and rename). Root ignores permission bits, so an in-place write by root WOULD
+2. a copy, for files up to 1 MiB that are not code (configs, CSVs, JSON, small data: what a
+   script may rewrite or append to);
+3. a hard link for the rest (code, weights, data files): free and instant, the inode stays
+   read-only (0444). A non-root job gets EACCES if it writes one in place (replace it instead:
+   write a new file and rename). Root ignores permission bits, so an in-place write by root WOULD
    change the snapshot: the size, mtime and mode of every hard-linked file are recorded in
    ``work.links.json`` and re-checked after each attempt (``check_links``); a change is an
    error event naming the file, and a ``code/<hash>.damaged`` marker makes the next launch
@@ -35,11 +35,16 @@ from rgt import _fs
 from rgt.jobs.paths import JobPaths, damaged_marker
 
 FICLONE = 0x40049409  # _IOW(0x94, 9, int) from linux/fs.h
-COPY_MAX_BYTES = 64 * 1024
-EDITABLE_MAX_BYTES = 4 * 1024 * 1024
-EDITABLE_SUFFIXES = frozenset(
-    (".py", ".sh", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".txt", ".csv")
-)
+# Copied: small files a script may rewrite or append to (configs, CSVs, JSON, small data).
+# Code and suffix-less files (Makefile, LICENSE) are read, not written, by a training run, and
+# are most of a snapshot's files: sharing them keeps a 10,000-file work/ cheap.
+COPY_MAX_BYTES = 1024 * 1024
+# fmt: off
+CODE_SUFFIXES = frozenset((
+    ".py", ".pyi", ".pyx", ".pxd", ".c", ".cc", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".sh",
+    ".bash", ".md", ".rst", ".js", ".ts", ".html", ".css", ".go", ".rs", ".java", ".lua", ".jl",
+))
+# fmt: on
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 # FICLONE's answers on a filesystem (or pair of files) that cannot share extents.
 NO_REFLINK = (errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EPERM)
@@ -133,52 +138,64 @@ def populate(snapshot: str, dest: str) -> Dict[str, Any]:
 
 
 def _place(src: str, dst: str, st: os.stat_result, can_clone: List[bool]) -> str:
-    if can_clone[0] and _clone(src, dst, st, can_clone):
-        return "reflinked"
-    if st.st_size <= COPY_MAX_BYTES or (
-        st.st_size <= EDITABLE_MAX_BYTES and os.path.splitext(dst)[1].lower() in EDITABLE_SUFFIXES
-    ):
-        return _copy(src, dst, st)
+    suffix = os.path.splitext(dst)[1].lower()
+    small = st.st_size <= COPY_MAX_BYTES and suffix != "" and suffix not in CODE_SUFFIXES
+    if small or can_clone[0]:
+        how = _clone_or_copy(src, dst, st, can_clone, small)
+        if how:
+            return how
     try:
         os.link(src, dst)
-    except OSError as exc:
+    except OSError as exc:  # another filesystem, or the inode's link count is full
         if exc.errno not in (errno.EXDEV, errno.EMLINK, errno.EPERM):
             raise
-        return _copy(src, dst, st)  # another filesystem, or the inode's link count is full
+        return str(_clone_or_copy(src, dst, st, [False], True))
     return "linked"
 
 
-def _copy(src: str, dst: str, st: os.stat_result) -> str:
-    shutil.copyfile(src, dst)
-    _own(dst, st)
-    return "copied"
-
-
-def _clone(src: str, dst: str, st: os.stat_result, can_clone: List[bool]) -> bool:
+def _clone_or_copy(
+    src: str, dst: str, st: os.stat_result, can_clone: List[bool], copy: bool
+) -> Optional[str]:
+    """One open of each file: a reflink when the filesystem shares extents, else (``copy``)
+    a sendfile copy, else None and no file. Created writable, with the snapshot's mtime."""
     src_fd = os.open(src, os.O_RDONLY)
     try:
-        dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        mode = 0o755 if st.st_mode & 0o111 else 0o644
+        dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         try:
-            fcntl.ioctl(dst_fd, FICLONE, src_fd)
-        except OSError as exc:
-            if exc.errno not in NO_REFLINK:
-                raise
-            can_clone[0] = False
-            os.unlink(dst)
-            return False
+            how = "reflinked" if can_clone[0] and _clone(dst_fd, src_fd, can_clone) else None
+            if how is None and copy:
+                how = "copied"
+                _sendfile(dst_fd, src_fd, st.st_size)
+            if how:
+                os.utime(dst_fd, ns=(st.st_atime_ns, st.st_mtime_ns))
         finally:
             os.close(dst_fd)
     finally:
         os.close(src_fd)
-    _own(dst, st)
+    if how is None:
+        os.unlink(dst)
+    return how
+
+
+def _clone(dst_fd: int, src_fd: int, can_clone: List[bool]) -> bool:
+    try:
+        fcntl.ioctl(dst_fd, FICLONE, src_fd)
+    except OSError as exc:
+        if exc.errno not in NO_REFLINK:
+            raise
+        can_clone[0] = False  # this filesystem cannot: never ask again for this job
+        return False
     return True
 
 
-def _own(dst: str, st: os.stat_result) -> None:
-    """The job's copy is writable, keeps the executable bit, and carries the snapshot's mtime:
-    size and mtime equal to the snapshot's mean "unchanged" (``_artifacts``)."""
-    os.chmod(dst, 0o755 if st.st_mode & 0o111 else 0o644)
-    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+def _sendfile(dst_fd: int, src_fd: int, size: int) -> None:
+    offset = 0
+    while offset < size:
+        sent = os.sendfile(dst_fd, src_fd, offset, size - offset)
+        if sent == 0:
+            break  # the file shrank under us; the snapshot is read-only, so it will not
+        offset += sent
 
 
 def load_links(paths: JobPaths) -> Dict[str, Any]:
