@@ -10,8 +10,9 @@ Two numbers (goals from issue 12):
   2. manifest + hash of a job's outputs (rgt.agent._manifest.finalize: collect, sha256, re-read
      every file, write manifest.json) vs `sha256sum` of the same files (goal <= 1.2x), and vs
      one pass of Python's hashlib, so the cost of the re-read is visible.
-The snapshot is code-like: ~99.5 % small files (0.5-6 KiB: .py/.json/.yaml/.txt in 50 folders)
-and 50 large ones (weights, data shards) that hold the rest of the bytes.
+The snapshot: 50 large files (weights, data shards) hold most of the bytes; the rest are small
+(0.5-6 KiB) in 50 folders, ``--code-share`` of them code (.py/.md: shared by hard link), the
+others configs and data (.json/.yaml/.txt/.csv: copied). A real repository is mostly code (0.8).
 """
 
 from __future__ import annotations
@@ -36,16 +37,18 @@ from rgt.agent import _manifest, _workdir  # noqa: E402
 from rgt.jobs.paths import JobPaths  # noqa: E402
 
 MIB = 1 << 20
-SUFFIXES = (".py", ".json", ".yaml", ".txt")
+CODE = (".py", ".py", ".py", ".md")  # shared by hard link
+DATA = (".json", ".yaml", ".txt", ".csv")  # copied (a script may rewrite them)
 
 
-def make_snapshot(root: Path, files: int, total: int) -> None:
+def make_snapshot(root: Path, files: int, total: int, code_share: float) -> None:
     rng = random.Random(12)
     large = 50
     small_sizes = [rng.randint(512, 6 * 1024) for _ in range(files - large)]
     big = (total - sum(small_sizes)) // large
     for index, size in enumerate(small_sizes):
-        path = root / f"pkg{index % 50:02d}" / f"mod{index:05d}{SUFFIXES[index % 4]}"
+        kinds = CODE if rng.random() < code_share else DATA
+        path = root / f"pkg{index % 50:02d}" / f"mod{index:05d}{kinds[index % 4]}"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(os.urandom(size))
     (root / "weights").mkdir()
@@ -181,11 +184,15 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", default=None, help="where to build (default: $TMPDIR)")
+    parser.add_argument(
+        "--code-share", type=float, default=0.8, help="share of small files that are code"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rgt-bench-workdir-", dir=args.dir) as tmp:
         base = Path(tmp)
         snapshot = base / "code" / "snap"
-        make_snapshot(snapshot, args.files, int(args.gib * 1024 * MIB))
+        make_snapshot(snapshot, args.files, int(args.gib * 1024 * MIB), args.code_share)
+        print(f"{args.files} files, {args.gib:g} GiB, {args.code_share:.0%} of small files code")
         bench_workdir(base / "dest", snapshot, args.rounds)
         bench_manifest(base / "manifest", args.rounds)
 

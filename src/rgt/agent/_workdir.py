@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import shutil
 import stat
@@ -83,7 +84,7 @@ def ensure(paths: JobPaths) -> Union[Dict[str, Any], WorkDirFailure, None]:
         started = time.monotonic()
         counts = populate(snapshot, partial) if snapshot else _empty(partial)
         links = counts.pop("links")
-        _fs.atomic_write_json(paths.work_links, {"snapshot": snapshot, "links": links})
+        _write_links(paths, {"snapshot": snapshot, "links": links})
         os.rename(partial, paths.work)
     except OSError as exc:
         remove_tree(partial)  # free what we took; the snapshot itself was only read
@@ -122,7 +123,7 @@ def populate(snapshot: str, dest: str) -> Dict[str, Any]:
         target_dir = dest if rel_dir == "." else os.path.join(dest, rel_dir)
         os.makedirs(target_dir, 0o755, exist_ok=True)
         for name in filenames:
-            src, dst = os.path.join(dirpath, name), os.path.join(target_dir, name)
+            src, dst = dirpath + "/" + name, target_dir + "/" + name
             st = os.lstat(src)
             if not stat.S_ISREG(st.st_mode):
                 continue  # a snapshot holds regular files only
@@ -131,7 +132,7 @@ def populate(snapshot: str, dest: str) -> Dict[str, Any]:
             if how == "copied":
                 counts["copied_bytes"] += st.st_size
             elif how == "linked":
-                rel = name if rel_dir == "." else os.path.join(rel_dir, name)
+                rel = name if rel_dir == "." else rel_dir + "/" + name
                 links.append([rel, st.st_size, st.st_mtime_ns, st.st_mode])
     counts["links"] = links
     return counts
@@ -198,6 +199,11 @@ def _sendfile(dst_fd: int, src_fd: int, size: int) -> None:
         offset += sent
 
 
+def _write_links(paths: JobPaths, doc: Dict[str, Any]) -> None:
+    """Compact JSON: one entry per shared file, thousands of them in a large snapshot."""
+    _fs.atomic_write_bytes(paths.work_links, json.dumps(doc, separators=(",", ":")).encode())
+
+
 def load_links(paths: JobPaths) -> Dict[str, Any]:
     try:
         doc = _fs.read_json(paths.work_links)
@@ -223,7 +229,7 @@ def check_links(paths: JobPaths) -> List[Dict[str, Any]]:
             changed.append({"path": rel, "bytes_before": size, "bytes_now": st.st_size})
             reported[rel] = now
     if changed:
-        _fs.atomic_write_json(paths.work_links, doc)
+        _write_links(paths, doc)
         marker = {"job_id": paths.job_id, "files": [c["path"] for c in changed]}
         _fs.atomic_write_json(damaged_marker(str(snapshot)), marker)
     return changed
