@@ -204,3 +204,14 @@ def test_ensure_is_once_per_job(tmp_path: Path) -> None:
     Path(paths.work, "kept.txt").write_text("x")
     assert _workdir.ensure(paths) is None
     assert Path(paths.work, "kept.txt").read_text() == "x"
+
+
+def test_a_missing_snapshot_is_an_error_not_an_empty_work_dir(tmp_path: Path) -> None:
+    from rgt.jobs.paths import JobPaths
+
+    paths = JobPaths(str(tmp_path / "job"), "j")
+    Path(paths.root).mkdir()
+    os.symlink("../code/gone", paths.code)
+    failure = _workdir.ensure(paths)
+    assert isinstance(failure, _workdir.WorkDirFailure) and "missing" in failure.cause
+    assert not Path(paths.work).exists()

@@ -71,6 +71,12 @@ def ensure(paths: JobPaths) -> Union[Dict[str, Any], WorkDirFailure, None]:
     if os.path.isdir(paths.work):
         return None
     snapshot = snapshot_of(paths)
+    if snapshot is None and os.path.lexists(paths.code):
+        return WorkDirFailure(
+            "unknown",
+            "the code snapshot %s is missing" % os.path.realpath(paths.code),
+            "launch again: `rgt run` uploads the snapshot",
+        )
     if snapshot and os.path.exists(damaged_marker(snapshot)):
         return WorkDirFailure(
             "unknown",
