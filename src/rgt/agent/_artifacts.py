@@ -65,7 +65,7 @@ def collect(
             out.found |= {rel for rel in found if not excluded(rel, excludes)}
     for pattern in declared:  # first: what was declared never counts against the cap
         _declared(paths, pattern, out)
-    changed = work_changes(paths, out.skipped)
+    changed = work_changes(paths, out.skipped, excludes)
     _cap(paths, [r for r in changed if r not in out.found and not excluded(r, excludes)], caps, out)
     out.skipped = _unique(out.skipped)
     return out
@@ -128,8 +128,9 @@ def walk(job_dir: str, rel: str, found: Set[str], skipped: List[Entry]) -> None:
         found.add(rel)
 
 
-def work_changes(paths: JobPaths, skipped: List[Entry]) -> List[str]:
-    """``work/<rel>`` of every regular file the job created or changed in its cwd."""
+def work_changes(paths: JobPaths, skipped: List[Entry], excludes: Sequence[str] = ()) -> List[str]:
+    """``work/<rel>`` of every regular file the job created or changed in its cwd; excluded
+    directories are not even walked (a dataset cache can hold millions of files)."""
     if not os.path.isdir(paths.work) or os.path.islink(paths.work):
         return []
     doc = _workdir.load_links(paths)
@@ -138,6 +139,8 @@ def work_changes(paths: JobPaths, skipped: List[Entry]) -> List[str]:
     changed = []  # type: List[str]
     for dirpath, dirnames, filenames in os.walk(paths.work):
         rel_dir = os.path.relpath(dirpath, paths.work)
+        prefix = "work/" if rel_dir == "." else "work/" + rel_dir.replace(os.sep, "/") + "/"
+        dirnames[:] = [d for d in dirnames if not excluded(prefix + d, excludes)]
         for name in sorted(dirnames + filenames):
             rel = name if rel_dir == "." else os.path.join(rel_dir, name)
             st = os.lstat(os.path.join(paths.work, rel))
