@@ -89,7 +89,9 @@ def guard_replacement(store: Store, name: str, *, replace: bool) -> None:
         old = store.machine(name)
     except UnknownMachineError:
         return
-    jobs = [j.job_id for j in store.jobs(name)]
+    # Jobs of this registration only: those of a machine released earlier under the name are
+    # not on it.
+    jobs = [j.job_id for j in store.jobs(name) if j.created >= old.registered]
     if not old.active or not jobs:
         return  # released (or never used): nothing to lose by re-registering the name
     if not replace:
