@@ -165,3 +165,17 @@ def test_down_yes_over_a_pty_never_approves(box: str, rgt_home: Path, with_pin: 
     assert os.path.exists(rgt_home / "state.db")
     doc = rgt("status", "--json")
     assert doc.returncode == 0 and "box" in doc.stdout
+
+
+def test_the_typed_prompt_of_down_needs_the_pin(box: str, rgt_home: Path) -> None:
+    assert set_pin(PIN) == 0
+    for pin, code in (("not-the-pin", 3), (PIN, 0)):
+        down = PtyRgt("down", box)
+        down.expect(f"Type {box} to approve")
+        down.type(box)
+        down.expect("Approval PIN")
+        down.type(pin)
+        assert down.wait() == code, down.seen
+    assert b"released" in down.seen
+    with sqlite3.connect(rgt_home / "state.db") as conn:
+        assert conn.execute("SELECT released FROM machines").fetchone()[0] is not None
