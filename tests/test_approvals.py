@@ -179,3 +179,14 @@ def test_the_typed_prompt_of_down_needs_the_pin(box: str, rgt_home: Path) -> Non
     assert b"released" in down.seen
     with sqlite3.connect(rgt_home / "state.db") as conn:
         assert conn.execute("SELECT released FROM machines").fetchone()[0] is not None
+
+
+def test_a_damaged_attempt_counter_locks_once(box: str, rgt_home: Path) -> None:
+    assert set_pin(PIN) == 0
+    (rgt_home / ATTEMPTS_FILE).write_text("[garbage")
+    assert approve_at_a_terminal(box, pin=PIN) == 3  # damaged counter: locked, never unlocked
+    record = json.loads((rgt_home / ATTEMPTS_FILE).read_text())
+    assert record["lockouts"] == 1 and "damaged" not in record
+    record["locked_until"] = 0.0  # the lock ran out
+    (rgt_home / ATTEMPTS_FILE).write_text(json.dumps(record))
+    assert approve_at_a_terminal(box, pin=PIN) == 0

@@ -97,6 +97,8 @@ def check_pin(pin: str) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # tries are serial: parallel guessing gains nothing
         state = _read_attempts(path)
+        if state.pop("damaged", False):
+            _write_private(path, state)  # the lock starts once, it does not restart each try
         now = time.time()
         if state["locked_until"] > now:
             raise _locked(state["locked_until"] - now)
@@ -140,7 +142,8 @@ def _read_attempts(path: Path) -> dict[str, Any]:
         }
     except (OSError, ValueError, TypeError, AttributeError):
         # A damaged counter must not unlock: treat it as one full lockout from now.
-        return {"failures": 0, "lockouts": 1, "locked_until": time.time() + BASE_LOCK_S}
+        until = time.time() + BASE_LOCK_S
+        return {"failures": 0, "lockouts": 1, "locked_until": until, "damaged": True}
 
 
 def _locked(seconds: float) -> GateRefused:
