@@ -80,7 +80,9 @@ def approve(
         out.result(changed, lambda o: o.line(f"approval PIN {changed['pin']}"))
         return
     if not name:
-        raise click.UsageError("give the machine NAME (or --set-pin)")
+        from rgt.errors import UsageError
+
+        raise UsageError("give the machine NAME", fix="`rgt approve NAME` (or `--set-pin`)")
     from rgt.teardown import approve_interactively
 
     approval = approve_interactively(Store.open(), name, abandon)
