@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rgt.backends import get_backend
 from rgt.backends.base import Backend
@@ -55,8 +56,10 @@ def register(
     price: float | None = None,
     root: str | None = None,
     replace: bool = False,
+    vendor: Any = None,
 ) -> UpResult:
-    """``rgt up PROFILE --name NAME [--ssh LINE] [--price P] [--replace]``."""
+    """``rgt up PROFILE --name NAME [--ssh LINE] [--price P] [--replace]``; with ``vendor`` (a
+    ``rgt.vendors.lifecycle.VendorUp``) the machine is rented through the vendor's API."""
     if price is not None and price < 0:
         raise UsageError("--price must be >= 0 (currency units per hour)")
     guard_replacement(store, validate_name(name), replace=replace)
@@ -72,6 +75,11 @@ def register(
 
         machine = register_slurm(store, validate_name(name), ssh=ssh, root=root)
         return UpResult(machine=machine, notes=())
+    if vendor is not None and not ssh:  # rented through the vendor API, then an SSH machine
+        from rgt.vendors.lifecycle import vendor_up
+
+        machine = vendor_up(store, profile, validate_name(name), vendor, root=root)
+        return UpResult(machine=machine, notes=_profile_notes(profile))
     # ssh backends (generic-ssh and every SSH rental) register through rgt.backends.ssh.
     from rgt.backends.ssh import register_ssh
 

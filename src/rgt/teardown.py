@@ -45,10 +45,19 @@ def approve_interactively(store: Store, name: str, abandon: Sequence[str] = ()) 
 
 
 def teardown(
-    store: Store, name: str, *, yes: bool = False, check_only: bool = False
+    store: Store,
+    name: str,
+    *,
+    yes: bool = False,
+    check_only: bool = False,
+    keep_volume: bool = False,
 ) -> dict[str, Any]:
     """Release ``name`` through the gate. At a terminal, when only the approval is missing, the
     human is asked for it; ``yes`` never approves: it only means "do not ask" (scripts)."""
+    from rgt.vendors.release import release, release_unregistered
+
+    if (never_reached := release_unregistered(store, name, keep_volume, check_only)) is not None:
+        return never_reached
     machine = store.machine(name)
     if not machine.active:
         raise UsageError(f"machine {name} was already released on {machine.released}")
@@ -71,7 +80,9 @@ def teardown(
     }
     if check_only:
         return result
-    result["meter"] = backend.stop_meter()
+    vendor = release(store, name, keep_volume=keep_volume)  # a vendor API machine: really stop
+    result["meter"] = vendor["meter"] if vendor else backend.stop_meter()
+    result["still_bills"] = vendor["still_bills"] if vendor else None
     store.release_machine(name)
     assert verdict.approval_id is not None
     store.consume_approval(verdict.approval_id)

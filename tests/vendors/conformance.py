@@ -16,26 +16,9 @@ from rgt.errors import KeyRefusedError, UsageError, VendorError
 from rgt.vendors import client_for
 from rgt.vendors._model import PROVISIONING, RUNNING, STOPPED, CreateRequest, family
 from rgt.vendors._rest import VendorClient
-from tests.vendors.fakes import FAKES, KEY_VARIABLES, URL_VARIABLES
+from tests.vendors.conftest import SSH_PORT
+from tests.vendors.fakes import KEY_VARIABLES
 from tests.vendors.fakes._server import FakeVendor, Fault
-
-SSH_PORT = 2222
-
-
-@pytest.fixture
-def fake_for(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    started: list[FakeVendor] = []
-
-    def start(vendor: str, **kwargs: object) -> FakeVendor:
-        fake = FAKES[vendor](ssh_port=kwargs.pop("ssh_port", SSH_PORT), **kwargs)  # type: ignore[arg-type]
-        monkeypatch.setenv(URL_VARIABLES[vendor], fake.start())
-        monkeypatch.setenv(KEY_VARIABLES[vendor], fake.key)
-        started.append(fake)
-        return fake
-
-    yield start
-    for fake in started:
-        fake.stop()
 
 
 class VendorConformance:

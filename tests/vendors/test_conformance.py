@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.vendors.conformance import VendorConformance, fake_for  # noqa: F401
+from tests.vendors.conformance import VendorConformance
 
 
 class TestRunpod(VendorConformance):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from rgt.cli._output import Output, output_options
+from rgt.cli.vendors import vendor_up_options
 from rgt.jobs.store import Store
 
 
@@ -21,6 +22,7 @@ from rgt.jobs.store import Store
     is_flag=True,
     help="NAME is an active machine with jobs: release it through the gate first.",
 )
+@vendor_up_options
 @output_options
 def up(
     profile: str,
@@ -29,13 +31,17 @@ def up(
     price: float | None,
     root: str | None,
     replace: bool,
+    vendor: object,
     out: Output,
 ) -> None:
-    """Register a machine (PROFILE: local, generic-ssh, autodl, …)."""
+    """Register a machine (PROFILE: local, generic-ssh, autodl, …); with --gpu, rent it through
+    the vendor's API (runpod, vastai, lambda, paperspace)."""
     from rgt.machines import register
 
     store = Store.open()
-    result = register(store, profile, name, ssh=ssh_line, price=price, root=root, replace=replace)
+    result = register(
+        store, profile, name, ssh=ssh_line, price=price, root=root, replace=replace, vendor=vendor
+    )
     data = {
         "machine": result.machine.name,
         "backend": result.machine.backend,
@@ -100,12 +106,13 @@ def approve(
     help="Never ask (for scripts). It never approves: a human runs `rgt approve NAME` first.",
 )
 @click.option("--check", is_flag=True, help="Only show the gate's verdict; change nothing.")
+@click.option("--keep-volume", is_flag=True, help="Vendor API machines: stop, keep the disk.")
 @output_options
-def down(name: str, yes: bool, check: bool, out: Output) -> None:
+def down(name: str, yes: bool, check: bool, keep_volume: bool, out: Output) -> None:
     """Release machine NAME through the teardown gate (ended, pulled, verified, approved)."""
     from rgt.teardown import teardown
 
-    result = teardown(Store.open(), name, yes=yes, check_only=check)
+    result = teardown(Store.open(), name, yes=yes, check_only=check, keep_volume=keep_volume)
 
     def human(o: Output) -> None:
         for c in result["gate"]["checks"]:
@@ -115,6 +122,8 @@ def down(name: str, yes: bool, check: bool, out: Output) -> None:
             o.line(f"  • {note}")
         if result.get("released"):
             o.line(f"[bold]{name}[/] released: {result['meter']}")
+        for bill in result.get("still_bills") or []:
+            o.line(f"  still bills: {bill}")
 
     out.result(result, human)
 

@@ -42,6 +42,8 @@ class VendorClient(ABC):
     # RunPod's delete is eventually consistent: only a 404 proves the pod is gone.
     gone_only_when_absent: ClassVar[bool] = False
     can_stop: ClassVar[bool] = True
+    # What a stopped instance's disk costs (currency/GB/month), where the vendor publishes it.
+    stopped_disk_per_gb_month: ClassVar[float | None] = None
 
     def __init__(self, key: str, base_url: str | None = None, *, backoff_s: float = 0.5) -> None:
         self._key = key

@@ -47,6 +47,7 @@ class RunpodClient(VendorClient):
     vendor = "runpod"
     default_url = REST_URL
     gone_only_when_absent = True
+    stopped_disk_per_gb_month = 0.20  # volume disk, twice the running rate (D:rp-price)
 
     def __init__(self, key: str, base_url: str | None = None, *, backoff_s: float = 0.5) -> None:
         root = base_url.rstrip("/") if base_url else None
