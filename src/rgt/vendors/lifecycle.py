@@ -260,6 +260,7 @@ def _register(
 
 def _wait_for_port(host: str, port: int, timeout_s: float, say: Say) -> None:
     deadline = time.monotonic() + timeout_s
+    say(f"waiting for sshd on {host}:{port}")
     while True:
         try:
             with socket.create_connection((host, port), timeout=5):
@@ -271,5 +272,4 @@ def _wait_for_port(host: str, port: int, timeout_s: float, say: Say) -> None:
                     backend="ssh",
                     fix="check the image starts sshd; `rgt up … --resume` waits again",
                 ) from exc
-            say(f"waiting for sshd on {host}:{port}")
             time.sleep(min(poll_interval(), 1.0))

@@ -44,6 +44,7 @@ class Fault:
     path: str = ""  # only requests whose path contains this
     method: str = ""
     hang_s: float = 0.0
+    act: bool = False  # do the work first, then answer with the fault (a lost answer)
 
 
 class FakeVendor:
@@ -59,7 +60,9 @@ class FakeVendor:
         boot_polls: int = 2,
         boot_seconds: float = 0.0,
         gone_polls: int = 0,
+        key: str | None = None,
     ) -> None:
+        self.key = key or self.key
         self.ssh_host, self.ssh_port = ssh_host, ssh_port
         self.boot_polls, self.boot_seconds, self.gone_polls = boot_polls, boot_seconds, gone_polls
         self.instances: dict[str, FakeInstance] = {}
@@ -164,18 +167,24 @@ class FakeVendor:
         with self.lock:
             self.requests.append((req.command, parts.path, body))
             fault = self._take_fault(req.command, parts.path)
-        if fault is not None:
+        if fault is not None and not fault.act:
             time.sleep(fault.hang_s)
             return self._send(req, fault.status, fault.body, fault.headers)
         if req.headers.get("Authorization") != f"Bearer {self.key}":
             return self._send(req, *self.unauthorized())
-        for method, pattern, handler in self.routes:
-            match = pattern.match(parts.path)
-            if method == req.command and match:
+        status, payload = self._dispatch(req.command, parts.path, body, query)
+        if fault is not None:  # the vendor acted, but its answer is lost or an error
+            time.sleep(fault.hang_s)
+            status, payload = fault.status, fault.body
+        self._send(req, status, payload, fault.headers if fault else None)
+
+    def _dispatch(self, method: str, path: str, body: Any, query: dict[str, str]) -> Reply:
+        for verb, pattern, handler in self.routes:
+            match = pattern.match(path)
+            if verb == method and match:
                 with self.lock:
-                    status, payload = handler(*match.groups(), body=body, query=query)
-                return self._send(req, status, payload)
-        self._send(req, *self.not_found())
+                    return handler(*match.groups(), body=body, query=query)
+        return self.not_found()
 
     def _take_fault(self, method: str, path: str) -> Fault | None:
         for fault in list(self.faults):
