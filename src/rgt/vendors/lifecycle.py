@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,11 +84,12 @@ def vendor_up(
             say(f"{name}: {platform} instance {instance.id} already exists ({instance.state})")
             if instance.state == STOPPED:
                 client.start(instance.id)
+        agent = _prebuild_agent()  # local work, done while the vendor provisions
         ready = _wait_running(client, instance, ask.timeout_s, say)
         store.record_vendor_instance(
             name, platform, ready.id, price=ready.price_per_hour, state=RUNNING
         )
-        return _register(store, platform, name, ready, ask, root, say)
+        return _register(store, platform, name, ready, ask, root, say, agent)
     finally:
         client.close()
 
@@ -233,6 +235,37 @@ def _wait_running(client: VendorClient, instance: Instance, timeout_s: float, sa
         current = client.get(instance.id)
 
 
+def _prebuild_agent() -> Callable[[], Path | None]:
+    """Build the agent zipapp in a thread; the returned call waits for it (None if it failed:
+    ``install_agent`` then builds it itself)."""
+    from rgt.agent.build import build_agent
+    from rgt.config import rgt_home
+
+    built: list[Path] = []
+    dest = rgt_home() / "agent"
+    thread = threading.Thread(target=lambda: built.append(build_agent(dest)), daemon=True)
+    thread.start()
+
+    def wait() -> Path | None:
+        thread.join()
+        return built[0] if built else None
+
+    return wait
+
+
+def _install_agent(machine: Machine, prebuilt: Path | None) -> None:
+    from rgt.agent.build import agent_version
+    from rgt.backends import get_backend
+
+    backend = get_backend(machine)
+    remote = backend.root.agent_file(agent_version())
+    fits = prebuilt is not None and prebuilt.name == remote.rsplit("/", 1)[-1]
+    if fits and prebuilt is not None and not backend.transport.exists(remote):
+        backend.transport.mkdir(backend.root.agent_dir)
+        backend.transport.write_bytes(remote, prebuilt.read_bytes())
+    backend.install_agent()  # a no-op when the prebuilt one is there
+
+
 def _register(
     store: Store,
     platform: str,
@@ -241,8 +274,8 @@ def _register(
     ask: VendorUp,
     root: str | None,
     say: Say,
+    agent: Callable[[], Path | None],
 ) -> Machine:
-    from rgt.backends import get_backend
     from rgt.backends.ssh import register_ssh
 
     assert ready.ssh_host and ready.ssh_port
@@ -253,7 +286,7 @@ def _register(
     machine = register_ssh(
         store, platform, name, ssh_line=line, price=ready.price_per_hour, root=root
     )
-    get_backend(machine).install_agent()
+    _install_agent(machine, agent())
     say(f"{name}: reachable over ssh, agent installed")
     return machine
 
