@@ -124,3 +124,30 @@ def test_orphans_are_what_the_vendor_bills_and_rgt_forgot(
     found = find_orphans(Store.open())
     assert [o["instance_id"] for o in found["orphans"]] == [stray]
     assert set(found["not_checked"]) == {"vastai", "lambda", "paperspace"}
+
+
+@pytest.mark.parametrize("vendor", ["runpod", "vastai", "lambda", "paperspace"])
+def test_an_up_that_never_reached_the_machine_is_released_by_down(
+    vendor: str, fake_for: StartFake, sshd_server: SshServer
+) -> None:
+    fake = fake_for(vendor, boot_polls=10**6, gone_polls=2)
+    with pytest.raises(VendorError, match="not running"):
+        vendor_up(Store.open(), vendor, "never", _ask(sshd_server, timeout_s=0.3), say=print)
+    assert fake.billed() and Store.open().vendor_instances("never")[0]["released"] is None
+    result = teardown(Store.open(), "never")
+    assert result["released"] is True and "confirms it is gone" in result["meter"]
+    assert fake.billed() == [] and Store.open().vendor_instances("never")[0]["released"]
+
+
+def test_keep_volume_stops_and_says_what_the_disk_costs(
+    fake_for: StartFake, sshd_server: SshServer
+) -> None:
+    fake = fake_for("runpod", boot_polls=10**6)
+    with pytest.raises(VendorError):
+        vendor_up(Store.open(), "runpod", "kept", _ask(sshd_server, timeout_s=0.3), say=print)
+    result = teardown(Store.open(), "kept", keep_volume=True)
+    (inst,) = fake.instances.values()
+    assert inst.wanted == "stopped" and fake.count("DELETE", "/v1/pods") == 0
+    assert result["still_bills"] == [
+        "50 GB disk at 0.2/GB/month while stopped ≈ 0.33/day until destroyed"
+    ]
