@@ -83,3 +83,12 @@ def test_a_refused_key_exits_1_once(fake_for: StartFake, monkeypatch: pytest.Mon
     assert proc.returncode == 1
     assert "the key was refused" in proc.stdout and "ps-wrong-key" not in proc.stdout + proc.stderr
     assert len(fake.requests) == 1
+
+
+def test_orphans_table_and_the_vendors_not_checked(fake_for: StartFake) -> None:
+    fake = fake_for("vastai")
+    stray = fake.create_behind_rgts_back("console-made")
+    proc = rgt("machines", "--orphans")
+    assert proc.returncode == 0, proc.stderr
+    assert stray in proc.stdout and "console-made" in proc.stdout
+    assert "[runpod]" in proc.stdout  # "no [runpod] key in credentials.toml", not eaten as markup

@@ -95,3 +95,15 @@ def test_the_environment_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     save_key("paperspace", "from-file")
     monkeypatch.setenv("PAPERSPACE_API_KEY", "from-env")
     assert api_key("paperspace") == "from-env"
+
+
+def test_cost_so_far_is_the_vendor_price_times_the_hours() -> None:
+    from datetime import datetime, timezone
+
+    from rgt.vendors.orphans import cost_so_far
+
+    row = {"price_per_hour": 1.64, "created": "2026-12-01T10:00:00.000000Z", "released": None}
+    noon = datetime(2026, 12, 1, 12, 30, tzinfo=timezone.utc)
+    assert cost_so_far(row, noon) == 4.1
+    assert cost_so_far({**row, "released": "2026-12-01T11:00:00.000000Z"}, noon) == 1.64
+    assert cost_so_far({**row, "price_per_hour": None}) is None

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from rich.markup import escape
 
 from rgt.cli._output import Output, output_options
 from rgt.jobs.store import Store
@@ -108,24 +109,41 @@ def machines(orphans: bool, out: Output) -> None:
         data = find_orphans(store)
         out.result(data, _human_orphans(data))
         return
-    rows = [
-        {**m.__dict__, "vendor_instances": store.vendor_instances(m.name)} for m in store.machines()
+    rows = _machine_rows(store)
+    out.result({"machines": rows}, _human_machines(rows))
+
+
+def _machine_rows(store: Store) -> list[dict[str, Any]]:
+    from rgt.vendors.orphans import cost_so_far
+
+    return [
+        {
+            **m.__dict__,
+            "vendor_instances": [
+                {**v, "cost_so_far": cost_so_far(v)} for v in store.vendor_instances(m.name)
+            ],
+        }
+        for m in store.machines()
     ]
-    out.result(
-        {"machines": rows},
-        lambda o: o.table(
-            ["name", "profile", "released", "vendor instance"],
+
+
+def _human_machines(rows: list[dict[str, Any]]) -> Callable[[Output], None]:
+    def human(o: Output) -> None:
+        o.table(
+            ["name", "profile", "released", "vendor instance", "cost so far"],
             [
                 [
                     r["name"],
                     r["profile"],
                     r["released"] or "",
                     ", ".join(v["instance_id"] for v in r["vendor_instances"]),
+                    sum(v["cost_so_far"] or 0 for v in r["vendor_instances"]) or "",
                 ]
                 for r in rows
             ],
-        ),
-    )
+        )
+
+    return human
 
 
 def _human_orphans(data: dict[str, Any]) -> Callable[[Output], None]:
@@ -149,7 +167,7 @@ def _human_orphans(data: dict[str, Any]) -> Callable[[Output], None]:
         else:
             o.line("no orphaned instances on the vendors checked")
         for vendor, why in data["not_checked"].items():
-            o.line(f"  • {vendor}: {why}")
+            o.line(f"  • {vendor}: {escape(why)}")  # messages name "[vendor]" tables
 
     return human
 

@@ -9,6 +9,7 @@ unreleased record of it. Cost so far is the vendor's price × the time rgt has k
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from rgt.errors import MissingKeyError, VendorError
@@ -60,3 +61,17 @@ def find_orphans(store: Store) -> dict[str, Any]:
             )
             found.append(Orphan(vendor, inst.id, inst.name, inst.state, inst.price_per_hour, why))
     return {"orphans": [o.to_json() for o in found], "not_checked": skipped}
+
+
+def cost_so_far(row: dict[str, Any], now: datetime | None = None) -> float | None:
+    """The vendor's hourly price × the hours since rgt recorded the instance (until released)."""
+    price = row.get("price_per_hour")
+    if price is None:
+        return None
+    start = _parse(row["created"])
+    end = _parse(row["released"]) if row.get("released") else (now or datetime.now(timezone.utc))
+    return round(max(0.0, (end - start).total_seconds()) / 3600 * float(price), 4)
+
+
+def _parse(stamp: str) -> datetime:
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
