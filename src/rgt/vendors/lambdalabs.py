@@ -124,7 +124,7 @@ def _instance(i: dict[str, Any]) -> Instance:
         raw_state=raw,
         price_per_hour=int(cents) / 100 if cents is not None else None,
         ssh_host=i.get("ip"),
-        ssh_port=int(i.get("ssh_port") or 22),
+        ssh_port=22,
         ssh_user="ubuntu",
         gpu=kind.get("gpu_description") or kind.get("description"),
     )

@@ -101,6 +101,8 @@ def _live_instance(store: Store, client: VendorClient, platform: str, name: str)
             found = client.get(row["instance_id"])
             if not client.gone(found) and found is not None and found.state != TERMINATED:
                 return found
+            # the vendor confirms it is gone (terminated in the console, reclaimed): not billing
+            store.set_vendor_instance_state(platform, row["instance_id"], TERMINATED, released=True)
     found = client.find(name)
     if found is not None:
         store.record_vendor_instance(

@@ -124,7 +124,7 @@ def _instance(m: dict[str, Any], price: float | None = None) -> Instance:
         raw_state=raw,
         price_per_hour=float(rate) if rate is not None else None,
         ssh_host=m.get("publicIp"),
-        ssh_port=int(m.get("sshPort") or 22),
+        ssh_port=22,
         ssh_user="paperspace",
         gpu=m.get("machineType"),
     )
