@@ -5,8 +5,9 @@ A vendor module implements seven primitives (``catalog``, ``create``, ``get``, `
 the rest. The rules, the same for every vendor:
 
 - 30 s deadline per request (httpx's timeout: on connecting and on each read or write, so a
-  vendor that stops answering is cut off after 30 s); 429 and 5xx are retried with exponential backoff, honouring
-  ``Retry-After``; a connection that never reached the vendor is retried too.
+  vendor that stops answering is cut off after 30 s); 429 and 5xx are retried with
+  exponential backoff, honouring ``Retry-After``; a connection that never reached the vendor
+  is retried too.
 - A request that is not idempotent (create) is *not* retried after a 5xx or a timeout: the
   vendor may have acted. It raises ``VendorError(code="ambiguous")`` and the caller lists
   instances by name before trying again (``rgt.vendors.lifecycle``).
