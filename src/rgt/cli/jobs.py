@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from rgt.cli._jobref import job_id as job_id_arg
+from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, output_options
 from rgt.jobs.store import Store
 
@@ -121,7 +123,8 @@ def status(target: str | None, out: Output) -> None:
     """Machines and jobs (TARGET: a machine name or a job id)."""
     from rgt.jobs.overview import overview
 
-    data = overview(Store.open(), target)
+    store = Store.open()
+    data = overview(store, machine_or_job(store, target))
 
     def human(o: Output) -> None:
         o.table(
@@ -146,13 +149,14 @@ def status(target: str | None, out: Output) -> None:
                 for j in data["jobs"]
             ],
             title="jobs",
+            whole=("job",),
         )
 
     out.result(data, human)
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", callback=job_id_arg)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
 @click.option("--attempt", type=int, help="Which attempt's log (default: the latest).")
 def logs(job_id: str, follow: bool, attempt: int | None) -> None:
@@ -179,7 +183,7 @@ def logs(job_id: str, follow: bool, attempt: int | None) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", callback=job_id_arg)
 @output_options
 def cancel(job_id: str, out: Output) -> None:
     """Stop a job (its process group); it ends as `cancelled`, never retried."""
@@ -191,7 +195,7 @@ def cancel(job_id: str, out: Output) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", callback=job_id_arg)
 @click.option(
     "--to",
     "dest",
@@ -231,7 +235,7 @@ def pull(job_id: str, dest: Path | None, out: Output) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", callback=job_id_arg)
 @output_options
 def resume(job_id: str, out: Output) -> None:
     """Start a job's agent again after it was lost (the job resumes from its checkpoint)."""
