@@ -5,16 +5,23 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from rgt.cli._jobref import job_id as job_id_arg
 from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, output_options
+from rgt.cli._runargs import RunCommand, check_separator
 from rgt.jobs.store import Store
 
+if TYPE_CHECKING:
+    from rgt.jobs.launch import ProbeResult
 
-@click.command(context_settings={"ignore_unknown_options": True})
+PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
+
+
+@click.command(cls=RunCommand, context_settings={"ignore_unknown_options": True})
 @click.argument("machine")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @click.option(
@@ -69,6 +76,7 @@ def run(
     from rgt.jobs.launch import LaunchOptions, launch, probe
     from rgt.models import RetryPolicy
 
+    check_separator(click.get_current_context())
     store = Store.open()
     options = LaunchOptions(
         command=command,
@@ -87,12 +95,12 @@ def run(
         "state": result.state.value,
         "probe_seconds": result.seconds,
         "traceback": result.traceback,
+        **({"log_tail": result.log_tail} if result.failed else {}),
     }
 
     def human(o: Output) -> None:
         o.line(f"job [bold]{record.job_id}[/] on {machine}: {result.state.value}")
-        if result.log_head.strip():
-            o.line("[dim]" + "\n".join(result.log_head.splitlines()[:15]) + "[/]")
+        _probe_log(o, result)
         if result.traceback:
             o.line(
                 "[red]a traceback appeared in the log[/]: `rgt logs "
@@ -102,6 +110,15 @@ def run(
     out.result(data, human)
     if result.state.value == "failed":
         sys.exit(1)
+
+
+def _probe_log(o: Output, result: ProbeResult) -> None:
+    """A failure shows the log's last lines (the traceback), a running job its first lines."""
+    if result.failed and result.log_tail.strip():
+        o.line("[dim]last lines of the log:[/]")
+        o.out.print("\n".join(result.log_tail.splitlines()[-PROBE_LINES:]), markup=False)
+    elif result.log_head.strip():
+        o.out.print("\n".join(result.log_head.splitlines()[:15]), markup=False, style="dim")
 
 
 def _pairs(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -160,7 +177,9 @@ def status(target: str | None, out: Output) -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
 @click.option("--attempt", type=int, help="Which attempt's log (default: the latest).")
 def logs(job_id: str, follow: bool, attempt: int | None) -> None:
-    """Print a job's log (the raw log is the output; there is no --json form of a log)."""
+    """Print a job's log (the raw log is the output; there is no --json form of a log).
+
+    With -f the exit status is the job's outcome: 0 succeeded, 1 failed or cancelled."""
     from rgt.jobs.launch import refresh
     from rgt.machines import backend_for
     from rgt.models import TERMINAL, JobState
@@ -175,10 +194,13 @@ def logs(job_id: str, follow: bool, attempt: int | None) -> None:
         sys.stdout.buffer.write(chunk)
         sys.stdout.flush()
         offset += len(chunk)
-        if not follow or JobState(refresh(store, job_id, backend)["state"]) in TERMINAL:
-            if follow:
-                sys.stdout.buffer.write(backend.log(job_id, which, offset))
+        if not follow:
             return
+        state = JobState(refresh(store, job_id, backend)["state"])
+        if state in TERMINAL:
+            sys.stdout.buffer.write(backend.log(job_id, which, offset))
+            sys.stdout.flush()
+            sys.exit(0 if state is JobState.SUCCEEDED else 1)
         time.sleep(1.0)
 
 

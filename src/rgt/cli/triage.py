@@ -84,7 +84,7 @@ def _not_failed(job: TriageInput) -> dict[str, Any]:
         "label": "cancelled" if state == "cancelled" else None,
         "cause": NOT_FAILED[state],
         "remedy": "none needed" if state in ("succeeded", "cancelled") else "wait",
-        "secondary": [],
+        "secondary": [],  # no "retryable": a job that did not fail has nothing to retry
         "evidence": [],
         "rule_id": None,
     }
