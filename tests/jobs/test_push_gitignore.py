@@ -74,7 +74,7 @@ def test_a_bang_line_in_rgtignore_takes_the_files_back(tmp_path: Path, machine: 
     doc = json.loads(rgt("push", "box", "--json", cwd=proj).stdout)
     pushed = sorted(f["path"] for f in doc["files"])
     assert pushed == sorted(
-        [".gitignore", ".rgtignore", "data/shakespeare_char/prepare.py", "train.py"] + LEFT_OUT[:3]
+        [".gitignore", ".rgtignore", "data/shakespeare_char/prepare.py", "train.py", *LEFT_OUT[:3]]
     )
     assert doc["gitignored"]["first"] == ["out-shakespeare-char/ckpt.pt"]
     landed = machine / ".rgt" / "code" / str(doc["snapshot"]) / "data" / "shakespeare_char"
