@@ -18,6 +18,12 @@ def job_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
     return Store.open().resolve_job(value)
 
 
+def job_ids(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """Click callback for a repeatable JOB option (``--abandon JOB``)."""
+    store = Store.open()
+    return tuple(store.resolve_job(ref) for ref in value)
+
+
 def machine_or_job(store: Store, target: str | None) -> str | None:
     """A machine name as given; a job id or unique prefix as the job's full id; anything else
     as given (the verb says it names neither)."""
