@@ -140,6 +140,8 @@ def test_full_ids_in_status_and_unique_prefixes_everywhere(project: Path) -> Non
     assert "ambiguous" in ambiguous.stderr and all(i in ambiguous.stderr for i in ids)
     doc = json.loads(rgt("cancel", shared, "--json").stdout)
     assert doc["error"] == "AmbiguousJobError" and sorted(doc["candidates"]) == sorted(ids)
+    abandon = rgt("approve", "box", "--abandon", shared)
+    assert abandon.returncode == 2 and "ambiguous" in abandon.stderr
     unique = ids[0][: len(shared) + 1] if ids[0][len(shared)] != ids[1][len(shared)] else ids[0]
     assert "done" in rgt("logs", unique).stdout
     one = json.loads(rgt("status", unique, "--json").stdout)["jobs"]
