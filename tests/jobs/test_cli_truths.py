@@ -16,6 +16,7 @@ from tests.jobs.test_local_lifecycle import HOSTILE, rgt
 CONFIG_DUMP = "".join(f"config.option_{i:03d} = {'x' * 40}\n" for i in range(150))
 CRASH = (
     f"print({CONFIG_DUMP!r}, flush=True)\n"
+    "print('\\x1b]0;owned title\\x07\\x1b[2Jloading', flush=True)\n"
     "def train(cfg):\n"
     "    return cfg['learning_rate']\n"
     "train({})\n"
@@ -80,6 +81,7 @@ def test_the_probe_shows_the_traceback_not_the_config_dump(project: Path) -> Non
     assert "last lines of the log" in proc.stdout
     assert "KeyError: 'learning_rate'" in proc.stdout
     assert "option_000" not in proc.stdout  # the head of the log is not what a failure shows
+    assert "loading" in proc.stdout and "\x1b" not in proc.stdout  # no escape reaches the tty
     code, doc = _run(project, "crash.py", probe="30")
     assert code == 1 and "KeyError: 'learning_rate'" in str(doc["log_tail"])
 
@@ -125,7 +127,7 @@ def test_triage_of_a_failed_job_by_prefix_says_code_error(project: Path) -> None
     job_id = str(bad["job_id"])
     doc = json.loads(rgt("triage", job_id[:-2], "--json").stdout)
     assert (doc["label"], doc["retryable"], doc["job_id"]) == ("code_error", False, job_id)
-    assert doc["evidence"][0].endswith("crash.py:3 in train: KeyError: 'learning_rate'")
+    assert doc["evidence"][0].endswith("crash.py:4 in train: KeyError: 'learning_rate'")
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from rgt.cli._jobref import job_id as job_id_arg
 from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, output_options
 from rgt.cli._runargs import RunCommand, check_separator
+from rgt.cli._text import printable
 from rgt.jobs.store import Store
 
 if TYPE_CHECKING:
@@ -116,9 +117,11 @@ def _probe_log(o: Output, result: ProbeResult) -> None:
     """A failure shows the log's last lines (the traceback), a running job its first lines."""
     if result.failed and result.log_tail.strip():
         o.line("[dim]last lines of the log:[/]")
-        o.out.print("\n".join(result.log_tail.splitlines()[-PROBE_LINES:]), markup=False)
+        lines = result.log_tail.splitlines()[-PROBE_LINES:]
+        o.out.print(printable("\n".join(lines)), markup=False)
     elif result.log_head.strip():
-        o.out.print("\n".join(result.log_head.splitlines()[:15]), markup=False, style="dim")
+        lines = result.log_head.splitlines()[:15]
+        o.out.print(printable("\n".join(lines)), markup=False, style="dim")
 
 
 def _pairs(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -7,13 +7,13 @@ read from the job's machine (the same evidence the agent classified when the job
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import click
 
 from rgt.cli._output import Output, output_options
+from rgt.cli._text import printable
 from rgt.errors import UsageError
 
 
@@ -113,22 +113,6 @@ def _human(data: dict[str, Any]) -> Any:
             o.out.print(f"  {printable(line)}", markup=False)
 
     return render
-
-
-# CSI (colours, cursor moves), OSC (window titles, hyperlinks, clipboard writes) and other
-# two-byte escapes; then any control character left is shown as an escape, never sent raw.
-_ESCAPES = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
-    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\|$)"  # OSC, ended by BEL or ST
-    r"|\x1b[ -/]*[0-~]"  # other escapes (RIS, charset selection, keypad modes)
-)
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """``text`` without terminal escape sequences; other control characters made visible."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], _ESCAPES.sub("", text))
 
 
 @click.command()
