@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from rgt.cli._jobref import job_ids
 from rgt.cli._output import Output, output_options
 from rgt.cli.vendors import vendor_up_options
 from rgt.jobs.store import Store
@@ -68,6 +69,7 @@ def up(
     "--abandon",
     multiple=True,
     metavar="JOB",
+    callback=job_ids,
     help="A job whose artifacts you knowingly give up (they are never pulled).",
 )
 @click.option(
