@@ -67,20 +67,20 @@ def approve_interactively(store: Store, name: str, abandon: Sequence[str] = ()) 
 
 
 def teardown(
-    store: Store, name: str, *, yes: bool = False, check_only: bool = False
+    store: Store, name: str, *, yes: bool = False, check_only: bool = False, rehash: bool = False
 ) -> dict[str, Any]:
     machine = store.machine(name)
     if not machine.active:
         raise UsageError(f"machine {name} was already released on {machine.released}")
     backend = backend_for(store, name)
-    verdict = evaluate(store, backend)
+    verdict = evaluate(store, backend, rehash=rehash)
     tty = _terminal()
     if verdict.only_approval_missing and not check_only and tty is not None:
         if yes:
             record_approval(store, name, tty)
         else:
             approve_interactively(store, name)
-        verdict = evaluate(store, backend)
+        verdict = evaluate(store, backend, rehash=rehash)
     notes = teardown_notes(machine)
     if not verdict.ok:
         error = GateRefused(f"refusing to release {name}", verdict.reasons, fix=_fix(verdict, name))

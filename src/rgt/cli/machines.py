@@ -77,12 +77,13 @@ def approve(name: str, abandon: tuple[str, ...], out: Output) -> None:
     help="At a terminal: approve without typing the name. Ignored when stdin is not a terminal.",
 )
 @click.option("--check", is_flag=True, help="Only show the gate's verdict; change nothing.")
+@click.option("--rehash", is_flag=True, help="Re-hash every pulled file (default: size, mtime).")
 @output_options
-def down(name: str, yes: bool, check: bool, out: Output) -> None:
+def down(name: str, yes: bool, check: bool, rehash: bool, out: Output) -> None:
     """Release machine NAME through the teardown gate (ended, pulled, verified, approved)."""
     from rgt.teardown import teardown
 
-    result = teardown(Store.open(), name, yes=yes, check_only=check)
+    result = teardown(Store.open(), name, yes=yes, check_only=check, rehash=rehash)
 
     def human(o: Output) -> None:
         for c in result["gate"]["checks"]:
