@@ -118,8 +118,11 @@ class Destination:
             try:
                 child = os.open(name, DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
+                what = what_is(fd, name, exc)
                 os.close(fd)
-                raise Refused(f"{walked} in the destination is {_what(exc)}; not followed") from exc
+                raise Refused(
+                    f"{rel}: {walked} in the destination is {what}; not followed"
+                ) from exc
             os.close(fd)
             fd = child
         return fd, leaf
@@ -148,7 +151,9 @@ class Destination:
         try:
             os.rename(staged, leaf, src_dir_fd=self.stage_fd, dst_dir_fd=fd)
         except IsADirectoryError as exc:
-            raise Refused(f"{rel} is a directory in the destination; not replaced") from exc
+            raise Refused(
+                f"{rel}: a directory in the destination has its name; not replaced"
+            ) from exc
         finally:
             os.close(fd)
 
@@ -258,10 +263,18 @@ def mount_of(path: Path) -> Path:
     return here
 
 
-def _what(exc: OSError) -> str:
-    if exc.errno in (errno.ELOOP, errno.EMLINK):
+def what_is(dir_fd: int, name: str, exc: OSError) -> str:
+    """What ``name`` is, for a refusal note (``O_DIRECTORY|O_NOFOLLOW`` on a link says
+    ENOTDIR on Linux, ELOOP elsewhere: look instead of guessing from the errno)."""
+    try:
+        mode = os.lstat(name, dir_fd=dir_fd).st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return exc.strerror or str(exc)
+    if stat.S_ISLNK(mode):
         return "a symbolic link"
-    if exc.errno == errno.ENOTDIR:
+    if not stat.S_ISDIR(mode) and exc.errno == errno.ENOTDIR:
         return "not a directory"
     return exc.strerror or str(exc)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from rgt.backends.base import Backend
 from rgt.errors import BackendError, TransportError
-from rgt.jobs._pull_dest import DIR_FLAGS, STAGING, Destination, Refused, local_error
+from rgt.jobs._pull_dest import DIR_FLAGS, STAGING, Destination, Refused, local_error, what_is
 from rgt.transport.local import LocalTransport
 from rgt.transport.ssh import SshTransport
 
@@ -96,17 +96,17 @@ def _open_source(job_root: str, rel: str) -> int:
     try:
         for part in dirs:
             walked = f"{walked}/{part}" if walked else part
-            child = os.open(part, DIR_FLAGS, dir_fd=fd)
+            try:
+                child = os.open(part, DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                what = what_is(fd, part, exc)
+                raise Refused(f"{walked} on the machine is {what}; not followed") from exc
             os.close(fd)
             fd = child
-        walked = rel
-        return os.open(leaf, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
-    except OSError as exc:
-        what = {
-            errno.ELOOP: "a symbolic link",
-            errno.ENOTDIR: "not a directory",
-            errno.ENOENT: "missing",
-        }.get(exc.errno or 0, exc.strerror or str(exc))
-        raise Refused(f"{walked} on the machine is {what}; not followed") from exc
+        try:
+            return os.open(leaf, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        except OSError as exc:
+            what = what_is(fd, leaf, exc)
+            raise Refused(f"{rel} on the machine is {what}; not followed") from exc
     finally:
         os.close(fd)

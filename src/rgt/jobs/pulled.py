@@ -67,7 +67,7 @@ def _changed(root: Path, rel: str, recorded: Any, rehash: bool) -> str | None:
 
 def failure_reasons(report: dict[str, Any]) -> list[str]:
     """Every reason a pull's verification failed, each naming its file."""
-    refused = {r["path"] for r in report.get("refused", [])}
+    refused = {r["path"] for r in [*report.get("refused", []), *report.get("not_confined", [])]}
     reasons = [f"{f['path']}: {f['detail']}" for f in report.get("files", []) if not f["ok"]]
     reasons += [r["why"] for r in report.get("refused", [])]
     reasons += [f"{r['path']}: {r['why']}" for r in report.get("not_confined", [])]
