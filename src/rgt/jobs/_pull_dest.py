@@ -105,7 +105,7 @@ class Destination:
 
     # -- placing -------------------------------------------------------------------------
 
-    def parent(self, rel: str) -> tuple[int, str]:
+    def parent(self, rel: str, *, create: bool = True) -> tuple[int, str]:
         """An fd of ``rel``'s directory (created as needed) and the leaf name. Refuses a
         component that is a link or not a directory. The caller closes the fd."""
         *dirs, leaf = rel.split("/")
@@ -113,8 +113,9 @@ class Destination:
         walked = ""
         for name in dirs:
             walked = f"{walked}/{name}" if walked else name
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(name, 0o755, dir_fd=fd)
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=fd)
             try:
                 child = os.open(name, DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
@@ -130,7 +131,7 @@ class Destination:
     def existing_sha256(self, rel: str) -> str | None:
         """The hash of a regular file already at ``rel`` (the resume), else None."""
         try:
-            fd, leaf = self.parent(rel)
+            fd, leaf = self.parent(rel, create=False)
         except Refused:
             return None
         try:
