@@ -47,9 +47,7 @@ def test_too_little_space_is_refused_before_copying(
     assert not (disk / "dest" / "outputs").exists()
 
 
-def test_too_few_inodes_are_refused_before_copying(
-    tmp_path: Path, small_tmpfs: TmpfsMount
-) -> None:
+def test_too_few_inodes_are_refused_before_copying(tmp_path: Path, small_tmpfs: TmpfsMount) -> None:
     disk = small_tmpfs("8m", 20)
     store = fake_job(tmp_path, {f"outputs/{i}.txt": b"%d" % i for i in range(40)})
     with pytest.raises(DiskBudgetError, match="40 files needed"):
