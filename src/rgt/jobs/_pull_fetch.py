@@ -29,29 +29,34 @@ CHUNK = 1 << 20
 
 def fetch(backend: Backend, job_id: str, entry: dict[str, Any], dest: Destination) -> None:
     """Stage ``entry`` (a checked manifest entry) and rename it into place."""
-    rel, name, size = entry["path"], entry["sha256"], int(entry["bytes"])
-    dest.clear_staged(name)
-    staged = dest.real / STAGING / name
-    remote = f"{backend.job_paths(job_id).root}/{rel}"
+    rel, name = entry["path"], entry["sha256"]
     try:
-        if type(backend).fetch is not Backend.fetch:
-            backend.fetch(job_id, rel, staged)
-        elif isinstance(backend.transport, SshTransport):
-            _fetch_ssh(backend.transport, remote, str(staged), rel, size)
-        elif isinstance(backend.transport, LocalTransport):
-            _copy_local(backend.job_paths(job_id).root, rel, dest, name, size)
-        else:
-            backend.fetch(job_id, rel, staged)
+        dest.clear_staged(name)
+        _receive(backend, job_id, entry, dest)
+        if dest.staged_regular(name) is None:
+            dest.clear_staged(name)
+            raise Refused(f"{rel}: the machine did not send it as a regular file; not copied")
+        dest.place(name, rel)
     except (BackendError, TransportError) as exc:
         if "No space left on device" in exc.stderr_tail:
             raise local_error(OSError(errno.ENOSPC, "No space left on device"), dest.real) from exc
         raise
     except OSError as exc:
         raise local_error(exc, dest.real) from exc
-    if dest.staged_regular(name) is None:
-        dest.clear_staged(name)
-        raise Refused(f"{rel}: the machine did not send it as a regular file; not copied")
-    dest.place(name, rel)
+
+
+def _receive(backend: Backend, job_id: str, entry: dict[str, Any], dest: Destination) -> None:
+    rel, name, size = entry["path"], entry["sha256"], int(entry["bytes"])
+    staged = dest.real / STAGING / name
+    if type(backend).fetch is not Backend.fetch:
+        backend.fetch(job_id, rel, staged)
+    elif isinstance(backend.transport, SshTransport):
+        remote = f"{backend.job_paths(job_id).root}/{rel}"
+        _fetch_ssh(backend.transport, remote, str(staged), rel, size)
+    elif isinstance(backend.transport, LocalTransport):
+        _copy_local(backend.job_paths(job_id).root, rel, dest, name, size)
+    else:
+        backend.fetch(job_id, rel, staged)
 
 
 def _fetch_ssh(transport: SshTransport, remote: str, staged: str, rel: str, size: int) -> None:

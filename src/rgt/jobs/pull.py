@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 import posixpath
 import re
 from collections.abc import Callable
@@ -90,16 +89,13 @@ def pull(store: Store, job_id: str, dest: Path, progress: PullProgress | None = 
     entries = checked_entries(manifest)
     manifest_sha = hashlib.sha256(raw).hexdigest()
     if not entries:
-        return _no_artifacts(store, job_id, dest, state, manifest, manifest_sha)
+        return _no_artifacts(store, job_id, dest, state, (manifest, raw), manifest_sha)
     with Destination(dest) as target:
         target.open_staging()
         todo = [e for e in entries if target.existing_sha256(e["path"]) != e["sha256"]]
         check_free_space(target.real, sum(int(e["bytes"]) for e in todo), len(todo))
         refused = _copy(backend, job_id, target, entries, todo, progress)
-        try:
-            target.write_manifest(raw)
-        except OSError as exc:
-            raise local_error(exc, target.real) from exc
+        _write_manifest(target, raw)
         target.clean_staging()
         report = _verify(target, manifest, refused)
         files = file_records(target.real, entries, report)
@@ -163,7 +159,7 @@ def _no_artifacts(
     job_id: str,
     dest: Path,
     state: JobState,
-    manifest: dict[str, Any],
+    found: tuple[dict[str, Any], bytes],
     manifest_sha: str,
 ) -> PullResult:
     """Nothing to copy: recorded as pulled and verified, so the gate need not wait."""
@@ -173,13 +169,24 @@ def _no_artifacts(
             job_id=job_id,
             fix="wait for it to end (`rgt watch JOB`)",
         )
+    manifest, raw = found
     skipped = manifest.get("skipped") or []
     report = {"ok": True, "note": NO_ARTIFACTS, "files": [], "missing": [], "unexpected": []}
     if skipped:
         report["skipped"] = skipped
-    target = Path(os.path.abspath(dest))
-    store.record_pull(job_id, str(target), {}, manifest_sha, True, report)
-    return PullResult(job_id, str(target), 0, 0, 0, True, report, note=NO_ARTIFACTS)
+    with Destination(dest) as target:  # the manifest itself, as evidence of "nothing"
+        target.open_staging()
+        _write_manifest(target, raw)
+        target.clean_staging()
+    store.record_pull(job_id, str(target.real), {}, manifest_sha, True, report)
+    return PullResult(job_id, str(target.real), 0, 0, 0, True, report, note=NO_ARTIFACTS)
+
+
+def _write_manifest(target: Destination, raw: bytes) -> None:
+    try:
+        target.write_manifest(raw)
+    except OSError as exc:
+        raise local_error(exc, target.real) from exc
 
 
 def checked_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
