@@ -113,3 +113,17 @@ def test_unsafe_manifest_paths_are_refused(
     machine_job(backend, "j5", {"ok.txt": b"1"}, store=store, listed=[entry(bad, b"1")])
     with pytest.raises(VerifyError, match="unsafe path"):
         pull(store, "j5", tmp_path / "dest")
+
+
+def test_concurrent_pulls_into_one_destination_both_verify(
+    box: tuple[Store, LocalBackend], tmp_path: Path
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    store, backend = box
+    files = {f"outputs/{i}.txt": b"%d" % i * 50_000 for i in range(8)}
+    machine_job(backend, "j6", files, store=store)
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: pull(store, "j6", tmp_path / "dest"), range(2)))
+    assert all(r.ok for r in results), [r.reasons for r in results]
+    assert not (tmp_path / "dest" / ".rgt-incoming").exists()

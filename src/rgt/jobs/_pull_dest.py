@@ -44,43 +44,33 @@ class Destination:
             self.fd = os.open(self.real, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
             raise local_error(exc, root) from exc
-        self.stage_fd = self.lock_fd = -1
+        self.stage_fd = -1
 
     def __enter__(self) -> Destination:
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        for fd in (self.lock_fd, self.stage_fd, self.fd):
+        for fd in (self.stage_fd, self.fd):
             if fd >= 0:
                 os.close(fd)
 
     # -- staging -------------------------------------------------------------------------
 
     def open_staging(self) -> Path:
-        """Create (or reuse) ``.rgt-incoming`` and lock it: one pull into a destination at a
-        time; a second waits for the first instead of renaming files from under it."""
-        for _ in range(5):  # the holder may remove the directory as we wait for its lock
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(STAGING, 0o700, dir_fd=self.fd)
-            try:
-                self.stage_fd = os.open(STAGING, DIR_FLAGS, dir_fd=self.fd)
-            except OSError as exc:
-                raise UsageError(
-                    f"{self.real / STAGING} is not a plain directory ({exc.strerror})",
-                    fix=f"remove {self.real / STAGING} and pull again",
-                ) from exc
-            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
-            self.lock_fd = os.open("lock", flags, 0o600, dir_fd=self.stage_fd)
-            fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
-            if os.fstat(self.stage_fd).st_nlink > 0:
-                return self.real / STAGING
-            for fd in (self.lock_fd, self.stage_fd):
-                os.close(fd)
-            self.lock_fd = self.stage_fd = -1
-        raise UsageError(
-            f"another pull keeps replacing {self.real / STAGING}",
-            fix="let the other `rgt pull` into this directory finish, then pull again",
-        )
+        """Lock the destination (one pull into it at a time, until this one has verified and
+        closed; a second waits) and create or reuse ``.rgt-incoming``. The lock is on the
+        directory itself, so no lock file is ever left among the artifacts."""
+        fcntl.flock(self.fd, fcntl.LOCK_EX)  # dropped when the fd closes (or the process dies)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(STAGING, 0o700, dir_fd=self.fd)
+        try:
+            self.stage_fd = os.open(STAGING, DIR_FLAGS, dir_fd=self.fd)
+        except OSError as exc:
+            raise UsageError(
+                f"{self.real / STAGING} is not a plain directory ({exc.strerror})",
+                fix=f"remove {self.real / STAGING} and pull again",
+            ) from exc
+        return self.real / STAGING
 
     def clean_staging(self) -> None:
         """Remove the staging directory once every file is in place (symlink-safe)."""
