@@ -122,3 +122,14 @@ def test_a_job_launched_elsewhere_blocks_with_the_adopt_command(
     detail = failed(store, backend)["known"]
     assert "job theirs (state running) is on the machine but not in this RGT_HOME" in detail
     assert "`rgt adopt fk theirs`" in detail
+
+
+def test_a_destination_reached_through_a_link_is_the_users_choice(
+    box: tuple[Store, FakeBackend], tmp_path: Path
+) -> None:
+    store, backend = box
+    add_job(store, backend, "j1", "succeeded", GOOD)
+    (tmp_path / "real results").mkdir()
+    (tmp_path / "results").symlink_to(tmp_path / "real results")
+    assert pull(store, "j1", tmp_path / "results").ok
+    assert failed(store, backend) == {}

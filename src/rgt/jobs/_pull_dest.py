@@ -179,7 +179,9 @@ def remove_at(parent_fd: int, name: str) -> None:
 
 
 def confined(root: Path, rel: str) -> str | None:
-    """None when ``root/rel`` is a regular file whose real path is exactly ``root/rel``."""
+    """None when ``root/rel`` is a regular file whose real path is exactly ``root/rel``
+    (``root`` itself may be reached through links: the user chose it)."""
+    root = Path(os.path.realpath(root))
     path = root / rel
     real = Path(os.path.realpath(path))
     if real != path:

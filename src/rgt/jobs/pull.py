@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 import posixpath
 import re
 from collections.abc import Callable
@@ -100,10 +101,10 @@ def pull(store: Store, job_id: str, dest: Path, progress: PullProgress | None = 
         report = _verify(target, manifest, refused)
         files = file_records(target.real, entries, report)
     ok = bool(report["ok"])
-    store.record_pull(job_id, str(target.real), files, manifest_sha, ok, report)
+    store.record_pull(job_id, os.path.abspath(dest), files, manifest_sha, ok, report)
     return PullResult(
         job_id=job_id,
-        dest=str(target.real),
+        dest=os.path.abspath(dest),
         copied=len(todo) - len(refused),
         skipped=len(entries) - len(todo),
         bytes=sum(int(e["bytes"]) for e in entries),
@@ -178,8 +179,9 @@ def _no_artifacts(
         target.open_staging()
         _write_manifest(target, raw)
         target.clean_staging()
-    store.record_pull(job_id, str(target.real), {}, manifest_sha, True, report)
-    return PullResult(job_id, str(target.real), 0, 0, 0, True, report, note=NO_ARTIFACTS)
+    where = os.path.abspath(dest)
+    store.record_pull(job_id, where, {}, manifest_sha, True, report)
+    return PullResult(job_id, where, 0, 0, 0, True, report, note=NO_ARTIFACTS)
 
 
 def _write_manifest(target: Destination, raw: bytes) -> None:
