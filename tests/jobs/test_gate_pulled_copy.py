@@ -133,3 +133,23 @@ def test_a_destination_reached_through_a_link_is_the_users_choice(
     (tmp_path / "results").symlink_to(tmp_path / "real results")
     assert pull(store, "j1", tmp_path / "results").ok
     assert failed(store, backend) == {}
+
+
+def test_down_rehash_on_the_command_line(
+    box: tuple[Store, FakeBackend], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rgt.cli import main
+
+    store, backend = box
+    add_job(store, backend, "j1", "succeeded", GOOD)
+    assert pull(store, "j1", tmp_path / "p").ok
+    path = tmp_path / "p" / "outputs" / "notes.txt"
+    before = path.stat()
+    path.write_bytes(b"seed 9\n")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    for flags, expected in (((), ["approved"]), (("--rehash",), ["verified", "approved"])):
+        with pytest.raises(SystemExit) as exit_:
+            main(["down", "fk", "--check", "--json", *flags])
+        assert exit_.value.code == 3
+        checks = json.loads(capsys.readouterr().out)["verdict"]["checks"]
+        assert [c["name"] for c in checks if not c["ok"]] == expected
