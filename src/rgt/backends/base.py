@@ -175,6 +175,14 @@ class Backend(abc.ABC):
             return {"job_id": job_id, "state": "queued", "exists": False}
         return self.agent_call("status", job_id)
 
+    def machine_jobs(self) -> dict[str, dict[str, Any]]:
+        """Every job directory on the machine -> its status, in one agent round trip: the
+        jobs the machine knows, whichever RGT_HOME launched them (the teardown gate's roster)."""
+        from rgt.watch.remote import machine_call
+
+        doc = machine_call(self, "patrol", ["--events", "0", "--no-gpu"], timeout=60)
+        return {str(j.get("job_id")): j for j in doc.get("jobs") or [] if isinstance(j, dict)}
+
     def cancel(self, job_id: str) -> dict[str, Any]:
         return self.agent_call("cancel", job_id, timeout=120)
 

@@ -237,6 +237,7 @@ def cancel(job_id: str, out: Output) -> None:
 @output_options
 def pull(job_id: str, dest: Path | None, out: Output) -> None:
     """Copy a job's artifacts, check every sha256 and load-verify each one."""
+    from rich.markup import escape
     from rich.progress import Progress
 
     from rgt.jobs.pull import pull as do_pull
@@ -253,13 +254,8 @@ def pull(job_id: str, dest: Path | None, out: Output) -> None:
     data = result.to_json()
 
     def human(o: Output) -> None:
-        o.line(
-            f"pulled {result.copied} file(s), {result.skipped} already present, "
-            f"{result.bytes} bytes → {result.dest}"
-        )
-        for f in result.report.get("files", []):
-            o.line(f"  {'OK ' if f['ok'] else 'BAD'} {f['path']}  {f['detail']}")
-        o.line("[green]100 % OK[/]" if result.ok else "[red]verification FAILED[/]")
+        for line in result.summary():
+            o.line(escape(line))
 
     out.result(data, human)
     if not result.ok:

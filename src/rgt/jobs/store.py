@@ -245,7 +245,7 @@ class Store:
         self,
         job_id: str,
         dest: str,
-        files: dict[str, str],
+        files: dict[str, Any],  # path -> {sha256, bytes, mtime_ns} (older records: sha256)
         manifest_sha256: str,
         verified: bool,
         report: dict[str, Any],
