@@ -238,7 +238,9 @@ def resume(job_id: str, out: Output) -> None:
     from rgt.jobs.launch import resume as do_resume
 
     data = do_resume(Store.open(), job_id)
-    out.result(data, lambda o: o.line(f"{job_id}: {data['reason']}"))
+    out.result(data, lambda o: o.out.print(f"{job_id}: {data['reason']}", markup=False))
+    if not data.get("ok", True):
+        sys.exit(1)
 
 
 def register(cli: click.Group) -> None:
