@@ -147,6 +147,9 @@ def status(target: str | None, out: Output) -> None:
             ],
             title="jobs",
         )
+        for j in data["jobs"]:  # whole, unwrapped: what to do about a lost agent or a bad file
+            if j.get("heartbeat_lost") or j.get("problem"):
+                o.out.print(f"{j['job_id']}: {j.get('reason')}", markup=False)
 
     out.result(data, human)
 

@@ -150,7 +150,8 @@ def refresh(store: Store, job_id: str, backend: Backend | None = None) -> dict[s
     if status.get("problem") is None:
         _cache(store, record, status)
     else:
-        status.update(state=record.state.value, reason=jobstatus.problem_reason(status))
+        last = {"state": record.state.value, "attempt": record.attempts, "label": record.label}
+        status.update(last, reason=jobstatus.problem_reason(status))
     status.setdefault("job_id", job_id)
     status["machine"] = record.machine
     status["state"] = JobState(status.get("state") or record.state.value).value
