@@ -5,6 +5,7 @@ a crash would leave them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -35,12 +36,10 @@ class Live:
 
     def kill_all(self) -> None:
         for pid, kill in ((self.agent, os.kill), (self.pid, os.killpg)):
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 if isinstance(pid, int):
                     kill(pid, signal.SIGCONT)
                     kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def cut(self, name: str) -> Path:
         path = self.dir / name

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -34,10 +35,8 @@ def lost_job(tmp_path: Path) -> Iterator[tuple[str, float]]:
 
 def _kill_group(pid: Any) -> None:
     if isinstance(pid, int):
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def watch_job(job_id: str, *args: str) -> subprocess.CompletedProcess[str]:
