@@ -60,7 +60,15 @@ def cmd_run(job_dir: str, secrets_stdin: bool, version: str) -> int:
     if secrets is None:
         say("rgt-agent: stdin must hold one JSON object of string values")
         return 1
-    if try_lock(job_dir) is None:
+    try:
+        lock = try_lock(job_dir)
+    except OSError as exc:  # no inode for agent.lock: without it two agents could run
+        say(
+            "rgt-agent: cannot create %s/agent.lock (%s); free space, then start again"
+            % (job_dir, exc.strerror)
+        )
+        return 1
+    if lock is None:
         say(
             "rgt-agent: an agent is already running for %s; not starting a "
             "second one (see `status`)" % job_dir

@@ -118,7 +118,7 @@ def resume(store: Store, job_id: str) -> dict[str, Any]:
         return {**status, **ended}
     secrets = _read_secrets(record.spec.secret_env)
     backend.start_agent(backend.install_agent(), backend.job_paths(job_id), secrets or None)
-    return confirm(store, backend, job_id)
+    return confirm(store, backend, job_id, since=status.get("now"))
 
 
 def _read_secrets(names: Sequence[str]) -> dict[str, str]:

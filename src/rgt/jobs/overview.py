@@ -55,6 +55,9 @@ def _live(store: Store, job: JobRecord) -> dict[str, Any]:
         "attempt": job.attempts,
         "label": job.label,
         "created": job.created,
+        "heartbeat_lost": None,
+        "problem": None,
+        "alerts": [],
     }
     if job.state in TERMINAL:
         return base

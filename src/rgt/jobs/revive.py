@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from rgt.agent.jobfiles import parse_time
 from rgt.backends.base import Backend
 from rgt.jobs.launch import refresh
 from rgt.jobs.store import Store
@@ -34,21 +35,29 @@ def wait_s() -> float:
     return float(Settings.load().get("resume.wait_s", default=DEFAULT_WAIT_S))
 
 
-def confirm(store: Store, backend: Backend, job_id: str) -> dict[str, Any]:
+def confirm(store: Store, backend: Backend, job_id: str, since: Any = None) -> dict[str, Any]:
+    """Poll the job after its agent was started at machine time ``since``: the agent is up
+    once it is alive *and* has written a heartbeat after ``since`` (an agent that cannot
+    write its status is not supervising anything), then it must stay up for ``STAY_S``."""
     start, limit = time.monotonic(), max(wait_s(), STAY_S + 1.0)
-    alive_since: float | None = None
+    up_since: float | None = None
     while True:
         status = refresh(store, job_id, backend)
         now = time.monotonic()
-        if status.get("agent_alive"):
-            alive_since = alive_since or now
-            if now - alive_since >= STAY_S:
+        if status.get("agent_alive") and _fresh(status, since):
+            up_since = up_since or now
+            if now - up_since >= STAY_S:
                 return _up(status)
         elif JobState(status["state"]) in TERMINAL and not status.get("problem"):
             return _ended(status)
-        elif alive_since is not None or now - start >= limit:
-            return _down(backend, status, job_id, alive_since is not None)
+        elif up_since is not None or now - start >= limit:
+            return _down(backend, status, job_id, up_since is not None)
         time.sleep(POLL_S)
+
+
+def _fresh(status: dict[str, Any], since: Any) -> bool:
+    beat, before = parse_time(status.get("heartbeat")), parse_time(since)
+    return before is None or (beat is not None and beat > before)
 
 
 def _up(status: dict[str, Any]) -> dict[str, Any]:
@@ -69,8 +78,12 @@ def _ended(status: dict[str, Any]) -> dict[str, Any]:
 
 def _down(backend: Backend, status: dict[str, Any], job_id: str, was_up: bool) -> dict[str, Any]:
     tail = agent_log_tail(backend, job_id)
-    when = "came up, then died" if was_up else "did not come up"
-    reason = f"the agent {when}; the job is not supervised. "
+    if was_up:
+        reason = "the agent came up, then died; the job is not supervised. "
+    elif status.get("agent_alive"):
+        reason = "the agent runs but has written no status since it started (a full disk?). "
+    else:
+        reason = "the agent did not come up; the job is not supervised. "
     if tail:
         reason += "agent.log ends with: " + " | ".join(tail[-3:])
     else:
