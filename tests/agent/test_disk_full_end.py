@@ -13,7 +13,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from rgt.agent import jobfiles
 from tests.agent.conftest import Job
 
 FILL_AND_EXIT = """
@@ -89,6 +88,8 @@ def test_agent_started_on_a_full_disk_ends_without_a_crash(
     assert proc.stderr is not None and b"Traceback" not in proc.stderr.read()
     for name in ("filler.bin", *(p.name for p in disk.glob("inode-*"))):
         (disk / name).unlink()
+    from rgt.agent import jobfiles
+
     doc = json.loads(job.agent_cmd("status").stdout)
     assert doc["status_file"] == "missing" and doc["agent_alive"] is False
     lost = jobfiles.heartbeat_lost(doc, doc["now"], limit_s=0.0)

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from rgt.cli._output import Output, output_options
 from rgt.jobs.store import Store
@@ -90,7 +91,7 @@ def run(
     def human(o: Output) -> None:
         o.line(f"job [bold]{record.job_id}[/] on {machine}: {result.state.value}")
         if result.log_head.strip():
-            o.line("[dim]" + "\n".join(result.log_head.splitlines()[:15]) + "[/]")
+            o.line("[dim]" + escape("\n".join(result.log_head.splitlines()[:15])) + "[/]")
         if result.traceback:
             o.line(
                 "[red]a traceback appeared in the log[/]: `rgt logs "
@@ -225,7 +226,9 @@ def pull(job_id: str, dest: Path | None, out: Output) -> None:
             f"{result.bytes} bytes → {result.dest}"
         )
         for f in result.report.get("files", []):
-            o.line(f"  {'OK ' if f['ok'] else 'BAD'} {f['path']}  {f['detail']}")
+            o.line(
+                f"  {'OK ' if f['ok'] else 'BAD'} {escape(f['path'])}  {escape(str(f['detail']))}"
+            )
         o.line("[green]100 % OK[/]" if result.ok else "[red]verification FAILED[/]")
 
     out.result(data, human)

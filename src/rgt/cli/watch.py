@@ -150,7 +150,8 @@ def _audit_human(data: dict[str, Any]) -> Any:
     def render(o: Output) -> None:
         r = data["readings"]
         gpus = ", ".join(g["name"] or "?" for g in (r.get("gpu") or {}).get("gpus") or [])
-        o.line(f"[bold]{data['machine']}[/]: {r.get('host')}, GPUs: {gpus or 'none'}")
+        facts = escape(f"{r.get('host')}, GPUs: {gpus or 'none'}")
+        o.line(f"[bold]{data['machine']}[/]: {facts}")
         o.table(
             ["tier", "mount", "free GiB", "bytes", "inodes"],
             [
