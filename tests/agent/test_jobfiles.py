@@ -63,7 +63,7 @@ def test_rebuild_from_events() -> None:
     assert running is not None
     assert (running["state"], running["attempt"], running["retries_left"]) == ("running", 2, 2)
     assert running["started"] == "t1" and running["rebuilt"] is True
-    ended = events + [{"kind": "failed", "time": "t3", "detail": {"label": "cuda_oom"}}]
+    ended = [*events, {"kind": "failed", "time": "t3", "detail": {"label": "cuda_oom"}}]
     assert jobfiles.rebuild_status(ended, done=False)["label"] == "cuda_oom"  # type: ignore[index]
     assert jobfiles.rebuild_status(events, done=True)["state"] == "succeeded"  # type: ignore[index]
     assert jobfiles.rebuild_status([{"kind": "agent_started"}], done=False) is None
