@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.agent.conftest import Job
 
 FILL_AND_EXIT = """
@@ -58,7 +60,7 @@ def test_disk_full_when_the_job_ends_fails_it_as_disk_full(
     assert job.finish(timeout=60) == 1, job.agent_log()
     status = job.status()
     assert status["state"] == "failed" and status["label"] == "disk_full", status
-    assert "the disk refused the manifest" in status["reason"]
+    assert "the disk refused manifest.json or DONE" in status["reason"]
     assert "No space left on device" in status["reason"]
     assert not (job.dir / "DONE").exists() and not (job.dir / "manifest.json").exists()
 
@@ -112,6 +114,7 @@ def test_no_inode_for_the_lock_is_refused_in_words(
     assert "cannot create" in said and "agent.lock" in said and "Traceback" not in said
 
 
+@pytest.mark.slow
 def test_resume_on_a_full_disk_tells_the_truth(
     tmp_path: Path, small_tmpfs: Callable[[str, int], Path]
 ) -> None:

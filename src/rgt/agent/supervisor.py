@@ -28,6 +28,7 @@ REMEDY_DISK_FULL = (
     "free space (or inodes: `df -i`) on the machine's durable disk, then run the job again; "
     "`rgt audit NAME` shows every tier's free bytes and inodes"
 )
+DISK_REFUSED = "the disk refused"  # how a manifest the disk would not take is reported
 TERMINAL = ("succeeded", "failed", "cancelled")
 MAX_BACKOFF_S = 300.0
 
@@ -192,7 +193,7 @@ class Supervisor(object):
                     "skipped": result.skipped,
                 },
             )
-        elif result.reason.startswith(DISK_REFUSED):
+        elif result.reason.startswith(DISK_REFUSED) and state != "cancelled":
             state, reason = "failed", "%s; then %s" % (reason, result.reason)
             label, remedy = "disk_full", REMEDY_DISK_FULL
         elif state == "succeeded":
@@ -223,7 +224,7 @@ class Supervisor(object):
                 if exc.errno not in jobfiles.DISK_ERRNOS:
                     return _manifest.ManifestResult(False, "writing it failed: %s" % exc)
                 if time.monotonic() >= deadline:
-                    why = "%s the manifest (%s)" % (DISK_REFUSED, exc)
+                    why = "%s manifest.json or DONE (%s)" % (DISK_REFUSED, exc)
                     return _manifest.ManifestResult(False, why)
                 log("cannot write the manifest (%s); waiting for free space" % exc)
             time.sleep(_retry_s())
@@ -241,9 +242,6 @@ class Supervisor(object):
                 "the terminal state %s could not be written: %s"
                 % (self.rec.status.get("state"), self.rec.write_error)
             )
-
-
-DISK_REFUSED = "the disk refused"
 
 
 def _terminal_wait_s() -> float:
