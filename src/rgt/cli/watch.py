@@ -77,7 +77,7 @@ def _follow(
         out.info(escape(job_line(job)))  # data, never markup: "[heartbeat_lost]" must show
         time.sleep(interval)
     out.result(job, lambda o: _job_human(o, job))
-    if not once and (job["state"] != "succeeded" or stuck(job)):
+    if not once and job["state"] != "succeeded":
         sys.exit(1)
 
 

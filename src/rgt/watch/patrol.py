@@ -21,6 +21,7 @@ from rgt.config import rgt_home
 from rgt.errors import RgtError, TransportError, UnknownJobError, UnknownMachineError
 from rgt.jobs.jobstatus import judge, missing_dir, problem_reason, reached_machine
 from rgt.jobs.launch import NEVER_LAUNCHED, NEVER_LAUNCHED_S
+from rgt.jobs.paths import RootPaths
 from rgt.jobs.store import Store, utcnow
 from rgt.models import JobRecord, JobState, Machine
 from rgt.watch import events as ev
@@ -215,7 +216,7 @@ def _cached_view(store: Store, record: JobRecord, doc: dict[str, Any]) -> dict[s
     directory vanished (marked, never a new state); an unreachable one means nothing."""
     reachable = bool(doc.get("reachable")) and not doc.get("error")
     if reachable and reached_machine(record):
-        root = get_backend(store.machine(record.machine)).job_paths(record.job_id).root
+        root = RootPaths(store.machine(record.machine).durable_root).job(record.job_id).root
         return {
             **missing_dir(record, root),
             "machine": record.machine,
