@@ -44,8 +44,10 @@ def judge(status: dict[str, Any], now: Any, limit_s: float) -> dict[str, Any]:
 
 
 def reached_machine(record: JobRecord) -> bool:
-    """The cache saw the job on the machine (an agent wrote its state at least once)."""
-    return record.attempts > 0 or record.state != JobState.QUEUED or record.label is not None
+    """The cache saw the job on the machine (an agent wrote its state at least once). A
+    launch that failed before submitting is cached as failed with no attempt and no label."""
+    live = record.state in (JobState.RUNNING, JobState.RETRYING)
+    return record.attempts > 0 or live or record.label is not None
 
 
 def missing_dir(record: JobRecord, job_dir: str) -> dict[str, Any]:
