@@ -51,7 +51,13 @@ from rgt.jobs.store import Store
     show_default=True,
     help="Watch the job this long before handing back control.",
 )
-@click.option("--notify", "notify_url", help="Webhook URL for job events (ntfy/Slack style).")
+@click.option(
+    "--notify",
+    "notify_source",
+    metavar="SOURCE",
+    help="Webhook for job events (ntfy/Slack style), a secret: env:NAME, credentials:NAME "
+    "($RGT_HOME/credentials.toml [notify]) or - (stdin). Never the URL itself.",
+)
 @output_options
 def run(
     machine: str,
@@ -61,11 +67,12 @@ def run(
     artifacts: tuple[str, ...],
     retries: int,
     probe_seconds: float,
-    notify_url: str | None,
+    notify_source: str | None,
     out: Output,
 ) -> None:
     """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
     from rgt.jobs.launch import LaunchOptions, launch, probe
+    from rgt.jobs.notify import resolve
     from rgt.models import RetryPolicy
 
     store = Store.open()
@@ -75,7 +82,7 @@ def run(
         secret_env=secrets,
         artifacts=artifacts,
         retry=RetryPolicy(max_retries=retries),
-        notify_url=notify_url,
+        notify=resolve(notify_source) if notify_source else None,
     )
     record = launch(store, machine, options)
     out.info(f"launched {record.job_id} on {machine}; probing for up to {probe_seconds:g}s")

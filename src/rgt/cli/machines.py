@@ -17,6 +17,11 @@ from rgt.jobs.store import Store
 )
 @click.option("--price", type=float, help="Price per hour, for the money clock.")
 @click.option("--root", help="Durable directory on the machine (default: the profile's).")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="NAME is an active machine with jobs: release it through the gate first.",
+)
 @output_options
 def up(
     profile: str,
@@ -24,12 +29,14 @@ def up(
     ssh_line: str | None,
     price: float | None,
     root: str | None,
+    replace: bool,
     out: Output,
 ) -> None:
     """Register a machine (PROFILE: local, generic-ssh, autodl, …)."""
     from rgt.machines import register
 
-    result = register(Store.open(), profile, name, ssh=ssh_line, price=price, root=root)
+    store = Store.open()
+    result = register(store, profile, name, ssh=ssh_line, price=price, root=root, replace=replace)
     data = {
         "machine": result.machine.name,
         "backend": result.machine.backend,
@@ -51,16 +58,32 @@ def up(
 
 
 @click.command()
-@click.argument("name")
+@click.argument("name", required=False)
 @click.option(
     "--abandon",
     multiple=True,
     metavar="JOB",
     help="A job whose artifacts you knowingly give up (they are never pulled).",
 )
+@click.option(
+    "--set-pin", is_flag=True, help="Set or change the approval PIN (asked at the terminal)."
+)
+@click.option("--remove-pin", is_flag=True, help="Remove the approval PIN (needs the PIN).")
 @output_options
-def approve(name: str, abandon: tuple[str, ...], out: Output) -> None:
-    """Approve releasing machine NAME. Needs a human at a terminal."""
+def approve(
+    name: str | None, abandon: tuple[str, ...], set_pin: bool, remove_pin: bool, out: Output
+) -> None:
+    """Approve releasing machine NAME. Needs a human at a terminal (and the PIN, once set)."""
+    if set_pin or remove_pin:
+        from rgt.approvals import change_pin
+
+        changed = change_pin(remove=remove_pin)
+        out.result(changed, lambda o: o.line(f"approval PIN {changed['pin']}"))
+        return
+    if not name:
+        from rgt.errors import UsageError
+
+        raise UsageError("give the machine NAME", fix="`rgt approve NAME` (or `--set-pin`)")
     from rgt.teardown import approve_interactively
 
     approval = approve_interactively(Store.open(), name, abandon)
@@ -75,7 +98,7 @@ def approve(name: str, abandon: tuple[str, ...], out: Output) -> None:
 @click.option(
     "--yes",
     is_flag=True,
-    help="At a terminal: approve without typing the name. Ignored when stdin is not a terminal.",
+    help="Never ask (for scripts). It never approves: a human runs `rgt approve NAME` first.",
 )
 @click.option("--check", is_flag=True, help="Only show the gate's verdict; change nothing.")
 @output_options

@@ -139,7 +139,8 @@ class Store:
                 "INSERT INTO machines VALUES (?,?,?,?,?,?,?,NULL) ON CONFLICT(name) DO UPDATE SET "
                 "backend=excluded.backend, profile=excluded.profile, "
                 "connection=excluded.connection, durable_root=excluded.durable_root, "
-                "price_per_hour=excluded.price_per_hour, released=NULL",
+                "price_per_hour=excluded.price_per_hour, registered=excluded.registered, "
+                "released=NULL",
                 (
                     machine.name,
                     machine.backend,
