@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from rgt.cli._output import Output, output_options
 
@@ -36,10 +37,10 @@ def smoke(command: tuple[str, ...], timeout: float, out: Output) -> None:
             f"smoke {'[green]passed[/]' if result.ok else '[red]FAILED[/]'}; resume: "
             f"{verdict[result.exact_resume]}"
         )
-        o.line(f"  {result.reason}")
+        o.line(f"  {escape(result.reason)}")
         if not result.ok:
             last = result.resumed or result.uninterrupted
-            o.line("[dim]" + "\n".join(last.log_tail.splitlines()[-15:]) + "[/]")
+            o.line("[dim]" + escape("\n".join(last.log_tail.splitlines()[-15:])) + "[/]")
 
     out.result(result.to_json(), human)
     if not result.ok:

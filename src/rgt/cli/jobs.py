@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from rich.markup import escape
 
 from rgt.cli._jobref import job_id as job_id_arg
 from rgt.cli._jobref import machine_or_job
@@ -187,6 +188,9 @@ def status(target: str | None, out: Output) -> None:
             title="jobs",
             whole=("job",),
         )
+        for j in data["jobs"]:  # whole, unwrapped: what to do about a lost agent or a bad file
+            if j.get("heartbeat_lost") or j.get("problem"):
+                o.out.print(f"{j['job_id']}: {j.get('reason')}", markup=False)
 
     out.result(data, human)
 
@@ -246,7 +250,6 @@ def cancel(job_id: str, out: Output) -> None:
 @output_options
 def pull(job_id: str, dest: Path | None, out: Output) -> None:
     """Copy a job's artifacts, check every sha256 and load-verify each one."""
-    from rich.markup import escape
     from rich.progress import Progress
 
     from rgt.jobs.pull import pull as do_pull
@@ -279,7 +282,9 @@ def resume(job_id: str, out: Output) -> None:
     from rgt.jobs.launch import resume as do_resume
 
     data = do_resume(Store.open(), job_id)
-    out.result(data, lambda o: o.line(f"{job_id}: {data['reason']}"))
+    out.result(data, lambda o: o.out.print(f"{job_id}: {data['reason']}", markup=False))
+    if not data.get("ok", True):
+        sys.exit(1)
 
 
 def register(cli: click.Group) -> None:
