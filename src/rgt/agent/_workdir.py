@@ -235,9 +235,13 @@ def check_links(paths: JobPaths) -> List[Dict[str, Any]]:
             changed.append({"path": rel, "bytes_before": size, "bytes_now": st.st_size})
             reported[rel] = now
     if changed:
-        _write_links(paths, doc)
         marker = {"job_id": paths.job_id, "files": [c["path"] for c in changed]}
-        _fs.atomic_write_json(damaged_marker(str(snapshot)), marker)
+        try:
+            _fs.atomic_write_json(damaged_marker(str(snapshot)), marker)
+            _write_links(paths, doc)
+        except OSError as exc:  # a full disk: the event still says it; the marker may not
+            for change in changed:
+                change["marker_not_written"] = str(exc)
     return changed
 
 
