@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -194,28 +193,12 @@ def logs(job_id: str, follow: bool, attempt: int | None) -> None:
     """Print a job's log (the raw log is the output; there is no --json form of a log).
 
     With -f the exit status is the job's outcome: 0 succeeded, 1 failed or cancelled."""
-    from rgt.jobs.launch import refresh
+    from rgt.cli._follow import follow_log
     from rgt.machines import backend_for
-    from rgt.models import TERMINAL, JobState
 
     store = Store.open()
     backend = backend_for(store, store.job(job_id).machine)
-    status_now = refresh(store, job_id, backend)
-    which = attempt or int(status_now.get("attempt") or 1)
-    offset = 0
-    while True:
-        chunk = backend.log(job_id, which, offset)
-        sys.stdout.buffer.write(chunk)
-        sys.stdout.flush()
-        offset += len(chunk)
-        if not follow:
-            return
-        state = JobState(refresh(store, job_id, backend)["state"])
-        if state in TERMINAL:
-            sys.stdout.buffer.write(backend.log(job_id, which, offset))
-            sys.stdout.flush()
-            sys.exit(0 if state is JobState.SUCCEEDED else 1)
-        time.sleep(1.0)
+    sys.exit(follow_log(store, backend, job_id, attempt, follow))
 
 
 @click.command()
