@@ -14,7 +14,7 @@ import signal
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from rgt.agent import _manifest, _system
+from rgt.agent import _manifest, _resume, _system
 from rgt.agent._attempt import AttemptRunner
 from rgt.agent._classify import REMEDY_PREEMPTED, Decision
 from rgt.agent._record import JobRecorder, log, read_status
@@ -124,10 +124,11 @@ class Supervisor(object):
             label=decision.label,
             reason="%s; retrying (%d retries left)" % (decision.cause, left - 1),
         )
+        plan = self.runner.resume_choice(int(self.rec.status.get("attempt") or 0) + 1)
         self.rec.event(
             "retrying",
             {"label": decision.label, "retries_left": left - 1},
-            "nothing to do: the job resumes from its newest checkpoint",
+            _resume.retry_next_step(plan),
         )
         if self.runner.stop_requested:
             self.rec.event(

@@ -51,6 +51,13 @@ from rgt.jobs.store import Store
     help="Watch the job this long before handing back control.",
 )
 @click.option("--notify", "notify_url", help="Webhook URL for job events (ntfy/Slack style).")
+@click.option(
+    "--resume-with",
+    metavar="ARGS|COMMAND",
+    help="How a restart resumes: '-…' ARGS appended to COMMAND, else a whole command; "
+    "{ckpt} = the checkpoint's path (README: a script not written for rgt).",
+)
+@click.option("--ckpt", "ckpt_glob", metavar="GLOB", help="Where the script's checkpoints appear.")
 @output_options
 def run(
     machine: str,
@@ -61,10 +68,13 @@ def run(
     retries: int,
     probe_seconds: float,
     notify_url: str | None,
+    resume_with: str | None,
+    ckpt_glob: str | None,
     out: Output,
 ) -> None:
     """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
     from rgt.jobs.launch import LaunchOptions, launch, probe
+    from rgt.jobs.resume_form import resume_spec
     from rgt.models import RetryPolicy
 
     store = Store.open()
@@ -75,6 +85,7 @@ def run(
         artifacts=artifacts,
         retry=RetryPolicy(max_retries=retries),
         notify_url=notify_url,
+        resume=resume_spec(resume_with, ckpt_glob),
     )
     record = launch(store, machine, options)
     out.info(f"launched {record.job_id} on {machine}; probing for up to {probe_seconds:g}s")

@@ -40,6 +40,7 @@ class LaunchOptions:
     resume_from: str | None = (
         None  # an earlier job on the same machine whose checkpoints seed this one
     )
+    resume: dict[str, str] | None = None  # --resume-with / --ckpt (rgt.jobs.resume_form)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         smoke=options.smoke,
         created=utcnow(),
         notify_url=options.notify_url,
+        resume=options.resume,
     )
     record = store.add_job(spec)
     try:
