@@ -1,11 +1,14 @@
 """Find the newest complete checkpoint a job wrote: for the agent's restarts and `rgt smoke`.
 
-"Complete" is what can be told from outside the script: a non-empty file whose name is not a
-save in flight (``.tmp-*``, ``tmp-*``, ``*.part``, ``*.tmp``, ``*.partial``, nor inside such a
-folder); a folder (Hugging Face ``checkpoint-N``) holding a non-empty file and none in flight,
-and holding ``trainer_state.json`` when any matching folder does (the Trainer writes it after
-the weights). In an rgt.ckpt directory the newest commit record names the checkpoint: its data
-file is written first, so a data file without a record is a save that was cut short.
+"Complete" is what can be told from outside the script:
+* a non-empty file whose name is not a save in flight (``.tmp-*``, ``tmp-*``, ``*.part``,
+  ``*.tmp``, ``*.partial``, nor inside such a folder); a zip (what torch.save writes) only with
+  its end record (nanoGPT saves in place: a kill mid-write leaves a torn one);
+* a folder (Hugging Face ``checkpoint-N``) holding a non-empty file and none in flight, and
+  ``trainer_state.json`` when it is named ``checkpoint-N`` or a sibling has one (the Trainer
+  writes it after the weights);
+* in an rgt.ckpt directory, the data file the newest commit record names (the data file is
+  written first: one without a record is a save that was cut short).
 
 Files in the job's working directory count only when they are newer than the job's start:
 anything older came with the code snapshot and is not this job's checkpoint.
@@ -20,10 +23,12 @@ import json
 import os
 import re
 import time
+import zipfile
 from typing import List, Optional, Tuple
 
 IN_FLIGHT = (".tmp-*", "tmp-*", "*.part", "*.tmp", "*.partial")
 TRAINER_STATE = "trainer_state.json"
+HF_NAME = re.compile(r"^checkpoint-\d+$")  # the Hugging Face Trainer's folder names
 MAX_SKIPPED = 10
 START_SLACK_S = 2.0
 
@@ -115,7 +120,9 @@ def incomplete(path: str) -> Optional[str]:
     if any(_in_flight(part) for part in path.split(os.sep)[-3:]):
         return "a save in flight (temp name)"
     if os.path.isfile(path):
-        return None if os.path.getsize(path) > 0 else "empty file"
+        if os.path.getsize(path) == 0:
+            return "empty file"
+        return None if not _torn_zip(path) else "a zip (torch.save) cut short: no end record"
     if not os.path.isdir(path):
         return "not a file or folder"
     names = os.listdir(path)
@@ -123,9 +130,20 @@ def incomplete(path: str) -> Optional[str]:
         return "a save in flight inside"
     if not any(os.path.isfile(os.path.join(path, n)) and _size(path, n) > 0 for n in names):
         return "no non-empty file inside"
-    if TRAINER_STATE not in names and _hf_style(path):
+    if TRAINER_STATE not in names and (HF_NAME.match(os.path.basename(path)) or _hf_style(path)):
         return "no %s yet (the Trainer writes it last)" % TRAINER_STATE
     return None
+
+
+def _torn_zip(path: str) -> bool:
+    """torch.save writes a zip; one killed mid-write (nanoGPT saves in place) has no end."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(2) != b"PK":
+                return False
+        return not zipfile.is_zipfile(path)
+    except OSError:
+        return True
 
 
 def _hf_style(path: str) -> bool:

@@ -10,9 +10,7 @@ a JSON file's same keys. Anything else falls back to the last step the killed ru
 from __future__ import annotations
 
 import json
-import os
 import re
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,15 +58,6 @@ def log_steps(text: str, unit: str = "step") -> list[int]:
     """Every step number the log names, in order."""
     pattern = EPOCH_RE if unit == "epoch" else STEP_RE
     return [int(m.group(m.lastindex or 1)) for m in pattern.finditer(text)]
-
-
-def settled(path: str) -> bool:
-    """A torch zip that is still being written has no end-of-archive record yet."""
-    if os.path.isfile(path) and path.endswith(TORCH_SUFFIXES):
-        with open(path, "rb") as handle:
-            if handle.read(2) == b"PK":
-                return zipfile.is_zipfile(path)
-    return True
 
 
 def _trainer_state(path: Path) -> StepReading | None:
