@@ -16,6 +16,7 @@ A run that outlives ``timeout`` is killed and reported as a smoke failure.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -31,6 +32,7 @@ from rgt.jobs import _smoke_step
 
 POLL_S = 0.1
 SETTLE_S = 0.3  # a checkpoint's size must hold still this long before it counts
+SEEN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -113,20 +115,40 @@ def _reason(text: str, started: float, limits: Limits, stop_at_step: str | None)
 
 
 class _Settle:
-    """A checkpoint counts once it is complete and its size and time held still SETTLE_S:
-    a script that writes ``ckpt.pt`` in place is never killed half-way through the write."""
+    """When a checkpoint counts: at once when its completeness can be verified (a zip with its
+    end record, as torch.save writes; JSON that parses), else once its size and time held still
+    SETTLE_S, or after SEEN_S of sightings for a file the script keeps rewriting in place."""
 
     def __init__(self) -> None:
-        self.last: tuple[str, float, float] | None = None  # path, size + mtime, first seen
+        self.last: tuple[str, float, float] | None = None  # path, size + mtime, when marked
+        self.first_seen: dict[str, float] = {}
 
     def check(self, found: str | None) -> str | None:
         if found is None:
             return None
+        now = time.monotonic()
+        first = self.first_seen.setdefault(found, now)
+        if _verified(found) or now - first >= SEEN_S:
+            return found
         mark = _ckpt_find.newest_mtime(found) + _size(found)
         if self.last is None or self.last[:2] != (found, mark):
-            self.last = (found, mark, time.monotonic())
+            self.last = (found, mark, now)
             return None
-        return found if time.monotonic() - self.last[2] >= SETTLE_S else None
+        return found if now - self.last[2] >= SETTLE_S else None
+
+
+def _verified(path: str) -> bool:
+    if not os.path.isfile(path):
+        return False
+    if path.endswith(".json"):
+        try:
+            with open(path, "rb") as handle:
+                json.loads(handle.read())
+            return True
+        except (OSError, ValueError):
+            return False
+    with open(path, "rb") as handle:
+        return handle.read(2) == b"PK" and _ckpt_find.incomplete(path) is None
 
 
 def _start(

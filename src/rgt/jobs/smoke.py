@@ -22,6 +22,7 @@ could be read), and the verdict says how to enable the check.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -125,6 +126,7 @@ def smoke(
         first_run = _as_run(first, base / "a" / "ckpt")
         if first.stopped_by == "exit" and first.returncode != 0:
             reason = f"the command failed (exit {first.returncode}) {_label(first_run)}"
+            reason += _left_out(first.log, source, work)
             return result(False, reason, copied, first=first_run)
         if first.stopped_by == "exit" and first_run.state_digest and first.ckpt is None:
             return _exact(command, source, base, first_run, timeout, copied)
@@ -139,7 +141,10 @@ def smoke(
             resume_cmd, env, base / "b.log", limits, stop_at_checkpoint=False, stop_at_step=unit
         )
         second_run = _as_run(second, base / "a" / "ckpt")
-        return continuation(first_run, second_run, second, ckpt, found, work, copied, resume_cmd)
+        done = continuation(first_run, second_run, second, ckpt, found, work, copied, resume_cmd)
+        if first.stopped_by == "exit":  # no checkpoint was seen while it ran
+            done = replace(done, reason=done.reason + ENDED_FIRST)
+        return done
 
 
 def copy_tree(source: Path, dest: Path) -> tuple[Path, int]:
@@ -239,6 +244,27 @@ def _as_run(watched: Watched, ckpt_dir: Path) -> SmokeRun:
         state_digest=info.state_digest if info else None,
         stopped_by=watched.stopped_by,
     )
+
+
+ENDED_FIRST = (
+    " (note: the first run ended by itself before smoke saw a checkpoint mid-run; if the script "
+    "saves only when it ends, a kill loses everything: save periodically)"
+)
+MISSING_RE = re.compile(r"No such file or directory: '([^']+)'")
+
+
+def _left_out(log: str, source: Path, work: Path) -> str:
+    """A file the script could not open that is in the user's tree but not in the copy: the
+    ignore rules left it out of what `rgt run` ships, so the machine would miss it too."""
+    for name in MISSING_RE.findall(log):
+        rel = Path(name)
+        rel = rel.relative_to(work) if rel.is_absolute() and rel.is_relative_to(work) else rel
+        if not rel.is_absolute() and (source / rel).exists():
+            return (
+                f"; {rel} is in your tree but not in what `rgt run` ships (.gitignore or "
+                ".rgtignore leaves it out): push it as data, or stop ignoring it"
+            )
+    return ""
 
 
 def _label(run: SmokeRun) -> str:
