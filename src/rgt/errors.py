@@ -18,6 +18,10 @@ can act on (host, job_id, path, returncode, stderr_tail).
     │   └── DiskBudgetError          not enough bytes or inodes on the checkpoint mount
     ├── VerifyError                  an artifact failed load-verification or its hash check
     └── BackendError                 a backend's API or command failed (returncode, stderr_tail)
+        └── VendorError              a vendor API answered an error (status, code, instance_id)
+            └── KeyRefusedError      the vendor refused the API key (HTTP 401/403): no retry
+    UsageError
+        └── MissingKeyError          no API key in the environment or credentials.toml
 """
 
 from __future__ import annotations
@@ -192,3 +196,38 @@ class BackendError(RgtError):
         self.backend = backend
         self.returncode = returncode
         self.stderr_tail = stderr_tail
+
+
+class VendorError(BackendError):
+    """A vendor API (RunPod, vast.ai, Lambda, Paperspace) answered an error. ``instance_id`` is
+    set when the failed call still made an instance (it bills: it is recorded, never dropped)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend: str,
+        status: int | None = None,
+        code: str | None = None,
+        instance_id: str | None = None,
+        fix: str | None = None,
+    ) -> None:
+        super().__init__(message, backend=backend, returncode=status, fix=fix)
+        self.status = status
+        self.code = code
+        self.instance_id = instance_id
+
+
+class KeyRefusedError(VendorError):
+    """HTTP 401/403: the key is wrong, revoked or lacks a permission. Never retried."""
+
+
+class MissingKeyError(UsageError):
+    def __init__(self, vendor: str, variable: str, path: str) -> None:
+        super().__init__(
+            f"no API key for {vendor}: ${variable} is unset and {path} has no [{vendor}] key",
+            fix=f'export {variable}=… or add `[{vendor}]` `api_key = "…"` to {path} (mode 0600)',
+        )
+        self.vendor = vendor
+        self.variable = variable
+        self.path = path

@@ -61,7 +61,7 @@ class JobSpec:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     smoke: bool = False
     created: str = ""
-    notify_url: str | None = None
+    notify: str | None = None  # where the webhook URL is read (`env:NAME`), never the URL
     # How a restart resumes a script with its own resume flag: {"with": ARGS or COMMAND,
     # "ckpt": GLOB}, either may be absent (rgt.jobs.resume_form; the agent's _resume).
     resume: dict[str, str] | None = None
@@ -100,7 +100,7 @@ class JobSpec:
                 field="schema",
             )
         known = {f for f in cls.__dataclass_fields__}
-        unknown = set(data) - known - {"schema"}
+        unknown = set(data) - known - {"schema", "notify_url"}
         if unknown:
             raise SpecError(
                 f"unknown spec fields {sorted(unknown)}",
@@ -108,7 +108,8 @@ class JobSpec:
                 field=sorted(unknown)[0],
                 fix=f"allowed: {sorted(known)}",
             )
-        kwargs = {k: v for k, v in data.items() if k != "schema"}
+        # ``notify_url``: a plain-text webhook URL written by rgt < 0.x; it is a secret, dropped.
+        kwargs = {k: v for k, v in data.items() if k not in ("schema", "notify_url")}
         try:
             kwargs["command"] = tuple(kwargs.get("command") or ())
             kwargs["secret_env"] = tuple(kwargs.get("secret_env") or ())

@@ -16,7 +16,9 @@ from __future__ import annotations
 import posixpath
 import secrets
 import shlex
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -251,16 +253,28 @@ def host_fingerprint(known_hosts: str | Path) -> str | None:
 
 
 def retrust(store: Store, name: str) -> dict[str, Any]:
-    """``rgt trust NAME``: forget the recorded host key, connect, record the new one."""
+    """``rgt trust NAME``: read the key the machine presents now (into a scratch known_hosts),
+    show it, and record it only after a human at the terminal approved (PIN once set)."""
     machine = store.machine(name)
     if machine.backend != "ssh":
         raise UsageError(f"{name} is not an SSH machine", fix="only SSH machines have host keys")
     target = SshTarget.from_connection(name, machine.connection)
-    transport = SshTransport(target)
-    transport.close()
+    SshTransport(target).close()
     old = machine.connection.get("host_key")
-    known_hosts_path(name).unlink(missing_ok=True)
-    transport.check(["true"])
-    new = host_fingerprint(target.known_hosts)
+    with tempfile.TemporaryDirectory() as scratch:
+        probe = replace(target, known_hosts=str(Path(scratch) / "known_hosts"))
+        transport = SshTransport(probe)
+        transport.check(["true"])
+        transport.close()
+        new = host_fingerprint(probe.known_hosts)
+        from rgt.approvals import approve_at_terminal
+
+        approve_at_terminal(
+            f"{name} now presents host key {new} (recorded: {old}). Trust it only if the "
+            "platform console shows this key or you re-rented or rebuilt the machine.",
+            name,
+            f"rgt trust {name}",
+        )
+        shutil.copyfile(probe.known_hosts, target.known_hosts)
     store.add_machine(replace(machine, connection={**machine.connection, "host_key": new}))
     return {"machine": name, "old_host_key": old, "new_host_key": new}

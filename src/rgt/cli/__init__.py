@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "rgt.cli.watch",
     "rgt.cli.sweep",
     "rgt.cli.ckpt",
+    "rgt.cli.vendors",
 )
 
 

@@ -50,7 +50,13 @@ from rgt.jobs.store import Store
     show_default=True,
     help="Watch the job this long before handing back control.",
 )
-@click.option("--notify", "notify_url", help="Webhook URL for job events (ntfy/Slack style).")
+@click.option(
+    "--notify",
+    "notify_source",
+    metavar="SOURCE",
+    help="Webhook for job events (ntfy/Slack style), a secret: env:NAME, credentials:NAME "
+    "($RGT_HOME/credentials.toml [notify]) or - (stdin). Never the URL itself.",
+)
 @click.option(
     "--resume-with",
     metavar="ARGS|COMMAND",
@@ -67,13 +73,14 @@ def run(
     artifacts: tuple[str, ...],
     retries: int,
     probe_seconds: float,
-    notify_url: str | None,
+    notify_source: str | None,
     resume_with: str | None,
     ckpt_glob: str | None,
     out: Output,
 ) -> None:
     """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
     from rgt.jobs.launch import LaunchOptions, launch, probe
+    from rgt.jobs.notify import resolve
     from rgt.jobs.resume_form import resume_spec
     from rgt.models import RetryPolicy
 
@@ -84,7 +91,7 @@ def run(
         secret_env=secrets,
         artifacts=artifacts,
         retry=RetryPolicy(max_retries=retries),
-        notify_url=notify_url,
+        notify=resolve(notify_source) if notify_source else None,
         resume=resume_spec(resume_with, ckpt_glob),
     )
     record = launch(store, machine, options)

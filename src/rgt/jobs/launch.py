@@ -18,6 +18,7 @@ from typing import Any
 
 from rgt.backends.base import Backend
 from rgt.errors import TransportError, UsageError
+from rgt.jobs.notify import Webhook, reread
 from rgt.jobs.snapshot import take_snapshot
 from rgt.jobs.store import Store, utcnow
 from rgt.machines import backend_for
@@ -35,7 +36,7 @@ class LaunchOptions:
     artifacts: tuple[str, ...] = ()
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     smoke: bool = False
-    notify_url: str | None = None
+    notify: Webhook | None = None  # the URL travels with the secrets, never in the spec
     job_id: str | None = None
     resume_from: str | None = (
         None  # an earlier job on the same machine whose checkpoints seed this one
@@ -65,6 +66,8 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
             fix=f"register it again with `rgt up … --name {machine_name}`",
         )
     secret_values = _read_secrets(options.secret_env)
+    if options.notify:
+        secret_values.update(options.notify.secrets())
     snapshot = take_snapshot(options.cwd)
     backend.push_snapshot(snapshot)
     spec = JobSpec(
@@ -78,7 +81,7 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         retry=options.retry,
         smoke=options.smoke,
         created=utcnow(),
-        notify_url=options.notify_url,
+        notify=options.notify.source if options.notify else None,
         resume=options.resume,
     )
     record = store.add_job(spec)
@@ -102,7 +105,8 @@ def resume(store: Store, job_id: str) -> dict[str, Any]:
 
     The agent counts the interrupted attempt, stops any leftover process of it, and starts the
     next attempt with the same spec; the training script resumes from its newest checkpoint.
-    Secrets are read again from this process's environment, by the names in the spec."""
+    Secrets are read again from this process's environment, by the names in the spec, and
+    the webhook URL from its recorded source (``rgt.jobs.notify.reread``)."""
     record = store.job(job_id)
     backend = backend_for(store, record.machine)
     status = backend.status(job_id)
@@ -113,8 +117,11 @@ def resume(store: Store, job_id: str) -> dict[str, Any]:
     if JobState(status.get("state") or "queued") in TERMINAL:
         return {**status, "resumed": False, "reason": f"the job has ended ({status['state']})"}
     secrets = _read_secrets(record.spec.secret_env)
+    webhook, note = reread(record.spec.notify)
+    secrets.update(webhook.secrets() if webhook else {})
     backend.start_agent(backend.install_agent(), backend.job_paths(job_id), secrets or None)
-    return {**status, "resumed": True, "reason": "agent started again"}
+    reason = "agent started again" + (f"; {note}" if note else "")
+    return {**status, "resumed": True, "reason": reason, "webhook": note or record.spec.notify}
 
 
 def _read_secrets(names: Sequence[str]) -> dict[str, str]:

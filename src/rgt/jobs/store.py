@@ -68,6 +68,22 @@ MIGRATIONS: tuple[str, ...] = (
         consumed TEXT
     );
     """,
+    # Vendor instances (rgt.vendors): recorded the moment a create answers, before the machine
+    # is reachable, so an interrupted `up` or a failed-but-billing create is never orphaned.
+    """
+    CREATE TABLE vendor_instances (
+        vendor TEXT NOT NULL,
+        instance_id TEXT NOT NULL,
+        machine TEXT NOT NULL,
+        price_per_hour REAL,
+        disk_gb REAL,
+        state TEXT NOT NULL,
+        created TEXT NOT NULL,
+        released TEXT,
+        PRIMARY KEY (vendor, instance_id)
+    );
+    CREATE INDEX vendor_instances_by_machine ON vendor_instances(machine);
+    """,
 )
 
 
@@ -138,7 +154,8 @@ class Store:
                 "INSERT INTO machines VALUES (?,?,?,?,?,?,?,NULL) ON CONFLICT(name) DO UPDATE SET "
                 "backend=excluded.backend, profile=excluded.profile, "
                 "connection=excluded.connection, durable_root=excluded.durable_root, "
-                "price_per_hour=excluded.price_per_hour, released=NULL",
+                "price_per_hour=excluded.price_per_hour, registered=excluded.registered, "
+                "released=NULL",
                 (
                     machine.name,
                     machine.backend,
@@ -274,6 +291,44 @@ class Store:
     def consume_approval(self, approval_id: int) -> None:
         with self.tx() as conn:
             conn.execute("UPDATE approvals SET consumed=? WHERE id=?", (utcnow(), approval_id))
+
+    # -- vendor instances ----------------------------------------------------------------
+
+    def record_vendor_instance(
+        self,
+        machine: str,
+        vendor: str,
+        instance_id: str,
+        *,
+        price: float | None,
+        state: str,
+        disk_gb: float | None = None,
+    ) -> None:
+        with self.tx() as conn:
+            conn.execute(
+                "INSERT INTO vendor_instances VALUES (?,?,?,?,?,?,?,NULL) ON CONFLICT(vendor, "
+                "instance_id) DO UPDATE SET state=excluded.state, price_per_hour="
+                "COALESCE(excluded.price_per_hour, price_per_hour)",
+                (vendor, instance_id, machine, price, disk_gb, state, utcnow()),
+            )
+
+    def set_vendor_instance_state(
+        self, vendor: str, instance_id: str, state: str, *, released: bool = False
+    ) -> None:
+        with self.tx() as conn:
+            conn.execute(
+                "UPDATE vendor_instances SET state=?, released=COALESCE(released, ?) "
+                "WHERE vendor=? AND instance_id=?",
+                (state, utcnow() if released else None, vendor, instance_id),
+            )
+
+    def vendor_instances(self, machine: str | None = None) -> list[dict[str, Any]]:
+        """Newest first; ``released`` is None while rgt believes the instance may bill."""
+        sql, args = "SELECT * FROM vendor_instances", []
+        if machine is not None:
+            sql, args = sql + " WHERE machine=?", [machine]
+        rows = self._conn().execute(sql + " ORDER BY created DESC", args)
+        return [dict(r) for r in rows]
 
 
 def _machine(row: sqlite3.Row) -> Machine:
