@@ -122,7 +122,7 @@ def test_a_script_with_its_own_resume_flag_continues_and_the_tree_is_untouched(
     assert proc.returncode == 0 and doc["ok"], doc["reason"]
     verdict = doc["resume"]
     assert verdict["continued"] and verdict["step_source"] == "json:step"
-    assert verdict["resumed_step"] == verdict["ckpt_step"] + 1 == 6
+    assert verdict["resumed_step"] == verdict["ckpt_step"] + 1 and verdict["ckpt_step"] % 5 == 0
     assert doc["uninterrupted"]["stopped_by"] == "checkpoint"
 
 
