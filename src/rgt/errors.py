@@ -8,7 +8,8 @@ can act on (host, job_id, path, returncode, stderr_tail).
     ├── UsageError (ValueError)      exit 2: bad input, named field, allowed values
     │   ├── SpecError                a malformed job spec / results.json / profile field
     │   ├── UnknownMachineError      no machine by that name in the state DB
-    │   └── UnknownJobError          no job by that id
+    │   ├── UnknownJobError          no job by that id
+    │   └── AmbiguousJobError        a short job id that several jobs' ids start with
     ├── GateRefused                  exit 3: a gate (teardown, approval) said no, with reasons
     ├── StateError                   the local state DB is unusable (locked, newer schema)
     ├── TransportError (OSError)     the connection failed; says nothing about the job
@@ -86,6 +87,19 @@ class UnknownJobError(UsageError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job with id {job_id!r}", fix="list jobs with `rgt status`")
         self.job_id = job_id
+
+
+class AmbiguousJobError(UsageError):
+    """A short job id that more than one job's id starts with."""
+
+    def __init__(self, prefix: str, candidates: Sequence[str]) -> None:
+        shown = ", ".join(candidates[:10]) + (", …" if len(candidates) > 10 else "")
+        super().__init__(
+            f"job id {prefix!r} is ambiguous: {len(candidates)} jobs start with it ({shown})",
+            fix="give more characters of the job id (see `rgt status`)",
+        )
+        self.prefix = prefix
+        self.candidates = list(candidates)
 
 
 class GateRefused(RgtError):

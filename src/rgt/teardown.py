@@ -51,6 +51,7 @@ def teardown(
     yes: bool = False,
     check_only: bool = False,
     keep_volume: bool = False,
+    rehash: bool = False,
 ) -> dict[str, Any]:
     """Release ``name`` through the gate. At a terminal, when only the approval is missing, the
     human is asked for it; ``yes`` never approves: it only means "do not ask" (scripts)."""
@@ -62,10 +63,10 @@ def teardown(
     if not machine.active:
         raise UsageError(f"machine {name} was already released on {machine.released}")
     backend = backend_for(store, name)
-    verdict = evaluate(store, backend)
+    verdict = evaluate(store, backend, rehash=rehash)
     if verdict.only_approval_missing and not (check_only or yes) and _has_terminal():
         approve_interactively(store, name)
-        verdict = evaluate(store, backend)
+        verdict = evaluate(store, backend, rehash=rehash)
     notes = teardown_notes(machine)
     if not verdict.ok:
         error = GateRefused(f"refusing to release {name}", verdict.reasons, fix=_fix(verdict, name))

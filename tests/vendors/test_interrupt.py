@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,6 +13,7 @@ import pytest
 
 from rgt.jobs.store import Store
 from tests.sshd import wait_for
+from tests.ttys import PtyRgt
 from tests.vendors.fakes._server import FakeVendor
 
 
@@ -38,12 +38,16 @@ def test_ctrl_c_during_up_leaves_the_id_recorded_for_down(
             up.wait()
     (row,) = Store.open().vendor_instances("cc")
     assert row["instance_id"] in fake.instances and row["released"] is None
-    down = subprocess.run(
+    refused = subprocess.run(
         [sys.executable, "-m", "rgt.cli", "down", "cc", "--json"],
         capture_output=True,
         text=True,
         env=os.environ.copy(),
         timeout=120,
     )
-    assert down.returncode == 0, down.stderr
-    assert json.loads(down.stdout)["released"] is True and fake.billed() == []
+    assert refused.returncode == 3 and fake.billed()  # no human at a terminal: still billing
+    down = PtyRgt("down", "cc")
+    down.expect("Type cc to approve")
+    down.type("cc")
+    assert down.wait() == 0, down.seen
+    assert fake.billed() == []

@@ -15,6 +15,7 @@ from rgt.teardown import teardown
 from rgt.vendors.lifecycle import VendorUp, vendor_up
 from rgt.vendors.orphans import find_orphans
 from tests.sshd import SshServer
+from tests.ttys import PtyRgt
 from tests.vendors.fakes._server import FakeVendor, Fault
 
 StartFake = Callable[..., FakeVendor]
@@ -96,8 +97,11 @@ def test_a_failed_bid_that_made_an_instance_is_recorded_then_released(
         vendor_up(Store.open(), "vastai", "cheap", ask, say=print)
     (row,) = Store.open().vendor_instances("cheap")
     assert row["instance_id"] == caught.value.instance_id and row["instance_id"] in fake.instances
-    result = teardown(Store.open(), "cheap")
-    assert result["released"] is True and fake.billed() == []
+    down = PtyRgt("down", "cheap")
+    down.expect("Type cheap to approve")
+    down.type("cheap")
+    assert down.wait() == 0, down.seen
+    assert fake.billed() == []
     assert Store.open().vendor_instances("cheap")[0]["released"]
 
 
@@ -134,8 +138,14 @@ def test_an_up_that_never_reached_the_machine_is_released_by_down(
     with pytest.raises(VendorError, match="not running"):
         vendor_up(Store.open(), vendor, "never", _ask(sshd_server, timeout_s=0.3), say=print)
     assert fake.billed() and Store.open().vendor_instances("never")[0]["released"] is None
-    result = teardown(Store.open(), "never")
-    assert result["released"] is True and "confirms it is gone" in result["meter"]
+    with pytest.raises(GateRefused, match="needs a human"):  # nothing to pull, still human
+        teardown(Store.open(), "never")
+    assert fake.billed() and Store.open().vendor_instances("never")[0]["released"] is None
+    down = PtyRgt("down", "never")
+    down.expect("Type never to approve")
+    down.type("never")
+    assert down.wait() == 0, down.seen
+    assert b"confirms it is gone" in down.seen
     assert fake.billed() == [] and Store.open().vendor_instances("never")[0]["released"]
 
 
@@ -145,9 +155,12 @@ def test_keep_volume_stops_and_says_what_the_disk_costs(
     fake = fake_for("runpod", boot_polls=10**6)
     with pytest.raises(VendorError):
         vendor_up(Store.open(), "runpod", "kept", _ask(sshd_server, timeout_s=0.3), say=print)
-    result = teardown(Store.open(), "kept", keep_volume=True)
+    down = PtyRgt("down", "kept", "--keep-volume")
+    down.expect("Type kept to approve")
+    down.type("kept")
+    assert down.wait() == 0, down.seen
     (inst,) = fake.instances.values()
     assert inst.wanted == "stopped" and fake.count("DELETE", "/v1/pods") == 0
-    assert result["still_bills"] == [
-        "50 GB disk at 0.2/GB/month while stopped ≈ 0.33/day until destroyed"
-    ]
+    assert "50 GB disk at 0.2/GB/month while stopped ≈ 0.33/day until destroyed" in (
+        down.seen.decode()
+    )

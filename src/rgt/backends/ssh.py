@@ -2,9 +2,9 @@
 
 The primitives are few: the agent is started detached with ``setsid -f`` (or inside ``tmux``
 when the profile says the platform kills long-lived nohup processes), code snapshots go up with
-rsync into ``code/<hash>.partial`` and are renamed into place only when complete, and the meter
-is stopped by the *user* in the platform's console: an SSH rental has no API rgt may call, so
-``stop_meter`` says exactly what to do instead of pretending.
+rsync into a staging dir of their own launch and are renamed into place only when complete,
+and the meter is stopped by the *user* in the platform's console: an SSH rental has no API rgt
+may call, so ``stop_meter`` says exactly what to do instead of pretending.
 
 ``register_ssh`` backs ``rgt up PROFILE --name NAME --ssh LINE``: it parses the pasted line,
 connects once (trusting and recording the host key), checks python3 and rsync, and picks the
@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rgt.backends.base import Backend
+from rgt.backends.base import Backend, staging_path
 from rgt.errors import BackendError, RgtError, UsageError
 from rgt.jobs.snapshot import Snapshot
 from rgt.jobs.store import Store, utcnow
@@ -123,16 +123,21 @@ class SshBackend(Backend):
         )
 
     def push_snapshot(self, snapshot: Snapshot, progress: ProgressFn | None = None) -> str:
-        """rsync the snapshot's files into ``code/<hash>.partial`` (resumable), check every
-        file's hash there, then rename it into place: a snapshot is complete or absent."""
+        """rsync the snapshot's files into this launch's own staging dir (resumable within the
+        launch), check every file's hash there, then rename it into place: a snapshot is
+        complete or absent, and concurrent launches never share a staging dir."""
         from rgt.jobs.push import push_snapshot_files
 
         remote = self.root.snapshot(snapshot.digest)
         if self.transport.exists(remote):
             return remote
         self.transport.mkdir(self.root.code_dir)
-        push_snapshot_files(self.ssh, snapshot, remote + ".partial", progress=progress)
-        self.transport.check(["mv", "-T", "--", remote + ".partial", remote])
+        partial = staging_path(remote)
+        try:
+            push_snapshot_files(self.ssh, snapshot, partial, progress=progress)
+            self.publish_snapshot(partial, remote)
+        finally:
+            self.discard_staging(partial)
         return remote
 
 

@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "rgt.cli.sweep",
     "rgt.cli.ckpt",
     "rgt.cli.vendors",
+    "rgt.cli.adopt",
 )
 
 

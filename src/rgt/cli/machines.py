@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from rgt.cli._jobref import job_ids
 from rgt.cli._output import Output, output_options
 from rgt.cli.vendors import vendor_up_options
 from rgt.jobs.store import Store
@@ -68,6 +69,7 @@ def up(
     "--abandon",
     multiple=True,
     metavar="JOB",
+    callback=job_ids,
     help="A job whose artifacts you knowingly give up (they are never pulled).",
 )
 @click.option(
@@ -107,12 +109,15 @@ def approve(
 )
 @click.option("--check", is_flag=True, help="Only show the gate's verdict; change nothing.")
 @click.option("--keep-volume", is_flag=True, help="Vendor API machines: stop, keep the disk.")
+@click.option("--rehash", is_flag=True, help="Re-hash every pulled file (default: size, mtime).")
 @output_options
-def down(name: str, yes: bool, check: bool, keep_volume: bool, out: Output) -> None:
+def down(name: str, yes: bool, check: bool, keep_volume: bool, rehash: bool, out: Output) -> None:
     """Release machine NAME through the teardown gate (ended, pulled, verified, approved)."""
     from rgt.teardown import teardown
 
-    result = teardown(Store.open(), name, yes=yes, check_only=check, keep_volume=keep_volume)
+    result = teardown(
+        Store.open(), name, yes=yes, check_only=check, keep_volume=keep_volume, rehash=rehash
+    )
 
     def human(o: Output) -> None:
         for c in result["gate"]["checks"]:

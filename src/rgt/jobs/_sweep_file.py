@@ -41,8 +41,8 @@ from rgt.errors import SpecError
 from rgt.jobs.resume_form import from_sweep_table
 from rgt.resources import Resources
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 ALLOWED = (
     "name",
     "command",

@@ -1,8 +1,9 @@
 """Launching a job (`rgt run`), probing it, and following it until it ends.
 
 ``launch`` snapshots the code, writes the spec and starts the agent detached; ``probe`` watches
-the first seconds (alive? log head? a traceback already?) so a typo fails in front of the user
-and not at 3 a.m.; ``refresh`` copies the agent's truth into the local cache.
+the first seconds (alive? log head? a traceback already? the log's tail when it failed) so a
+typo fails in front of the user and not at 3 a.m.; ``refresh`` copies the agent's truth into
+the local cache.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ class LaunchOptions:
     resume: dict[str, str] | None = None  # --resume-with / --ckpt (rgt.jobs.resume_form)
 
 
+# What the probe keeps of the log: its head (what the job is doing) and, bounded, its tail (the
+# traceback of a failure comes last, often after pages of config dump).
+HEAD_BYTES = 4000
+TAIL_BYTES = 8000
+
+
 @dataclass(frozen=True)
 class ProbeResult:
     state: JobState
@@ -51,6 +58,11 @@ class ProbeResult:
     log_head: str
     traceback: bool
     status: dict[str, Any]
+    log_tail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.state in (JobState.FAILED, JobState.CANCELLED) or self.traceback
 
 
 def new_job_id(machine: str) -> str:
@@ -186,7 +198,8 @@ def probe(
     while True:
         status = refresh(store, job_id, backend)
         attempt = int(status.get("attempt") or 1)
-        head = backend.log(job_id, attempt)[:4000].decode("utf-8", "replace")
+        log = backend.log(job_id, attempt)
+        head, tail = log[:HEAD_BYTES].decode("utf-8", "replace"), log_tail(log)
         state = JobState(status["state"])
         if on_tick:
             on_tick(status)
@@ -196,10 +209,20 @@ def probe(
                 state=state,
                 seconds=round(elapsed, 2),
                 log_head=head,
-                traceback=TRACEBACK_MARK in head,
+                traceback=TRACEBACK_MARK in head or TRACEBACK_MARK in tail,
                 status=status,
+                log_tail=tail,
             )
         time.sleep(poll)
+
+
+def log_tail(log: bytes, limit: int = TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of a log, from a line boundary (the whole log if shorter)."""
+    if len(log) <= limit:
+        return log.decode("utf-8", "replace")
+    cut = log[-limit:]
+    newline = cut.find(b"\n")
+    return cut[newline + 1 if 0 <= newline < len(cut) - 1 else 0 :].decode("utf-8", "replace")
 
 
 def wait(

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rgt.config import rgt_home
-from rgt.errors import StateError, UnknownJobError, UnknownMachineError
+from rgt.errors import AmbiguousJobError, StateError, UnknownJobError, UnknownMachineError
 from rgt.models import JobRecord, JobSpec, JobState, Machine
 
 BUSY_TIMEOUT_MS = 30_000
@@ -214,6 +214,22 @@ class Store:
             raise UnknownJobError(job_id)
         return _job(row)
 
+    def resolve_job(self, ref: str) -> str:
+        """The full id of the job ``ref`` names: its exact id, or a prefix that only one job
+        id starts with (as git accepts a short commit hash). Every verb resolves through here."""
+        conn = self._conn()
+        if ref and conn.execute("SELECT 1 FROM jobs WHERE job_id=?", (ref,)).fetchone():
+            return ref
+        rows = conn.execute(
+            "SELECT job_id FROM jobs WHERE substr(job_id, 1, ?) = ? ORDER BY created",
+            (len(ref), ref),
+        ).fetchall()
+        if not ref or not rows:
+            raise UnknownJobError(ref)
+        if len(rows) > 1:
+            raise AmbiguousJobError(ref, [r["job_id"] for r in rows])
+        return str(rows[0]["job_id"])
+
     def jobs(self, machine: str | None = None) -> list[JobRecord]:
         if machine is None:
             rows = self._conn().execute("SELECT * FROM jobs ORDER BY created")
@@ -229,7 +245,7 @@ class Store:
         self,
         job_id: str,
         dest: str,
-        files: dict[str, str],
+        files: dict[str, Any],  # path -> {sha256, bytes, mtime_ns} (older records: sha256)
         manifest_sha256: str,
         verified: bool,
         report: dict[str, Any],

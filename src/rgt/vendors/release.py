@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rgt.approvals import approve_at_terminal
 from rgt.errors import RgtError, VendorError
 from rgt.jobs.store import Store
 from rgt.vendors import client_for
@@ -114,6 +115,9 @@ def release_unregistered(
     }
     if check_only:
         return result
+    # Nothing to pull, but stopping a meter is still the human's decision (invariant 4).
+    what = f"{name} was never reached; terminating it through the vendor stops its meter."
+    approve_at_terminal(what, name, f"rgt down {name}")
     done = release(store, name, keep_volume=keep_volume)
     assert done is not None
     return {**result, **done, "released": True}
