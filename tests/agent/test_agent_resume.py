@@ -116,3 +116,20 @@ def test_a_checkpoint_in_the_ckpt_dir_resumes_the_same_command(make_job) -> None
     detail = job.events("resuming")[0]["detail"]
     assert detail["form"] == "same_command" and detail["found_in"] == "ckpt_dir"
     assert detail["ckpt"] in Path(job.paths.log(2)).read_text()
+
+
+def test_an_agent_started_again_after_it_died_runs_the_resume_form(make_job) -> None:
+    job = make_job().write(OWN_FLAG, resume={"with": "--resume", "ckpt": "out/ckpt.txt"})
+    agent = job.start()
+    job.wait_file("outputs/ready")
+    trainer = job.status()["pid"]
+    os.killpg(agent.pid, signal.SIGKILL)  # the agent dies; `rgt resume` starts a new one
+    os.killpg(trainer, signal.SIGKILL)
+    agent.wait()
+
+    job.start()
+    assert job.finish() == 0, job.agent_log()
+    [resuming] = job.events("resuming")
+    assert resuming["attempt"] == 2 and resuming["detail"]["ckpt"].endswith("out/ckpt.txt")
+    assert "starting at step 7" in Path(job.paths.log(2)).read_text()
+    assert "resume form" in job.events("retrying")[0]["next"]

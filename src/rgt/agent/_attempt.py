@@ -45,7 +45,6 @@ class AttemptRunner(object):
         self.checkpoint_requested = False  # set by SIGUSR1, cleared once forwarded
         self.warned = False  # this attempt's job got a forwarded SIGUSR1
         self.sentinel = None  # type: Optional[Sentinel]
-        self.cwd = None  # type: Optional[str]  # the last attempt's working directory
 
     def run(self, attempt: int) -> Optional[Decision]:
         """Run attempt ``attempt``; None when it exited 0, else the verdict on its failure."""
@@ -78,8 +77,7 @@ class AttemptRunner(object):
     def _spawn(self, attempt: int) -> Optional["subprocess.Popen[bytes]"]:
         env, missing = self.child_env(attempt)
         cwd = self.paths.code if os.path.isdir(self.paths.code) else self.paths.root
-        self.cwd = cwd
-        choice = self.resume_choice(attempt)
+        choice = self.resume_choice(attempt, cwd)
         env.update(choice.env)
         log_path = self.paths.log(attempt)
         with open(log_path, "ab") as log_file:
@@ -118,9 +116,9 @@ class AttemptRunner(object):
         )
         return proc
 
-    def resume_choice(self, attempt: int) -> _resume.Choice:
-        """The original command or its resume form (--resume-with), by the checkpoints found."""
-        cwd = self.cwd or self.paths.code
+    def resume_choice(self, attempt: int, cwd: str) -> _resume.Choice:
+        """The original command or its resume form (--resume-with), by the checkpoints found
+        in ``cwd`` (the job's working directory) and RGT_CKPT_DIR."""
         started = self.rec.status.get("started")
         return _resume.choose(self.spec, attempt, cwd, self.paths.ckpt_dir, started)
 
