@@ -28,6 +28,7 @@ NOTIFY_TIMEOUT_S = 5.0
 NOTIFY_KINDS = frozenset(
     [
         "retrying",
+        "restart_from_zero",
         "succeeded",
         "failed",
         "cancelled",

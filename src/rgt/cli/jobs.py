@@ -67,6 +67,13 @@ PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
     help="Webhook for job events (ntfy/Slack style), a secret: env:NAME, credentials:NAME "
     "($RGT_HOME/credentials.toml [notify]) or - (stdin). Never the URL itself.",
 )
+@click.option(
+    "--resume-with",
+    metavar="ARGS|COMMAND",
+    help="How a restart resumes: '-…' ARGS appended to COMMAND, else a whole command; "
+    "{ckpt} = the checkpoint's path (README: a script not written for rgt).",
+)
+@click.option("--ckpt", "ckpt_glob", metavar="GLOB", help="Where the script's checkpoints appear.")
 @output_options
 def run(
     machine: str,
@@ -77,11 +84,14 @@ def run(
     retries: int,
     probe_seconds: float,
     notify_source: str | None,
+    resume_with: str | None,
+    ckpt_glob: str | None,
     out: Output,
 ) -> None:
     """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
     from rgt.jobs.launch import LaunchOptions, launch, probe
     from rgt.jobs.notify import resolve
+    from rgt.jobs.resume_form import resume_spec
     from rgt.models import RetryPolicy
 
     check_separator(click.get_current_context())
@@ -93,6 +103,7 @@ def run(
         artifacts=artifacts,
         retry=RetryPolicy(max_retries=retries),
         notify=resolve(notify_source) if notify_source else None,
+        resume=resume_spec(resume_with, ckpt_glob),
     )
     record = launch(store, machine, options)
     out.info(f"launched {record.job_id} on {machine}; probing for up to {probe_seconds:g}s")
