@@ -28,7 +28,6 @@ NOTIFY_TIMEOUT_S = 5.0
 NOTIFY_KINDS = frozenset(
     [
         "retrying",
-        "restart_from_zero",
         "succeeded",
         "failed",
         "cancelled",
