@@ -62,6 +62,9 @@ class JobSpec:
     smoke: bool = False
     created: str = ""
     notify: str | None = None  # where the webhook URL is read (`env:NAME`), never the URL
+    # How a restart resumes a script with its own resume flag: {"with": ARGS or COMMAND,
+    # "ckpt": GLOB}, either may be absent (rgt.jobs.resume_form; the agent's _resume).
+    resume: dict[str, str] | None = None
     exclude: tuple[str, ...] = ()  # globs dropped from the default artifacts
     artifact_caps: dict[str, int] = field(default_factory=dict)  # max_files, max_bytes
 

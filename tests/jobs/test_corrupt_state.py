@@ -131,6 +131,11 @@ def test_removed_job_dir_is_named_with_the_fix(live: Live) -> None:
     assert Store.open().job(live.job_id).state == JobState.RUNNING  # not "never launched"
     proc = watch_follow(live.job_id)
     assert proc.returncode == 1 and "job directory missing on the machine" in proc.stdout
+    gate = rgt("down", "box", "--check", "--json")  # never "has not ended (state queued)"
+    assert gate.returncode == 3
+    reasons = " ".join(json.loads(gate.stdout)["reasons"])
+    assert "job directory missing on the machine" in reasons and "--abandon" in reasons
+    assert "has not ended" not in reasons
 
 
 @pytest.mark.parametrize("content", [b"", b"not a database at all\n" * 50])

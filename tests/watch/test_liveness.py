@@ -103,3 +103,43 @@ def test_frozen_agent_is_lost_after_the_bound(tmp_path: Path) -> None:
         os.kill(agent, signal.SIGCONT)
         os.kill(agent, signal.SIGKILL)
         _kill_group(pid)
+
+
+def test_logs_follow_stops_on_a_lost_agent(lost_job: tuple[str, float]) -> None:
+    """`rgt logs -f` used to print the log and wait for ever once the agent was gone."""
+    job_id, killed = lost_job
+    proc = subprocess.run(
+        [sys.executable, "-m", "rgt.cli", "logs", job_id, "-f"],
+        capture_output=True,
+        text=True,
+        timeout=BOUND_S + 30,
+        env=os.environ.copy(),
+    )
+    assert time.monotonic() - killed < BOUND_S + 5
+    assert proc.returncode == 1, proc.stderr
+    assert "step 0" in proc.stdout
+    assert "the agent is not running" in proc.stderr and f"rgt resume {job_id}" in proc.stderr
+
+
+def test_logs_follow_goes_on_into_the_next_attempt(tmp_path: Path) -> None:
+    """A retried job's log continues in attempt-2.log: `logs -f` follows it there and exits
+    with the job's outcome."""
+    script = (
+        "import os, signal, time\n"
+        "print('attempt', os.environ['RGT_ATTEMPT'], flush=True)\n"
+        "time.sleep(1)\n"
+        "if os.environ['RGT_ATTEMPT'] == '1':\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "print('finished', flush=True)\n"
+    )
+    job_id = launch(tmp_path, script)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rgt.cli", "logs", job_id, "-f"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "attempt 1" in proc.stdout and "attempt 2" in proc.stdout
+    assert "finished" in proc.stdout

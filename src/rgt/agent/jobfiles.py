@@ -41,8 +41,9 @@ FIX_JOB_DIR = (
     "(`rgt status`); results not pulled before are lost, `rgt run` launches the job again"
 )
 NEXT_RESUME = (
-    "the job is not being supervised: `rgt resume {job}` starts its agent again (the job "
-    "resumes from its newest checkpoint); `rgt logs {job}` shows where it stopped"
+    "the job is not being supervised: `rgt resume {job}` starts its agent again (the next "
+    "attempt runs the resume form from the newest checkpoint, or restarts from zero with a "
+    "warning when there is none); `rgt logs {job}` shows where it stopped"
 )
 
 

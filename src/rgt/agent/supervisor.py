@@ -14,7 +14,7 @@ import signal
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from rgt.agent import _manifest, _system, _webhook, jobfiles
+from rgt.agent import _manifest, _resume, _system, _webhook, jobfiles
 from rgt.agent._attempt import AttemptRunner
 from rgt.agent._classify import REMEDY_PREEMPTED, Decision
 from rgt.agent._record import JobRecorder, log, previous_status
@@ -148,10 +148,12 @@ class Supervisor(object):
             label=decision.label,
             reason="%s; retrying (%d retries left)" % (decision.cause, left - 1),
         )
+        attempt = int(self.rec.status.get("attempt") or 0) + 1
+        plan = self.runner.resume_choice(attempt, self.paths.code)  # the job's working dir
         self.rec.event(
             "retrying",
             {"label": decision.label, "retries_left": left - 1},
-            "nothing to do: the job resumes from its newest checkpoint",
+            _resume.retry_next_step(plan),
         )
         if self.runner.stop_requested:
             self.rec.event(

@@ -44,6 +44,7 @@ class LaunchOptions:
     resume_from: str | None = (
         None  # an earlier job on the same machine whose checkpoints seed this one
     )
+    resume: dict[str, str] | None = None  # --resume-with / --ckpt (rgt.jobs.resume_form)
 
 
 # What the probe keeps of the log: its head (what the job is doing) and, bounded, its tail (the
@@ -96,6 +97,7 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         smoke=options.smoke,
         created=utcnow(),
         notify=options.notify.source if options.notify else None,
+        resume=options.resume,
     )
     record = store.add_job(spec)
     try:
@@ -117,7 +119,7 @@ def resume(store: Store, job_id: str) -> dict[str, Any]:
     """Start the agent again on a job whose agent is gone (heartbeat lost, host rebooted).
 
     The agent counts the interrupted attempt, stops any leftover process of it, and starts the
-    next attempt with the same spec; the training script resumes from its newest checkpoint.
+    next attempt with the same spec (its resume form when a checkpoint is found, ``_resume``).
     Secrets are read again from this process's environment, by the names in the spec, and
     the webhook URL from its recorded source (``rgt.jobs.notify.reread``). Whether the agent
     really came up and stayed up is checked before this says so (``revive``)."""
