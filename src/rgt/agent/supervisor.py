@@ -149,7 +149,7 @@ class Supervisor(object):
             reason="%s; retrying (%d retries left)" % (decision.cause, left - 1),
         )
         attempt = int(self.rec.status.get("attempt") or 0) + 1
-        plan = self.runner.resume_choice(attempt, self.paths.code)  # the job's working dir
+        plan = self.runner.resume_choice(attempt, self.paths.work)  # the job's working dir
         self.rec.event(
             "retrying",
             {"label": decision.label, "retries_left": left - 1},
