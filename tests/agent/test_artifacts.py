@@ -96,6 +96,7 @@ MANY_FILES = """
 """
 
 
+@pytest.mark.slow  # 20,000 files written and walked: ~25 s on 2 busy cores
 def test_many_small_files_are_capped_and_nothing_declared_is_lost(
     make_job: Callable[..., Job],
 ) -> None:
