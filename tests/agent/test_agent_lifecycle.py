@@ -95,12 +95,17 @@ def test_test_hook_is_ignored_without_the_testing_switch(make_job) -> None:
 
 
 def test_declared_artifact_missing_is_not_a_success(make_job) -> None:
-    job = make_job().write("print('forgot to save')\n", artifacts=("model/*.safetensors",))
+    script = "open('notes.txt', 'w').write('forgot to save')\n"
+    job = make_job().write(script, artifacts=("model/*.safetensors",))
     job.start()
     assert job.finish() == 1
     status = job.status()
     assert status["state"] == "failed" and "model/*.safetensors" in status["reason"]
     assert not Path(job.paths.done).exists()
+    # What the job did write is still listed, so it can be pulled and the gate can pass.
+    manifest = json.loads(Path(job.paths.manifest).read_text())
+    assert manifest["state"] == "failed"
+    assert [f["path"] for f in manifest["files"]] == ["work/notes.txt"]
 
 
 # Runs until the test drops a `go` file into the job directory (no timing guesses).

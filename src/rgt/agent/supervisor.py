@@ -31,6 +31,10 @@ REMEDY_DISK_FULL = (
 DISK_REFUSED = "the disk refused"  # how a manifest the disk would not take is reported
 TERMINAL = ("succeeded", "failed", "cancelled")
 MAX_BACKOFF_S = 300.0
+MISSING_ARTIFACT_REMEDY = (
+    "check the --artifact glob (relative to the job's work/ directory) against what the script "
+    "writes; what it did write is in manifest.json and can be pulled"
+)
 
 
 class Supervisor(object):
@@ -187,6 +191,12 @@ class Supervisor(object):
         """Terminal state: verified manifest first, then status.json, then the event."""
         self.rec.update(reason="%s; hashing and re-reading the artifacts" % reason)
         result = self._finalize(state)
+        if result.ok and result.missing and state == "succeeded":
+            state, label = "failed", "unknown"
+            reason = (
+                "the job exited 0 but declared artifact %r matched no file" % (result.missing[0])
+            )
+            remedy = MISSING_ARTIFACT_REMEDY
         if result.ok:
             reason = _artifacts_said(reason, state, result)
             self._warn_left_out(result.left_out)
