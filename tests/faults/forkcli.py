@@ -9,6 +9,7 @@ exit code, stdout and stderr.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import os
@@ -42,10 +43,8 @@ WARM = (
 
 def warm_up() -> None:
     for name in WARM:
-        try:
+        with contextlib.suppress(ImportError):
             importlib.import_module(name)
-        except ImportError:
-            pass
 
 
 class ForkedCli:
@@ -73,10 +72,8 @@ class ForkedCli:
     def kill(self) -> None:
         """SIGKILL the CLI and everything in its session (what a kill -9 of a shell job does
         to the foreground pipeline; detached agents live in sessions of their own)."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
     def finish(self, bound: float) -> bool:
         """Read until the process ends; False (after killing it) when it outlives ``bound``."""
@@ -100,14 +97,10 @@ class ForkedCli:
 
     def close(self) -> None:
         for fd in (self._out, self._err):
-            try:
+            with contextlib.suppress(KeyError, ValueError):
                 self._sel.unregister(fd)
-            except (KeyError, ValueError):
-                pass
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         self._sel.close()
 
     def _reap(self, block: bool) -> None:

@@ -5,6 +5,7 @@ success). A trial injects one fault, runs the real CLI, and calls these; nothing
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -89,10 +90,8 @@ def rgt(
 
 
 def kill_group(proc: subprocess.Popen[Any]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
 
 
