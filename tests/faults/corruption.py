@@ -15,6 +15,9 @@ JSON_KINDS = (
     "cut",
     "cut",
     "cut",
+    "cut",
+    "cut",
+    "garble",
     "garble",
     "garble",
     "list",
@@ -40,7 +43,18 @@ EVENT_KINDS = (
 )
 
 # The local SQLite database.
-DB_KINDS = ("empty", "cut", "cut", "zero-header", "garble-header", "junk", "text", "removed")
+DB_KINDS = (
+    "empty",
+    "cut",
+    "cut",
+    "cut",
+    "cut",
+    "zero-header",
+    "garble-header",
+    "junk",
+    "text",
+    "removed",
+)
 
 
 def corrupt_json(data: bytes, kind: str, r: random.Random) -> bytes | None:
