@@ -20,6 +20,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+# The one TOML parser of rgt (tomllib from 3.11, tomli before): other modules use these two.
+TOMLDecodeError = tomllib.TOMLDecodeError
+
+
+def loads_toml(text: str) -> dict[str, Any]:
+    data: dict[str, Any] = tomllib.loads(text)
+    return data
+
+
 ENV_PREFIX = "RGT_"
 
 

@@ -34,15 +34,11 @@ from typing import Any
 
 from rgt import __version__
 from rgt._fs import atomic_write_bytes, atomic_write_json, sha256_file
+from rgt.config import TOMLDecodeError, loads_toml
 from rgt.deliver.pixels import PixelReport, check_image
 from rgt.deliver.runs import load_stored, stored_run_ids
 from rgt.deliver.workspace import Workspace
 from rgt.errors import SpecError, UsageError, VerifyError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 SCRIPT_TIMEOUT_S = 300
 _LIBRARIES = ("matplotlib", "numpy", "pillow", "jinja2")
@@ -79,8 +75,8 @@ def load_figure(ws: Workspace, name: str) -> FigureSpec:
             fix=f"create figures/{name}/figure.toml with script= and runs=",
         )
     try:
-        data = tomllib.loads(spec_path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
+        data = loads_toml(spec_path.read_text(encoding="utf-8"))
+    except TOMLDecodeError as exc:
         raise SpecError(f"{spec_path}: {exc}", path=str(spec_path), fix="fix the TOML") from exc
     return _spec(name, folder, data, str(spec_path))
 

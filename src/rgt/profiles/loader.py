@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rgt.config import rgt_home, tomllib
+from rgt.config import TOMLDecodeError, loads_toml, rgt_home
 from rgt.errors import SpecError, UsageError
 from rgt.profiles.profile import (
     Clock,
@@ -86,8 +86,8 @@ def list_profiles() -> list[Profile]:
 
 def _read(data: bytes, path: str) -> dict[str, Any]:
     try:
-        doc: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        doc: dict[str, Any] = loads_toml(data.decode("utf-8"))
+    except (TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(
             f"{path}: not valid TOML ({exc})",
             path=path,
