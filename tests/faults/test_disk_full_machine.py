@@ -154,7 +154,7 @@ def _terminal(m: dict[str, Path], job_id: str) -> dict[str, Any]:
             last.update(doc["jobs"][0])
         return last.get("state") in ("succeeded", "failed", "cancelled")
 
-    assert wait_until(ended, BOUND_S + 8, step=0.5), (
+    assert wait_until(ended, BOUND_S + 3, step=0.5), (
         f"no terminal state within the bound (the job is reported {last.get('state')!r}: "
         f"{last.get('reason')})"
     )
