@@ -28,7 +28,7 @@ SEED = int(os.environ.get("RGT_FAULTS_SEED", "20261201"))
 SRC = Path(rgt.__file__).resolve().parents[1]
 PY = sys.executable
 # The fixed bound of one CLI call in a trial: past it, the call is a hang (a failed trial).
-CALL_BOUND_S = 20.0
+CALL_BOUND_S = 15.0
 warm_up()
 
 
@@ -114,11 +114,16 @@ def assert_clear_error(out: Outcome, *, names: Iterable[str] = ()) -> dict[str, 
     assert "Traceback (most recent call last)" not in out.stderr, f"raw traceback:\n{out}"
     doc = out.doc()
     assert isinstance(doc, dict) and doc.get("error"), f"no rgt error document:\n{out}"
-    assert doc["error"] != "InternalError", f"an unhandled exception, not a clear error:\n{out}"
+    assert doc["error"] != "InternalError", (
+        f"an unhandled exception, not a clear error ({str(doc.get('message'))[:160]}):\n{out}"
+    )
     assert doc.get("fix"), f"the error names no fix:\n{out}"
     text = json.dumps(doc)
     for name in names:
-        assert name in text, f"the error does not name {name!r}:\n{out}"
+        assert name in text, (
+            f"the error does not name {name!r} ({doc['error']}: {str(doc.get('message'))[:160]})"
+            f":\n{out}"
+        )
     return doc
 
 

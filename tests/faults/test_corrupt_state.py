@@ -118,7 +118,10 @@ def test_corrupt_manifest_json(fresh: World, kind: str, command: str, i: int) ->
         assert out.code != 0, f"down passed with a damaged manifest:\n{out}"
         assert "Traceback (most recent call last)" not in out.stderr, str(out)
         doc = out.doc()
-        assert isinstance(doc, dict) and doc.get("error") not in (None, "InternalError"), str(out)
+        assert isinstance(doc, dict) and doc.get("error") not in (None, "InternalError"), (
+            f"down with a damaged manifest: {doc and doc.get('error')}: "
+            f"{doc and str(doc.get('message'))[:160]}\n{out}"
+        )
     assert_untouched(before, snapshot(area, skip=[dest]), area)
 
 
