@@ -61,7 +61,7 @@ def main():
     if touches_manifest and ("manifest" in orders or "files_value" in orders):
         _tamper_manifest(orders)
     sender = "rsync" in command and "--sender" in command
-    if sender and _count(orders) == orders.get("swap_at"):
+    if sender and "swap_at" in orders and _count(orders) == orders["swap_at"]:
         _swap(orders)
     if not command:
         os.execv("/bin/sh", ["sh"])

@@ -27,11 +27,13 @@ import pytest
 from tests.faults.harness import (
     PY,
     assert_confined,
+    assert_pulled_exactly,
     assert_refused_pull,
     assert_untouched,
     rgt,
     rng,
     snapshot,
+    start,
 )
 from tests.sshd import SshServers
 
@@ -197,3 +199,24 @@ def test_hostile_manifest(evil: Evil, tmp_path: Path, kind: str, i: int) -> None
 @pytest.mark.parametrize(("kind", "at"), SWAPS)
 def test_hostile_symlink_swap(evil: Evil, tmp_path: Path, kind: str, at: int) -> None:
     _pull(evil, _area(tmp_path), _swap_orders(evil, kind, at))
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_kill_cli_during_ssh_pull(evil: Evil, tmp_path: Path, i: int) -> None:
+    """The same machine, behaving: kill -9 of `rgt pull` mid-rsync, then the pull again."""
+    shutil.rmtree(evil.job_dir)
+    shutil.copytree(evil.pristine, evil.job_dir, symlinks=True)
+    area = _area(tmp_path)
+    dest = area / "dest"
+    before = snapshot(area)
+    cli = start(evil.home, "pull", evil.job_id, "--to", str(dest), "--json")
+    try:
+        cli.finish(rng("kill-ssh-pull", i).uniform(0.2, 2.5))
+        cli.kill()
+        cli.finish(10)
+    finally:
+        cli.close()
+    assert_untouched(before, snapshot(area, skip=[dest]), area)
+    again = rgt(evil.home, "pull", evil.job_id, "--to", str(dest), "--json", bound=60)
+    assert again.code == 0 and again.doc()["ok"] is True, f"no clean resume:\n{again}"
+    assert_pulled_exactly(dest, {e["path"]: e["sha256"] for e in evil.files})
