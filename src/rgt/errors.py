@@ -8,7 +8,8 @@ can act on (host, job_id, path, returncode, stderr_tail).
     ├── UsageError (ValueError)      exit 2: bad input, named field, allowed values
     │   ├── SpecError                a malformed job spec / results.json / profile field
     │   ├── UnknownMachineError      no machine by that name in the state DB
-    │   └── UnknownJobError          no job by that id
+    │   ├── UnknownJobError          no job by that id
+    │   └── AmbiguousJobError        a short job id that several jobs' ids start with
     ├── GateRefused                  exit 3: a gate (teardown, approval) said no, with reasons
     ├── StateError                   the local state DB is unusable (locked, newer schema)
     ├── TransportError (OSError)     the connection failed; says nothing about the job
@@ -18,6 +19,10 @@ can act on (host, job_id, path, returncode, stderr_tail).
     │   └── DiskBudgetError          not enough bytes or inodes on the checkpoint mount
     ├── VerifyError                  an artifact failed load-verification or its hash check
     └── BackendError                 a backend's API or command failed (returncode, stderr_tail)
+        └── VendorError              a vendor API answered an error (status, code, instance_id)
+            └── KeyRefusedError      the vendor refused the API key (HTTP 401/403): no retry
+    UsageError
+        └── MissingKeyError          no API key in the environment or credentials.toml
 """
 
 from __future__ import annotations
@@ -82,6 +87,19 @@ class UnknownJobError(UsageError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job with id {job_id!r}", fix="list jobs with `rgt status`")
         self.job_id = job_id
+
+
+class AmbiguousJobError(UsageError):
+    """A short job id that more than one job's id starts with."""
+
+    def __init__(self, prefix: str, candidates: Sequence[str]) -> None:
+        shown = ", ".join(candidates[:10]) + (", …" if len(candidates) > 10 else "")
+        super().__init__(
+            f"job id {prefix!r} is ambiguous: {len(candidates)} jobs start with it ({shown})",
+            fix="give more characters of the job id (see `rgt status`)",
+        )
+        self.prefix = prefix
+        self.candidates = list(candidates)
 
 
 class GateRefused(RgtError):
@@ -192,3 +210,38 @@ class BackendError(RgtError):
         self.backend = backend
         self.returncode = returncode
         self.stderr_tail = stderr_tail
+
+
+class VendorError(BackendError):
+    """A vendor API (RunPod, vast.ai, Lambda, Paperspace) answered an error. ``instance_id`` is
+    set when the failed call still made an instance (it bills: it is recorded, never dropped)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend: str,
+        status: int | None = None,
+        code: str | None = None,
+        instance_id: str | None = None,
+        fix: str | None = None,
+    ) -> None:
+        super().__init__(message, backend=backend, returncode=status, fix=fix)
+        self.status = status
+        self.code = code
+        self.instance_id = instance_id
+
+
+class KeyRefusedError(VendorError):
+    """HTTP 401/403: the key is wrong, revoked or lacks a permission. Never retried."""
+
+
+class MissingKeyError(UsageError):
+    def __init__(self, vendor: str, variable: str, path: str) -> None:
+        super().__init__(
+            f"no API key for {vendor}: ${variable} is unset and {path} has no [{vendor}] key",
+            fix=f'export {variable}=… or add `[{vendor}]` `api_key = "…"` to {path} (mode 0600)',
+        )
+        self.vendor = vendor
+        self.variable = variable
+        self.path = path

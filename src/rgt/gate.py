@@ -1,11 +1,17 @@
 """The teardown gate: nothing stops a meter or releases a machine until every condition holds.
 
-For each machine, ``down`` needs all four:
+For each machine, ``down`` needs all five:
 
+0. every job the machine itself knows (each job directory under ``<durable>/.rgt/jobs/``, read
+   in one agent round trip) is known to this ``RGT_HOME``: a job launched from another laptop
+   or another ``RGT_HOME`` blocks until ``rgt adopt NAME JOB`` brings it here;
 1. every job on it has ended (a running job would be killed with the machine);
 2. every job's artifacts were pulled — against the manifest the agent wrote *now*, so a pull
-   of an older manifest does not count;
-3. every pulled artifact was load-verified locally (hash, size, loads, finite values);
+   of an older manifest does not count. A job that ended with a manifest listing no file has
+   no artifacts: nothing to pull (a job with no manifest at all still blocks);
+3. every pulled artifact was load-verified locally (hash, size, loads, finite values), and the
+   pulled copy is still what was verified: every file present with its recorded size and
+   mtime (and sha256 with ``rehash``);
 4. a human approved this release at a terminal (``rgt approve NAME`` or the typed prompt of
    ``rgt down``). An agent or a script can ask for ``down``; it cannot approve it.
 
@@ -15,10 +21,12 @@ Rejected as evidence: log lines, directory counts, sizes, a job's own claim of s
 from __future__ import annotations
 
 import hashlib
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from rgt.backends.base import Backend
+from rgt.jobs.pulled import failure_reasons, recheck
 from rgt.jobs.store import Store
 from rgt.models import TERMINAL, JobState
 
@@ -31,7 +39,7 @@ def abandon_action(job_id: str) -> str:
 
 @dataclass(frozen=True)
 class GateCheck:
-    name: str  # "ended" | "pulled" | "verified" | "approved"
+    name: str  # "known" | "ended" | "pulled" | "verified" | "approved"
     ok: bool
     detail: str
 
@@ -42,6 +50,7 @@ class GateVerdict:
     checks: tuple[GateCheck, ...]
     approval_id: int | None = None
     jobs: list[dict[str, Any]] = field(default_factory=list)
+    unknown_jobs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -63,19 +72,27 @@ class GateVerdict:
             "checks": [c.__dict__ for c in self.checks],
             "reasons": self.reasons,
             "jobs": self.jobs,
+            "unknown_jobs": self.unknown_jobs,
         }
 
 
-def evaluate(store: Store, backend: Backend) -> GateVerdict:
-    """Read the truth from the machine (agent status, manifests) and the local pull records."""
+def evaluate(store: Store, backend: Backend, *, rehash: bool = False) -> GateVerdict:
+    """Read the truth from the machine (its job dirs, agent status, manifests) and the local
+    pull records, re-checking the pulled copies (``rehash``: their sha256 too)."""
     name = backend.machine.name
+    records = store.jobs(name)
+    on_machine = backend.machine_jobs()
+    unknown = [
+        {"job": job_id, "state": str(status.get("state") or "unknown")}
+        for job_id, status in sorted(on_machine.items())
+        if job_id not in {r.job_id for r in records}
+    ]
     rows = []
-    for record in store.jobs(name):
-        status = backend.status(record.job_id)
+    for record in records:
+        status = on_machine.get(record.job_id) if backend.kind != "slurm" else None
+        status = status or backend.status(record.job_id)
         state = JobState(status.get("state", record.state.value))
-        found = backend.manifest(record.job_id)
-        manifest_sha = hashlib.sha256(found[1]).hexdigest() if found else None
-        row = _job_row(store, record.job_id, state, manifest_sha)
+        row = _job_row(store, record.job_id, state, backend.manifest(record.job_id), rehash)
         abandoned = store.pending_approval(name, abandon_action(record.job_id))
         if abandoned and not row["verified"]:
             # A human at a terminal chose to lose this job's artifacts (a failed run with
@@ -83,10 +100,11 @@ def evaluate(store: Store, backend: Backend) -> GateVerdict:
             row.update(pulled=True, verified=True, abandoned_by=abandoned["approver"])
         rows.append(row)
     approval = store.pending_approval(name, ACTION_DOWN)
-    newest_job = max((r.created for r in store.jobs(name)), default="")
+    newest_job = max((r.created for r in records), default="")
     if approval and approval["time"] < newest_job:
         approval = None  # approved before a job that has since been launched: stale
     checks = (
+        _known(name, unknown, len(on_machine)),
         _check("ended", rows, lambda r: r["ended"], "has not ended (state {state})"),
         _check("pulled", rows, lambda r: r["pulled"], "artifacts not pulled (`rgt pull {job}`)"),
         _check(
@@ -108,24 +126,60 @@ def evaluate(store: Store, backend: Backend) -> GateVerdict:
         checks=checks,
         approval_id=int(approval["id"]) if approval else None,
         jobs=rows,
+        unknown_jobs=unknown,
     )
+
+
+def _known(name: str, unknown: list[dict[str, Any]], count: int) -> GateCheck:
+    if not unknown:
+        return GateCheck("known", True, f"all {count} job(s) on the machine are known here")
+    ids = " ".join(u["job"] for u in unknown)
+    detail = "; ".join(
+        f"job {u['job']} (state {u['state']}) is on the machine but not in this RGT_HOME "
+        "(launched from another computer or RGT_HOME)"
+        for u in unknown
+    )
+    return GateCheck("known", False, f"{detail}: bring them here with `rgt adopt {name} {ids}`")
 
 
 def _job_row(
-    store: Store, job_id: str, state: JobState, manifest_sha: str | None
+    store: Store,
+    job_id: str,
+    state: JobState,
+    found: tuple[dict[str, Any], bytes] | None,
+    rehash: bool,
 ) -> dict[str, Any]:
-    pull = store.last_pull(job_id)
-    current = (
-        pull is not None and manifest_sha is not None and pull["manifest_sha256"] == manifest_sha
-    )
-    return {
+    manifest_sha = hashlib.sha256(found[1]).hexdigest() if found else None
+    row: dict[str, Any] = {
         "job": job_id,
         "state": state.value,
         "ended": state in TERMINAL,
         "manifest": manifest_sha is not None,
-        "pulled": current,
-        "verified": bool(current and pull and pull["verified"]),
+        "pulled": False,
+        "verified": False,
     }
+    if found and state in TERMINAL and found[0].get("files") == []:
+        return dict(row, pulled=True, verified=True, note="no artifacts")
+    pull = store.last_pull(job_id)
+    if pull is None or manifest_sha is None or pull["manifest_sha256"] != manifest_sha:
+        return row
+    row["pulled"] = True
+    if not pull["verified"]:
+        reasons = failure_reasons(pull["report"])
+        row["why_verified"] = (
+            f"verification failed: {'; '.join(reasons[:3])} (fix the cause and `rgt pull "
+            f"{job_id}` again, or give them up: `rgt approve NAME --abandon {job_id}`)"
+        )
+        return row
+    changes = recheck(pull["dest"], pull["files"], rehash=rehash)
+    if changes:
+        row["changed"] = changes
+        row["why_verified"] = (
+            f"the pulled copy changed since it was verified: {'; '.join(changes[:5])}"
+            f" (pull it again: `rgt pull {job_id} --to {shlex.quote(pull['dest'])}`)"
+        )
+        return row
+    return dict(row, verified=True)
 
 
 def _check(name: str, rows: list[dict[str, Any]], ok: Any, template: str) -> GateCheck:
@@ -133,6 +187,8 @@ def _check(name: str, rows: list[dict[str, Any]], ok: Any, template: str) -> Gat
     if not bad:
         return GateCheck(name, True, f"all {len(rows)} job(s) {name}")
     detail = "; ".join(
-        f"job {r['job']}: " + template.format(job=r["job"], state=r["state"]) for r in bad
+        f"job {r['job']}: "
+        + (r.get(f"why_{name}") or template.format(job=r["job"], state=r["state"]))
+        for r in bad
     )
     return GateCheck(name, False, detail)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rgt.backends import get_backend
 from rgt.backends.base import Backend
 from rgt.config import rgt_home
-from rgt.errors import UsageError
+from rgt.errors import GateRefused, UnknownMachineError, UsageError
 from rgt.jobs.store import Store, utcnow
 from rgt.models import MACHINE_NAME_RE, Machine
 
@@ -54,10 +55,14 @@ def register(
     ssh: str | None = None,
     price: float | None = None,
     root: str | None = None,
+    replace: bool = False,
+    vendor: Any = None,
 ) -> UpResult:
-    """``rgt up PROFILE --name NAME [--ssh LINE] [--price P]``."""
+    """``rgt up PROFILE --name NAME [--ssh LINE] [--price P] [--replace]``; with ``vendor`` (a
+    ``rgt.vendors.lifecycle.VendorUp``) the machine is rented through the vendor's API."""
     if price is not None and price < 0:
         raise UsageError("--price must be >= 0 (currency units per hour)")
+    guard_replacement(store, validate_name(name), replace=replace)
     if profile == "local":
         if ssh:
             raise UsageError(
@@ -70,6 +75,11 @@ def register(
 
         machine = register_slurm(store, validate_name(name), ssh=ssh, root=root)
         return UpResult(machine=machine, notes=())
+    if vendor is not None and not ssh:  # rented through the vendor API, then an SSH machine
+        from rgt.vendors.lifecycle import vendor_up
+
+        machine = vendor_up(store, profile, validate_name(name), vendor, root=root)
+        return UpResult(machine=machine, notes=_profile_notes(profile))
     # ssh backends (generic-ssh and every SSH rental) register through rgt.backends.ssh.
     from rgt.backends.ssh import register_ssh
 
@@ -77,6 +87,33 @@ def register(
         store, profile, validate_name(name), ssh_line=ssh, price=price, root=root
     )
     return UpResult(machine=machine, notes=_profile_notes(profile))
+
+
+def guard_replacement(store: Store, name: str, *, replace: bool) -> None:
+    """An active machine with jobs is never silently replaced: its record is how rgt finds its
+    jobs and stops its meter, and a forgotten rental keeps billing. ``replace`` first releases
+    it through the teardown gate (ended, pulled, verified, approved by a human)."""
+    try:
+        old = store.machine(name)
+    except UnknownMachineError:
+        return
+    # Jobs of this registration only: those of a machine released earlier under the name are
+    # not on it.
+    jobs = [j.job_id for j in store.jobs(name) if j.created >= old.registered]
+    if not old.active or not jobs:
+        return  # released (or never used): nothing to lose by re-registering the name
+    if not replace:
+        raise GateRefused(
+            f"machine {name} is active with {len(jobs)} job(s); registering another machine "
+            "under its name would forget it while it bills",
+            [f"job {job_id} is on {name}" for job_id in jobs],
+            fix=f"pull its jobs and release it (`rgt pull JOB`, `rgt approve {name}`, "
+            f"`rgt down {name}`), use another --name, or add --replace to release it through "
+            "the gate first",
+        )
+    from rgt.teardown import teardown
+
+    teardown(store, name)
 
 
 def _profile_notes(profile: str) -> tuple[str, ...]:

@@ -15,8 +15,8 @@ from typing import Any
 from rgt.errors import SpecError
 
 SPEC_SCHEMA = "rgt.spec/1"
-JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-MACHINE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+MACHINE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 
 
 class JobState(str, Enum):
@@ -61,7 +61,7 @@ class JobSpec:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     smoke: bool = False
     created: str = ""
-    notify_url: str | None = None
+    notify: str | None = None  # where the webhook URL is read (`env:NAME`), never the URL
 
     def __post_init__(self) -> None:
         if not JOB_ID_RE.match(self.job_id):
@@ -97,7 +97,7 @@ class JobSpec:
                 field="schema",
             )
         known = {f for f in cls.__dataclass_fields__}
-        unknown = set(data) - known - {"schema"}
+        unknown = set(data) - known - {"schema", "notify_url"}
         if unknown:
             raise SpecError(
                 f"unknown spec fields {sorted(unknown)}",
@@ -105,7 +105,8 @@ class JobSpec:
                 field=sorted(unknown)[0],
                 fix=f"allowed: {sorted(known)}",
             )
-        kwargs = {k: v for k, v in data.items() if k != "schema"}
+        # ``notify_url``: a plain-text webhook URL written by rgt < 0.x; it is a secret, dropped.
+        kwargs = {k: v for k, v in data.items() if k not in ("schema", "notify_url")}
         try:
             kwargs["command"] = tuple(kwargs.get("command") or ())
             kwargs["secret_env"] = tuple(kwargs.get("secret_env") or ())

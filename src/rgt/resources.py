@@ -21,10 +21,10 @@ from rgt.errors import SpecError
 
 # A GPU request: a count, optionally after a type ("A100:1"). The type is a site-defined,
 # case-sensitive GRES name on Slurm, so it is kept exactly as written.
-GPUS_RE = re.compile(r"^(?:(?P<type>[A-Za-z0-9][A-Za-z0-9_.-]{0,63}):)?(?P<count>\d{1,3})$")
+GPUS_RE = re.compile(r"^(?:(?P<type>[A-Za-z0-9][A-Za-z0-9_.-]{0,63}):)?(?P<count>\d{1,3})\Z")
 # Partition, account and qos end up in `#SBATCH` lines: one token, nothing a shell or a
 # newline could turn into a second directive. Comma lists are Slurm syntax ("gpu,gpu-long").
-NATIVE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}(?:,[A-Za-z0-9_.-]{1,64}){0,15}$")
+NATIVE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}(?:,[A-Za-z0-9_.-]{1,64}){0,15}\Z")
 
 
 @dataclass(frozen=True)

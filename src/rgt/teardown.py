@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import getpass
-import os
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from rgt._tty import Terminal
+from rgt.approvals import human_consent
 from rgt.errors import GateRefused, UsageError
 from rgt.gate import ACTION_DOWN, GateVerdict, abandon_action, evaluate
 from rgt.jobs.store import Store
 from rgt.machines import backend_for
 from rgt.models import Machine
-
-
-def _terminal() -> str | None:
-    """The controlling terminal of stdin, or None when stdin is a pipe, a file or /dev/null."""
-    try:
-        return os.ttyname(sys.stdin.fileno()) if sys.stdin.isatty() else None
-    except (OSError, ValueError):
-        return None
 
 
 def record_approval(store: Store, name: str, tty: str) -> dict[str, Any]:
@@ -32,55 +25,48 @@ def record_approval(store: Store, name: str, tty: str) -> dict[str, Any]:
 
 
 def approve_interactively(store: Store, name: str, abandon: Sequence[str] = ()) -> dict[str, Any]:
-    """A human types the machine's name at a terminal; scripts and agents cannot do this.
-    ``abandon`` names jobs whose artifacts the human knowingly gives up (never pulled)."""
+    """A human types the machine's name (and the approval PIN, once set) at the controlling
+    terminal. ``abandon`` names jobs whose artifacts the human knowingly gives up."""
     machine = store.machine(name)
     foreign = [j for j in abandon if store.job(j).machine != name]
     if foreign:
         raise UsageError(f"jobs {foreign} are not on {name}", fix="name jobs of this machine")
-    tty = _terminal()
-    if tty is None:
-        raise GateRefused(
-            f"approving the release of {name} needs a human at a terminal",
-            ["stdin is not a terminal"],
-            fix=f"run `rgt approve {name}` yourself in a terminal",
-        )
-    if abandon:
-        sys.stderr.write(
-            f"The artifacts of {', '.join(abandon)} will NOT be pulled and are "
-            f"lost when {name} is released.\n"
-        )
-    sys.stderr.write(
-        f"Releasing {name} ({machine.backend}) stops its meter. Type the machine name to approve: "
-    )
-    sys.stderr.flush()
-    typed = sys.stdin.readline().strip()
-    if typed != name:
-        raise GateRefused(
-            f"approval of {name} not given",
-            [f"typed {typed!r}, not {name!r}"],
-            fix=f"run `rgt approve {name}` again and type the name exactly",
-        )
-    for job_id in abandon:
-        store.add_approval(name, abandon_action(job_id), getpass.getuser(), tty)
-    return {**record_approval(store, name, tty), "abandoned": list(abandon)}
+    why = f"approving the release of {name} needs a human at a terminal"
+    with Terminal.open(why, fix=f"run `rgt approve {name}` yourself in a terminal") as term:
+        if abandon:
+            term.say(
+                f"The artifacts of {', '.join(abandon)} will NOT be pulled and are "
+                f"lost when {name} is released.\n"
+            )
+        human_consent(term, f"Releasing {name} ({machine.backend}) stops its meter.", name)
+        for job_id in abandon:
+            store.add_approval(name, abandon_action(job_id), getpass.getuser(), term.name)
+        return {**record_approval(store, name, term.name), "abandoned": list(abandon)}
 
 
 def teardown(
-    store: Store, name: str, *, yes: bool = False, check_only: bool = False
+    store: Store,
+    name: str,
+    *,
+    yes: bool = False,
+    check_only: bool = False,
+    keep_volume: bool = False,
+    rehash: bool = False,
 ) -> dict[str, Any]:
+    """Release ``name`` through the gate. At a terminal, when only the approval is missing, the
+    human is asked for it; ``yes`` never approves: it only means "do not ask" (scripts)."""
+    from rgt.vendors.release import release, release_unregistered
+
+    if (never_reached := release_unregistered(store, name, keep_volume, check_only)) is not None:
+        return never_reached
     machine = store.machine(name)
     if not machine.active:
         raise UsageError(f"machine {name} was already released on {machine.released}")
     backend = backend_for(store, name)
-    verdict = evaluate(store, backend)
-    tty = _terminal()
-    if verdict.only_approval_missing and not check_only and tty is not None:
-        if yes:
-            record_approval(store, name, tty)
-        else:
-            approve_interactively(store, name)
-        verdict = evaluate(store, backend)
+    verdict = evaluate(store, backend, rehash=rehash)
+    if verdict.only_approval_missing and not (check_only or yes) and _has_terminal():
+        approve_interactively(store, name)
+        verdict = evaluate(store, backend, rehash=rehash)
     notes = teardown_notes(machine)
     if not verdict.ok:
         error = GateRefused(f"refusing to release {name}", verdict.reasons, fix=_fix(verdict, name))
@@ -95,12 +81,21 @@ def teardown(
     }
     if check_only:
         return result
-    result["meter"] = backend.stop_meter()
+    vendor = release(store, name, keep_volume=keep_volume)  # a vendor API machine: really stop
+    result["meter"] = vendor["meter"] if vendor else backend.stop_meter()
+    result["still_bills"] = vendor["still_bills"] if vendor else None
     store.release_machine(name)
     assert verdict.approval_id is not None
     store.consume_approval(verdict.approval_id)
     result["released"] = True
     return result
+
+
+def _has_terminal() -> bool:
+    try:
+        return sys.stdin.isatty()
+    except (OSError, ValueError):
+        return False
 
 
 def _fix(verdict: GateVerdict, name: str) -> str:

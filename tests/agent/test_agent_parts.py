@@ -17,6 +17,7 @@ import pytest
 from rgt.agent import _manifest
 from rgt.agent._classify import AttemptFacts, decide
 from rgt.agent._record import JobRecorder
+from rgt.agent._webhook import NOTIFY_SECRET
 from rgt.jobs.paths import JobPaths
 
 
@@ -81,16 +82,16 @@ def webhook() -> Iterator[tuple[str, list[dict]]]:
 
 def test_webhook_hears_retry_and_terminal_events(make_job, webhook) -> None:
     url, received = webhook
-    job = make_job().write("import os\nos.kill(os.getpid(), 9)\n", notify_url=url)
-    job.start()
+    job = make_job().write("import os\nos.kill(os.getpid(), 9)\n")
+    job.start(secrets={NOTIFY_SECRET: url})
     assert job.finish() == 1
     assert [event["kind"] for event in received] == ["retrying", "retrying", "failed"]
     assert all(event["job_id"] == "job-1" and "job-1" in event["text"] for event in received)
 
 
 def test_a_dead_webhook_never_stops_the_job(make_job) -> None:
-    job = make_job().write("print('ok')\n", notify_url="http://127.0.0.1:9/nobody-listens")
-    job.start()
+    job = make_job().write("print('ok')\n")
+    job.start(secrets={NOTIFY_SECRET: "http://127.0.0.1:9/nobody-listens"})
     assert job.finish() == 0
     assert job.status()["state"] == "succeeded"
     assert "webhook POST failed" in job.agent_log()

@@ -20,6 +20,13 @@ GOOD = {"outputs/metrics.json": json.dumps({"loss": 0.5}).encode()}
 BROKEN = {"outputs/metrics.json": b'{"loss": 0.5'}
 
 
+@pytest.fixture(autouse=True)
+def _fresh_fake() -> None:
+    """The fake keeps its machines in class-level dicts; each test starts with none."""
+    FakeBackend.jobs.clear()
+    FakeBackend.files.clear()
+
+
 def _setup(
     tmp_path: Path, ended: bool, pulled: bool, verified: bool, approved: bool
 ) -> tuple[Store, FakeBackend]:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import signal
 import subprocess
 import sys
@@ -13,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.ttys import approve_at_a_terminal
 
 JOB = """
 import json, os, pathlib, sys, time
@@ -111,30 +111,8 @@ def _assert_secret_nowhere(*roots: Path, secret: bytes) -> None:
 
 
 def _approve_at_a_terminal(name: str, *extra: str) -> None:
-    """A real pseudo-terminal: what a human at a terminal has and a pipe does not."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rgt.cli", "approve", name, *extra],
-        stdin=slave,
-        stdout=subprocess.PIPE,
-        stderr=slave,
-        env=os.environ.copy(),
-    )
-    os.close(slave)
-    _read_until(master, b"Type the machine name")
-    os.write(master, name.encode() + b"\n")
-    assert proc.wait(timeout=60) == 0
-    os.close(master)
-
-
-def _read_until(fd: int, marker: bytes, timeout: float = 30) -> None:
-    seen = b""
-    deadline = time.monotonic() + timeout
-    while marker not in seen and time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.5)
-        if ready:
-            seen += os.read(fd, 1024)
-    assert marker in seen, seen
+    """A real pseudo-terminal as the controlling terminal: what a human at a terminal has."""
+    assert approve_at_a_terminal(name, *extra) == 0
 
 
 def test_approval_refused_without_terminal(machine: str) -> None:

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from rgt.errors import HostKeyChangedError, TransportError
+from rgt.jobs.store import Store
 from rgt.transport.ssh import SshTransport, control_dir
 from tests.conftest import HOSTILE_NAMES
 from tests.sshd import SshServer, SshServers, no_pwned, register, target_for
+from tests.ttys import PtyRgt
 
 
 def test_arguments_arrive_verbatim_and_nothing_runs(sshd_server: SshServer, tmp_path: Path) -> None:
@@ -104,12 +106,26 @@ def test_changed_host_key_is_refused_then_retrusted(
     assert refused.returncode == 1
     assert json.loads(refused.stdout)["error"] == "HostKeyChangedError"
     assert "rgt trust rented" in refused.stderr
-    trusted = subprocess.run(
-        [*cli, "trust", "rented", "--json"], capture_output=True, text=True, timeout=120
+    # No human, no trust: a script (stdin not a terminal) cannot accept the new key.
+    unattended = subprocess.run(
+        [*cli, "trust", "rented", "--json"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
     )
-    assert trusted.returncode == 0, trusted.stderr
-    doc = json.loads(trusted.stdout)
-    assert doc["old_host_key"] == first_key and doc["new_host_key"] not in (None, first_key)
+    assert unattended.returncode == 3, unattended.stderr
+    assert "terminal" in json.loads(unattended.stdout)["message"]
+    with pytest.raises(HostKeyChangedError):
+        transport.run(["true"])
+    # The human sees the key the machine presents now, then types the name.
+    human = PtyRgt("trust", "rented", "--json")
+    human.expect("Type rented to approve")
+    assert b"recorded: " + first_key.encode() in human.seen
+    human.type("rented")
+    assert human.wait() == 0, human.seen
+    new_key = Store.open().machine("rented").connection["host_key"]
+    assert new_key not in (None, first_key) and new_key.encode() in human.seen
     assert transport.run(["true"]).ok
 
 

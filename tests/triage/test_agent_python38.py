@@ -55,3 +55,21 @@ def test_triage_runs_from_a_zipapp_on_python_3_8(hostile_dir: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert '"label": "preempted"' in result.stdout
     assert "Warning" not in result.stderr
+
+
+@pytest.mark.skipif(not Path(PY38).exists(), reason="no Python 3.8 interpreter on this machine")
+def test_code_error_from_a_zipapp_on_python_3_8(tmp_path: Path) -> None:
+    app = tmp_path / "agent-0.1.pyz"
+    _build_zipapp(app)
+    script = tmp_path / "train.py"
+    script.write_text("def step(cfg):\n    return cfg['lr']\n\n\nstep({})\n")
+    crashed = subprocess.run([PY38, str(script)], capture_output=True, text=True, timeout=60)
+    log = tmp_path / "attempt-1.log"
+    log.write_text(crashed.stderr)
+    result = subprocess.run(
+        [PY38, "-X", "dev", str(app), str(log), "1"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"label": "code_error"' in result.stdout
+    assert f"{script}:2 in step: KeyError: 'lr'" in result.stdout
+    assert "Warning" not in result.stderr

@@ -53,6 +53,9 @@ def test_precedence_case_names_the_root_cause(fixture: Fixture) -> None:
 @pytest.mark.parametrize("fixture", NEAR_MISSES, ids=[f.path.stem for f in NEAR_MISSES])
 def test_near_miss_does_not_trigger(fixture: Fixture) -> None:
     verdict = classify(fixture.log, fixture.exit_code, fixture.signal, fixture.context)
-    assert verdict.label == "unknown", verdict.to_dict()
-    assert verdict.rule_id == "unknown"
-    assert verdict.evidence, "an unknown verdict shows the last lines as evidence"
+    # A near-miss ends as unknown, or as the code_error catch-all when the log ends with the
+    # program's own uncaught exception; never as the label its decoy words suggest.
+    assert fixture.label in ("unknown", "code_error"), fixture.name
+    assert verdict.label == fixture.label, verdict.to_dict()
+    assert verdict.rule_id in ("unknown", "code.uncaught_exception")
+    assert verdict.evidence, "the verdict shows its evidence"

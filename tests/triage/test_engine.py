@@ -60,7 +60,7 @@ def test_bare_killed_is_host_oom_but_not_with_a_traceback() -> None:
     assert classify("epoch 3\nKilled\n").label == "host_oom"
     # A program that printed its own traceback and exited 137 was not silently killed.
     with_traceback = classify(TRACEBACK + "KeyError: 'x'\nKilled\n", exit_code=137)
-    assert with_traceback.label == "unknown"
+    assert with_traceback.label == "code_error"
 
 
 def test_exit_137_without_any_text_is_host_oom_and_time_limit_wins() -> None:

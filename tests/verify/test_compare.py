@@ -228,3 +228,22 @@ def test_cli_json_document_and_exit_codes(tmp_path: Path) -> None:
     assert human.stdout.startswith("effect") and "minimum detectable effect" in human.stdout
     missing = subprocess.run([*cmd[:-1], "ssim"], capture_output=True, text=True, check=False)
     assert missing.returncode == 2 and "fix:" in missing.stderr
+
+
+def test_runs_sharing_a_seed_are_not_replications(tmp_path: Path) -> None:
+    # Five "seeds" that are all seed 0: a config that ignored --seed, or one run copied.
+    a = write_group(tmp_path, "base", BASE, seed=0, config={"seed": 0})
+    b = write_group(tmp_path, "aug", BETTER, seed=0, config={"seed": 0, "augment": True})
+    result = compare(a, b, "psnr")
+    assert result.verdict == "suspect_bug"
+    dupes = [f for f in result.findings if f.probe == "duplicate_seed"]
+    assert [f.severity for f in dupes] == ["bug", "bug"]
+    assert "seed 0 (5 runs)" in dupes[0].message and "not independent" in dupes[0].message
+    assert dupes[0].evidence == {"duplicated_seeds": [0], "independent_seeds": 1, "runs": 5}
+    cli = subprocess.run(
+        [sys.executable, "-m", "rgt.cli", "verify", "compare", a, b, "--metric", "psnr"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "seed 0 (5 runs)" in cli.stdout + cli.stderr

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from rgt.agent._webhook import NOTIFY_SECRET
 from tests.agent.conftest import Job
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "nvidia-smi"
@@ -151,8 +152,8 @@ def test_webhook_formats(make_job: Any, hook: Any, fmt: str) -> None:
     import json
 
     url, received = hook
-    job = _job(make_job, 'print("loss nan", flush=True)', notify_url=f"{fmt}+{url}")
-    job.start(**FAST)
+    job = _job(make_job, 'print("loss nan", flush=True)')
+    job.start(secrets={NOTIFY_SECRET: f"{fmt}+{url}"}, **FAST)
     _wait_event(job, "nan_loss")
     _finish(job)
     kinds = []

@@ -10,7 +10,9 @@ The agent knows facts no log contains, so it decides on them first:
    a user's ``kill -9``) -> ``preempted``, retryable. A job that SIGKILLs itself looks exactly
    like this from outside; the retry budget is what bounds it;
 4. everything else is read from the log tail by ``rgt.triage`` (the same rule base as
-   ``rgt triage``); without it the verdict is ``unknown`` and nothing is retried blindly.
+   ``rgt triage``); without it the verdict is ``unknown`` and nothing is retried blindly. An
+   uncaught exception in the user's own code is ``code_error``: the same code fails the same
+   way, so it is never retried, whatever a rule file says.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any, Dict, List, Optional
 
 EXTERNAL_KILLS = (int(signal.SIGKILL), int(signal.SIGTERM), int(signal.SIGHUP))
 
+# Labels no rule may make retryable: a bug in the code reruns into the same bug.
+NEVER_RETRIED = ("code_error",)
 REMEDY_PREEMPTED = "nothing to fix: the agent resumes from the newest checkpoint"
 REMEDY_HOST_OOM = (
     "lower host RAM use: fewer DataLoader workers (size them from the cgroup memory limit), "
@@ -136,9 +140,8 @@ def triage(facts: AttemptFacts) -> Decision:
         fallback.evidence = evidence or fallback.evidence
         return fallback
     cause = str(verdict.cause or verdict.label)
-    return Decision(
-        str(verdict.label), bool(verdict.retryable), cause, str(verdict.remedy), evidence
-    )
+    retryable = bool(verdict.retryable) and verdict.label not in NEVER_RETRIED
+    return Decision(str(verdict.label), retryable, cause, str(verdict.remedy), evidence)
 
 
 def _unknown(facts: AttemptFacts, why: str) -> Decision:

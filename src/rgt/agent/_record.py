@@ -151,7 +151,8 @@ class JobRecorder(object):
             with urllib.request.urlopen(request, timeout=NOTIFY_TIMEOUT_S) as response:
                 response.read()
         except Exception as exc:  # a dead webhook must never stop the job
-            log("webhook POST failed (%s: %s); continuing" % (type(exc).__name__, exc))
+            problem = self.redact("%s: %s" % (type(exc).__name__, exc))  # the URL is a secret
+            log("webhook POST failed (%s); continuing" % problem)
 
     def redact(self, obj: Any) -> Any:
         if isinstance(obj, str):

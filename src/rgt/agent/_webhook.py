@@ -8,15 +8,35 @@ The URL picks the format:
   (``{"text": …}``, which Mattermost, Rocket.Chat and Discord's ``/slack`` endpoint read too);
 - anything else: the event as JSON plus a ``text`` field (Slack-readable, and every field for
   a script).
+
+The URL is a bearer secret: it arrives over stdin with the secret env values (``NOTIFY_SECRET``),
+never in spec.json, and the recorder redacts it from everything it writes.
 """
 
 from __future__ import annotations
 
 import json
-import urllib.request
-from typing import Any, Dict, Tuple
+import os
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+
+if TYPE_CHECKING:  # imported where used: an agent without a webhook never pays for urllib
+    import urllib.request
+
+# The key the URL travels under in the agent's secrets (stdin JSON, never spec.json): "=" cannot
+# appear in an environment variable's name, so no `--secret NAME` can collide with it, and the
+# job never sees it (only declared secrets reach its environment).
+NOTIFY_SECRET = "=notify_url"
 
 URGENT = frozenset(["failed", "nan_loss", "gpu_idle", "disk_nearly_full", "memory_near_limit"])
+
+
+def scrub_environ(url: Optional[str]) -> None:
+    """Remove from the agent's environment every variable that holds the URL: an agent started
+    by the local backend inherits ``rgt run``'s environment (``--notify env:NAME``), and the job's
+    environment is built from the agent's: the job must never see the hook."""
+    if url:
+        for name in [n for n, value in os.environ.items() if url in value]:
+            del os.environ[name]
 
 
 def split_format(url: str) -> Tuple[str, str]:
@@ -39,7 +59,9 @@ def text(record: Dict[str, Any]) -> str:
     return line
 
 
-def request(url: str, record: Dict[str, Any]) -> urllib.request.Request:
+def request(url: str, record: Dict[str, Any]) -> "urllib.request.Request":
+    import urllib.request
+
     kind, target = split_format(url)
     message = text(record)
     headers = {"Content-Type": "application/json"}

@@ -14,7 +14,7 @@ import signal
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from rgt.agent import _manifest, _system
+from rgt.agent import _manifest, _system, _webhook
 from rgt.agent._attempt import AttemptRunner
 from rgt.agent._classify import REMEDY_PREEMPTED, Decision
 from rgt.agent._record import JobRecorder, log, read_status
@@ -36,7 +36,9 @@ class Supervisor(object):
         self.max_retries = int(retry.get("max_retries", 3))
         self.backoff_s = float(retry.get("backoff_s", 2.0))
         self.grace_s = _system.env_float("RGT_AGENT_CANCEL_GRACE_S", 10.0)
-        self.rec = JobRecorder(self.paths, list(secrets.values()), spec.get("notify_url"))
+        notify_url = secrets.get(_webhook.NOTIFY_SECRET)  # over stdin, never in spec.json
+        _webhook.scrub_environ(notify_url)
+        self.rec = JobRecorder(self.paths, list(secrets.values()), notify_url)
         self.runner = AttemptRunner(self.paths, spec, secrets, self.rec, self.grace_s)
 
     def request_stop(self, signum: int, frame: Any = None) -> None:

@@ -14,7 +14,10 @@ files through the transport, so every backend behaves the same (tests/backends/c
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
+import os
+import secrets
 import shlex
 import tempfile
 from collections.abc import Sequence
@@ -22,11 +25,17 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rgt.config import rgt_home
-from rgt.errors import BackendError
+from rgt.errors import BackendError, RgtError
 from rgt.jobs.paths import JobPaths, RootPaths
 from rgt.jobs.snapshot import Snapshot, materialize
 from rgt.models import JobSpec, Machine
 from rgt.transport.base import ProgressFn, Transport
+
+
+def staging_path(remote: str) -> str:
+    """Where one launch stages a snapshot before renaming it to ``remote``: its own path, so
+    concurrent launches of the same code never copy into (or rename away) each other's files."""
+    return f"{remote}.partial-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 class Backend(abc.ABC):
@@ -94,14 +103,30 @@ class Backend(abc.ABC):
         if self.transport.exists(remote):
             return remote
         self.transport.mkdir(self.root.code_dir)
-        with tempfile.TemporaryDirectory(prefix="rgt-snap-") as tmp:
-            local = Path(tmp) / snapshot.digest
-            materialize(snapshot, local)
-            partial = remote + ".partial"
-            self.transport.run(["rm", "-rf", "--", partial])
-            self.transport.put(local, partial, progress=progress)
-        self.transport.check(["mv", "-T", "--", partial, remote])
+        partial = staging_path(remote)
+        try:
+            with tempfile.TemporaryDirectory(prefix="rgt-snap-") as tmp:
+                local = Path(tmp) / snapshot.digest
+                materialize(snapshot, local)
+                self.transport.put(local, partial, progress=progress)
+            self.publish_snapshot(partial, remote)
+        finally:
+            self.discard_staging(partial)
         return remote
+
+    def discard_staging(self, partial: str) -> None:
+        """Remove a staging dir left by a failed or lost race; best effort (the error that
+        brought us here matters more than a leftover directory)."""
+        with contextlib.suppress(RgtError, OSError):
+            self.transport.run(["rm", "-rf", "--", partial])
+
+    def publish_snapshot(self, partial: str, remote: str) -> None:
+        """Rename a complete staged snapshot into place. Another launch of the same code may
+        have published it first (same digest, same files): then that copy stands."""
+        if self.transport.run(["mv", "-T", "--", partial, remote]).ok:
+            return
+        if not self.transport.exists(remote):
+            self.transport.check(["mv", "-T", "--", partial, remote])  # raises with the reason
 
     def seed_checkpoints(self, job_id: str, from_job_id: str) -> None:
         """Copy an earlier job's checkpoints into a new job's checkpoint dir before it starts,
@@ -149,6 +174,14 @@ class Backend(abc.ABC):
         if not self.transport.exists(self.job_paths(job_id).spec):
             return {"job_id": job_id, "state": "queued", "exists": False}
         return self.agent_call("status", job_id)
+
+    def machine_jobs(self) -> dict[str, dict[str, Any]]:
+        """Every job directory on the machine -> its status, in one agent round trip: the
+        jobs the machine knows, whichever RGT_HOME launched them (the teardown gate's roster)."""
+        from rgt.watch.remote import machine_call
+
+        doc = machine_call(self, "patrol", ["--events", "0", "--no-gpu"], timeout=60)
+        return {str(j.get("job_id")): j for j in doc.get("jobs") or [] if isinstance(j, dict)}
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         return self.agent_call("cancel", job_id, timeout=120)

@@ -62,6 +62,9 @@ class FakeBackend(Backend):
         except KeyError:
             raise UnknownJobError(job_id) from None
 
+    def machine_jobs(self) -> dict[str, dict[str, Any]]:
+        return {job_id: dict(status) for job_id, status in self.jobs[self.machine.name].items()}
+
     def manifest(self, job_id: str) -> tuple[dict[str, Any], bytes] | None:
         raw = self.files.get(job_id, {}).get("manifest.json")
         return (json.loads(raw), raw) if raw else None

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rgt.backends.base import Backend
+from rgt.backends.base import Backend, staging_path
 from rgt.errors import BackendError
 from rgt.jobs.snapshot import Snapshot, materialize
 from rgt.models import Machine
@@ -52,7 +52,12 @@ class LocalBackend(Backend):
         remote = Path(self.root.snapshot(snapshot.digest))
         if not remote.exists():
             remote.parent.mkdir(parents=True, exist_ok=True)
-            materialize(snapshot, remote)
+            partial = Path(staging_path(str(remote)))
+            try:
+                materialize(snapshot, partial)
+                self.publish_snapshot(str(partial), str(remote))
+            finally:
+                self.discard_staging(str(partial))
         if progress:
             progress(snapshot.total_bytes, snapshot.total_bytes)
         return str(remote)

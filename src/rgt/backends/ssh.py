@@ -2,9 +2,9 @@
 
 The primitives are few: the agent is started detached with ``setsid -f`` (or inside ``tmux``
 when the profile says the platform kills long-lived nohup processes), code snapshots go up with
-rsync into ``code/<hash>.partial`` and are renamed into place only when complete, and the meter
-is stopped by the *user* in the platform's console: an SSH rental has no API rgt may call, so
-``stop_meter`` says exactly what to do instead of pretending.
+rsync into a staging dir of their own launch and are renamed into place only when complete,
+and the meter is stopped by the *user* in the platform's console: an SSH rental has no API rgt
+may call, so ``stop_meter`` says exactly what to do instead of pretending.
 
 ``register_ssh`` backs ``rgt up PROFILE --name NAME --ssh LINE``: it parses the pasted line,
 connects once (trusting and recording the host key), checks python3 and rsync, and picks the
@@ -16,13 +16,15 @@ from __future__ import annotations
 import posixpath
 import secrets
 import shlex
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rgt.backends.base import Backend
+from rgt.backends.base import Backend, staging_path
 from rgt.errors import BackendError, RgtError, UsageError
 from rgt.jobs.snapshot import Snapshot
 from rgt.jobs.store import Store, utcnow
@@ -121,16 +123,21 @@ class SshBackend(Backend):
         )
 
     def push_snapshot(self, snapshot: Snapshot, progress: ProgressFn | None = None) -> str:
-        """rsync the snapshot's files into ``code/<hash>.partial`` (resumable), check every
-        file's hash there, then rename it into place: a snapshot is complete or absent."""
+        """rsync the snapshot's files into this launch's own staging dir (resumable within the
+        launch), check every file's hash there, then rename it into place: a snapshot is
+        complete or absent, and concurrent launches never share a staging dir."""
         from rgt.jobs.push import push_snapshot_files
 
         remote = self.root.snapshot(snapshot.digest)
         if self.transport.exists(remote):
             return remote
         self.transport.mkdir(self.root.code_dir)
-        push_snapshot_files(self.ssh, snapshot, remote + ".partial", progress=progress)
-        self.transport.check(["mv", "-T", "--", remote + ".partial", remote])
+        partial = staging_path(remote)
+        try:
+            push_snapshot_files(self.ssh, snapshot, partial, progress=progress)
+            self.publish_snapshot(partial, remote)
+        finally:
+            self.discard_staging(partial)
         return remote
 
 
@@ -251,16 +258,28 @@ def host_fingerprint(known_hosts: str | Path) -> str | None:
 
 
 def retrust(store: Store, name: str) -> dict[str, Any]:
-    """``rgt trust NAME``: forget the recorded host key, connect, record the new one."""
+    """``rgt trust NAME``: read the key the machine presents now (into a scratch known_hosts),
+    show it, and record it only after a human at the terminal approved (PIN once set)."""
     machine = store.machine(name)
     if machine.backend != "ssh":
         raise UsageError(f"{name} is not an SSH machine", fix="only SSH machines have host keys")
     target = SshTarget.from_connection(name, machine.connection)
-    transport = SshTransport(target)
-    transport.close()
+    SshTransport(target).close()
     old = machine.connection.get("host_key")
-    known_hosts_path(name).unlink(missing_ok=True)
-    transport.check(["true"])
-    new = host_fingerprint(target.known_hosts)
+    with tempfile.TemporaryDirectory() as scratch:
+        probe = replace(target, known_hosts=str(Path(scratch) / "known_hosts"))
+        transport = SshTransport(probe)
+        transport.check(["true"])
+        transport.close()
+        new = host_fingerprint(probe.known_hosts)
+        from rgt.approvals import approve_at_terminal
+
+        approve_at_terminal(
+            f"{name} now presents host key {new} (recorded: {old}). Trust it only if the "
+            "platform console shows this key or you re-rented or rebuilt the machine.",
+            name,
+            f"rgt trust {name}",
+        )
+        shutil.copyfile(probe.known_hosts, target.known_hosts)
     store.add_machine(replace(machine, connection={**machine.connection, "host_key": new}))
     return {"machine": name, "old_host_key": old, "new_host_key": new}

@@ -32,6 +32,8 @@ COMMAND_MODULES = (
     "rgt.cli.watch",
     "rgt.cli.sweep",
     "rgt.cli.ckpt",
+    "rgt.cli.vendors",
+    "rgt.cli.adopt",
 )
 
 

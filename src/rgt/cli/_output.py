@@ -45,14 +45,24 @@ class Output:
         self.err.print(f"[yellow]warning:[/] {message}")
 
     def table(
-        self, columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None
+        self,
+        columns: Sequence[str],
+        rows: Iterable[Sequence[Any]],
+        title: str | None = None,
+        whole: Sequence[str] = (),
     ) -> None:
+        """``whole``: columns never shortened or wrapped (ids a user copies into a command)."""
+        cells = [["" if v is None else str(v) for v in row] for row in rows]
         table = Table(title=title, show_lines=False)
-        for column in columns:
-            table.add_column(column)
-        for row in rows:
+        for index, column in enumerate(columns):
+            if column in whole:
+                width = max([len(column)] + [len(row[index]) for row in cells])
+                table.add_column(column, no_wrap=True, min_width=width)
+            else:
+                table.add_column(column)
+        for row in cells:
             # Cells are data, never markup: "[stopped]" must print as itself.
-            table.add_row(*("" if v is None else escape(str(v)) for v in row))
+            table.add_row(*(escape(v) for v in row))
         self.out.print(table)
 
     def line(self, message: str = "") -> None:

@@ -64,11 +64,13 @@ def init(directory: Path, out: Output) -> None:
 @_workspace_option
 @output_options
 def record(run_dirs: tuple[Path, ...], workspace_dir: Path | None, out: Output) -> None:
-    """Copy pulled runs into the evidence store under content-derived ids (read-only)."""
-    from rgt.deliver.runs import record_run
+    """Copy pulled runs into the evidence store under content-derived ids (read-only).
+
+    All or nothing: every run is checked first, and one bad run records none of them."""
+    from rgt.deliver.runs import record_runs
 
     ws = _ws(workspace_dir)
-    results = [record_run(ws, run_dir) for run_dir in run_dirs]
+    results = record_runs(ws, run_dirs)
     rows = [
         {"run_id": r.run_id, "created": r.created, "verified": r.verified, "path": str(r.path)}
         for r in results

@@ -5,14 +5,24 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from rgt.cli._jobref import job_id as job_id_arg
+from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, output_options
+from rgt.cli._runargs import RunCommand, check_separator
+from rgt.cli._text import printable
 from rgt.jobs.store import Store
 
+if TYPE_CHECKING:
+    from rgt.jobs.launch import ProbeResult
 
-@click.command(context_settings={"ignore_unknown_options": True})
+PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
+
+
+@click.command(cls=RunCommand, context_settings={"ignore_unknown_options": True})
 @click.argument("machine")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @click.option(
@@ -50,7 +60,13 @@ from rgt.jobs.store import Store
     show_default=True,
     help="Watch the job this long before handing back control.",
 )
-@click.option("--notify", "notify_url", help="Webhook URL for job events (ntfy/Slack style).")
+@click.option(
+    "--notify",
+    "notify_source",
+    metavar="SOURCE",
+    help="Webhook for job events (ntfy/Slack style), a secret: env:NAME, credentials:NAME "
+    "($RGT_HOME/credentials.toml [notify]) or - (stdin). Never the URL itself.",
+)
 @output_options
 def run(
     machine: str,
@@ -60,13 +76,15 @@ def run(
     artifacts: tuple[str, ...],
     retries: int,
     probe_seconds: float,
-    notify_url: str | None,
+    notify_source: str | None,
     out: Output,
 ) -> None:
     """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
     from rgt.jobs.launch import LaunchOptions, launch, probe
+    from rgt.jobs.notify import resolve
     from rgt.models import RetryPolicy
 
+    check_separator(click.get_current_context())
     store = Store.open()
     options = LaunchOptions(
         command=command,
@@ -74,7 +92,7 @@ def run(
         secret_env=secrets,
         artifacts=artifacts,
         retry=RetryPolicy(max_retries=retries),
-        notify_url=notify_url,
+        notify=resolve(notify_source) if notify_source else None,
     )
     record = launch(store, machine, options)
     out.info(f"launched {record.job_id} on {machine}; probing for up to {probe_seconds:g}s")
@@ -85,12 +103,12 @@ def run(
         "state": result.state.value,
         "probe_seconds": result.seconds,
         "traceback": result.traceback,
+        **({"log_tail": result.log_tail} if result.failed else {}),
     }
 
     def human(o: Output) -> None:
         o.line(f"job [bold]{record.job_id}[/] on {machine}: {result.state.value}")
-        if result.log_head.strip():
-            o.line("[dim]" + "\n".join(result.log_head.splitlines()[:15]) + "[/]")
+        _probe_log(o, result)
         if result.traceback:
             o.line(
                 "[red]a traceback appeared in the log[/]: `rgt logs "
@@ -100,6 +118,17 @@ def run(
     out.result(data, human)
     if result.state.value == "failed":
         sys.exit(1)
+
+
+def _probe_log(o: Output, result: ProbeResult) -> None:
+    """A failure shows the log's last lines (the traceback), a running job its first lines."""
+    if result.failed and result.log_tail.strip():
+        o.line("[dim]last lines of the log:[/]")
+        lines = result.log_tail.splitlines()[-PROBE_LINES:]
+        o.out.print(printable("\n".join(lines)), markup=False)
+    elif result.log_head.strip():
+        lines = result.log_head.splitlines()[:15]
+        o.out.print(printable("\n".join(lines)), markup=False, style="dim")
 
 
 def _pairs(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -121,7 +150,8 @@ def status(target: str | None, out: Output) -> None:
     """Machines and jobs (TARGET: a machine name or a job id)."""
     from rgt.jobs.overview import overview
 
-    data = overview(Store.open(), target)
+    store = Store.open()
+    data = overview(store, machine_or_job(store, target))
 
     def human(o: Output) -> None:
         o.table(
@@ -146,17 +176,20 @@ def status(target: str | None, out: Output) -> None:
                 for j in data["jobs"]
             ],
             title="jobs",
+            whole=("job",),
         )
 
     out.result(data, human)
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", callback=job_id_arg)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
 @click.option("--attempt", type=int, help="Which attempt's log (default: the latest).")
 def logs(job_id: str, follow: bool, attempt: int | None) -> None:
-    """Print a job's log (the raw log is the output; there is no --json form of a log)."""
+    """Print a job's log (the raw log is the output; there is no --json form of a log).
+
+    With -f the exit status is the job's outcome: 0 succeeded, 1 failed or cancelled."""
     from rgt.jobs.launch import refresh
     from rgt.machines import backend_for
     from rgt.models import TERMINAL, JobState
@@ -171,15 +204,18 @@ def logs(job_id: str, follow: bool, attempt: int | None) -> None:
         sys.stdout.buffer.write(chunk)
         sys.stdout.flush()
         offset += len(chunk)
-        if not follow or JobState(refresh(store, job_id, backend)["state"]) in TERMINAL:
-            if follow:
-                sys.stdout.buffer.write(backend.log(job_id, which, offset))
+        if not follow:
             return
+        state = JobState(refresh(store, job_id, backend)["state"])
+        if state in TERMINAL:
+            sys.stdout.buffer.write(backend.log(job_id, which, offset))
+            sys.stdout.flush()
+            sys.exit(0 if state is JobState.SUCCEEDED else 1)
         time.sleep(1.0)
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", callback=job_id_arg)
 @output_options
 def cancel(job_id: str, out: Output) -> None:
     """Stop a job (its process group); it ends as `cancelled`, never retried."""
@@ -191,7 +227,7 @@ def cancel(job_id: str, out: Output) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", callback=job_id_arg)
 @click.option(
     "--to",
     "dest",
@@ -201,6 +237,7 @@ def cancel(job_id: str, out: Output) -> None:
 @output_options
 def pull(job_id: str, dest: Path | None, out: Output) -> None:
     """Copy a job's artifacts, check every sha256 and load-verify each one."""
+    from rich.markup import escape
     from rich.progress import Progress
 
     from rgt.jobs.pull import pull as do_pull
@@ -217,13 +254,8 @@ def pull(job_id: str, dest: Path | None, out: Output) -> None:
     data = result.to_json()
 
     def human(o: Output) -> None:
-        o.line(
-            f"pulled {result.copied} file(s), {result.skipped} already present, "
-            f"{result.bytes} bytes → {result.dest}"
-        )
-        for f in result.report.get("files", []):
-            o.line(f"  {'OK ' if f['ok'] else 'BAD'} {f['path']}  {f['detail']}")
-        o.line("[green]100 % OK[/]" if result.ok else "[red]verification FAILED[/]")
+        for line in result.summary():
+            o.line(escape(line))
 
     out.result(data, human)
     if not result.ok:
@@ -231,7 +263,7 @@ def pull(job_id: str, dest: Path | None, out: Output) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", callback=job_id_arg)
 @output_options
 def resume(job_id: str, out: Output) -> None:
     """Start a job's agent again after it was lost (the job resumes from its checkpoint)."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
+from rgt.cli._jobref import job_ids
 from rgt.cli._output import Output, output_options
+from rgt.cli.vendors import vendor_up_options
 from rgt.jobs.store import Store
 
 
@@ -16,6 +18,12 @@ from rgt.jobs.store import Store
 )
 @click.option("--price", type=float, help="Price per hour, for the money clock.")
 @click.option("--root", help="Durable directory on the machine (default: the profile's).")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="NAME is an active machine with jobs: release it through the gate first.",
+)
+@vendor_up_options
 @output_options
 def up(
     profile: str,
@@ -23,12 +31,18 @@ def up(
     ssh_line: str | None,
     price: float | None,
     root: str | None,
+    replace: bool,
+    vendor: object,
     out: Output,
 ) -> None:
-    """Register a machine (PROFILE: local, generic-ssh, autodl, …)."""
+    """Register a machine (PROFILE: local, generic-ssh, autodl, …); with --gpu, rent it through
+    the vendor's API (runpod, vastai, lambda, paperspace)."""
     from rgt.machines import register
 
-    result = register(Store.open(), profile, name, ssh=ssh_line, price=price, root=root)
+    store = Store.open()
+    result = register(
+        store, profile, name, ssh=ssh_line, price=price, root=root, replace=replace, vendor=vendor
+    )
     data = {
         "machine": result.machine.name,
         "backend": result.machine.backend,
@@ -50,16 +64,33 @@ def up(
 
 
 @click.command()
-@click.argument("name")
+@click.argument("name", required=False)
 @click.option(
     "--abandon",
     multiple=True,
     metavar="JOB",
+    callback=job_ids,
     help="A job whose artifacts you knowingly give up (they are never pulled).",
 )
+@click.option(
+    "--set-pin", is_flag=True, help="Set or change the approval PIN (asked at the terminal)."
+)
+@click.option("--remove-pin", is_flag=True, help="Remove the approval PIN (needs the PIN).")
 @output_options
-def approve(name: str, abandon: tuple[str, ...], out: Output) -> None:
-    """Approve releasing machine NAME. Needs a human at a terminal."""
+def approve(
+    name: str | None, abandon: tuple[str, ...], set_pin: bool, remove_pin: bool, out: Output
+) -> None:
+    """Approve releasing machine NAME. Needs a human at a terminal (and the PIN, once set)."""
+    if set_pin or remove_pin:
+        from rgt.approvals import change_pin
+
+        changed = change_pin(remove=remove_pin)
+        out.result(changed, lambda o: o.line(f"approval PIN {changed['pin']}"))
+        return
+    if not name:
+        from rgt.errors import UsageError
+
+        raise UsageError("give the machine NAME", fix="`rgt approve NAME` (or `--set-pin`)")
     from rgt.teardown import approve_interactively
 
     approval = approve_interactively(Store.open(), name, abandon)
@@ -74,15 +105,19 @@ def approve(name: str, abandon: tuple[str, ...], out: Output) -> None:
 @click.option(
     "--yes",
     is_flag=True,
-    help="At a terminal: approve without typing the name. Ignored when stdin is not a terminal.",
+    help="Never ask (for scripts). It never approves: a human runs `rgt approve NAME` first.",
 )
 @click.option("--check", is_flag=True, help="Only show the gate's verdict; change nothing.")
+@click.option("--keep-volume", is_flag=True, help="Vendor API machines: stop, keep the disk.")
+@click.option("--rehash", is_flag=True, help="Re-hash every pulled file (default: size, mtime).")
 @output_options
-def down(name: str, yes: bool, check: bool, out: Output) -> None:
+def down(name: str, yes: bool, check: bool, keep_volume: bool, rehash: bool, out: Output) -> None:
     """Release machine NAME through the teardown gate (ended, pulled, verified, approved)."""
     from rgt.teardown import teardown
 
-    result = teardown(Store.open(), name, yes=yes, check_only=check)
+    result = teardown(
+        Store.open(), name, yes=yes, check_only=check, keep_volume=keep_volume, rehash=rehash
+    )
 
     def human(o: Output) -> None:
         for c in result["gate"]["checks"]:
@@ -92,6 +127,8 @@ def down(name: str, yes: bool, check: bool, out: Output) -> None:
             o.line(f"  • {note}")
         if result.get("released"):
             o.line(f"[bold]{name}[/] released: {result['meter']}")
+        for bill in result.get("still_bills") or []:
+            o.line(f"  still bills: {bill}")
 
     out.result(result, human)
 

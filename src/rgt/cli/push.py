@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from rgt.cli._output import Output, output_options
+from rgt.jobs._ignored import HOW_TO_INCLUDE, SHOWN, Ignored
 from rgt.jobs.store import Store
 
 
@@ -37,8 +38,20 @@ def push(name: str, paths: tuple[str, ...], to: str | None, out: Output) -> None
         if report.attempts > 1:
             o.line(f"  resumed after {report.attempts - 1} interruption(s)")
         o.line("[green]every file's sha256 matches on the machine[/]")
+        if report.gitignored and report.gitignored.paths:
+            _left_out(o, report.gitignored)
 
     out.result(data, human)
+
+
+def _left_out(o: Output, ignored: Ignored) -> None:
+    shown = ", ".join(ignored.paths[:SHOWN]) + (", …" if len(ignored.paths) > SHOWN else "")
+    o.out.print(
+        f"note: .gitignore left {len(ignored.paths)} file(s) ({ignored.bytes:,} bytes) out of "
+        f"the snapshot: {shown}",
+        markup=False,
+    )
+    o.out.print(f"  to include them: {HOW_TO_INCLUDE}", markup=False)
 
 
 @click.command()

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from rgt.cli._output import Output, output_options
+from rgt.cli._text import printable
 from rgt.errors import UsageError
 
 
@@ -24,6 +25,8 @@ class TriageInput:
     exit_code: int | None = None
     signal: int | None = None
     context: dict[str, Any] = field(default_factory=dict)
+    job_id: str | None = None
+    state: str | None = None  # the job's state, when a JOB was given
 
 
 def _resolve_target(target: str, exit_code: int | None, signal: int | None) -> TriageInput:
@@ -45,8 +48,9 @@ def _from_job(target: str, exit_code: int | None, signal: int | None) -> TriageI
     from rgt.jobs.diagnose import job_evidence
     from rgt.jobs.store import Store
 
+    store = Store.open()
     try:
-        evidence = job_evidence(Store.open(), target)
+        evidence = job_evidence(store, store.resolve_job(target))
     except UnknownJobError:
         raise UsageError(
             f"{target!r} is neither a log file nor a job id",
@@ -56,7 +60,42 @@ def _from_job(target: str, exit_code: int | None, signal: int | None) -> TriageI
         evidence.log_tail,
         exit_code=evidence.exit_code if exit_code is None else exit_code,
         signal=evidence.signal if signal is None else signal,
+        job_id=evidence.job_id,
+        state=evidence.state,
     )
+
+
+# States that are not failures: there is nothing to classify, and nothing to retry.
+NOT_FAILED = {
+    "succeeded": "the job succeeded: there is nothing to triage",
+    "cancelled": "the job was cancelled on request: it did not fail, and rgt does not rerun it",
+    "running": "the job is still running: triage it once it has failed",
+    "retrying": "the job is being restarted by its agent: triage it if it ends failed",
+    "queued": "the job has not started yet: there is nothing to triage",
+}
+
+
+def _not_failed(job: TriageInput) -> dict[str, Any]:
+    state = str(job.state)
+    return {
+        "job_id": job.job_id,
+        "state": state,
+        "failure": False,
+        "label": "cancelled" if state == "cancelled" else None,
+        "cause": NOT_FAILED[state],
+        "remedy": "none needed" if state in ("succeeded", "cancelled") else "wait",
+        "secondary": [],  # no "retryable": a job that did not fail has nothing to retry
+        "evidence": [],
+        "rule_id": None,
+    }
+
+
+def _not_failed_human(data: dict[str, Any]) -> Any:
+    def render(o: Output) -> None:
+        o.out.print(f"{data['job_id']}: {data['state']}", markup=False)
+        o.out.print(data["cause"], markup=False)
+
+    return render
 
 
 def _human(data: dict[str, Any]) -> Any:
@@ -70,7 +109,8 @@ def _human(data: dict[str, Any]) -> Any:
             o.line(f"secondary: {', '.join(data['secondary'])}")
         o.line("evidence:")
         for line in data["evidence"] or ["(none)"]:
-            o.out.print(f"  {line}", markup=False)
+            # A log is the job's output: its escape sequences must not drive this terminal.
+            o.out.print(f"  {printable(line)}", markup=False)
 
     return render
 
@@ -85,8 +125,12 @@ def triage(target: str, exit_code: int | None, signal_: int | None, out: Output)
     from rgt.triage import classify
 
     job = _resolve_target(target, exit_code, signal_)
+    if job.state in NOT_FAILED:
+        data = _not_failed(job)
+        out.result(data, _not_failed_human(data))
+        return
     verdict = classify(job.log_tail, job.exit_code, job.signal, job.context)
-    data = verdict.to_dict()
+    data = {**verdict.to_dict(), "failure": True, "job_id": job.job_id, "state": job.state}
     out.result(data, _human(data))
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, output_options
 from rgt.jobs.store import Store
 
@@ -41,6 +42,7 @@ def watch(
     from rgt.watch.patrol import patrol, select
 
     store, options = Store.open(), _options(events, no_gpu)
+    target = machine_or_job(store, target)
     job_id = select(store, target)[1] if target else None
     if job_id is not None:
         _follow(store, job_id, once, interval, options, out)

@@ -22,6 +22,7 @@ from rgt.deliver.evidence import Claim, claim_value, load_claims, save_claims, w
 from rgt.deliver.numbers import Found, is_copy, is_near
 from rgt.deliver.sources import candidate_files, walk
 from rgt.deliver.workspace import Workspace
+from rgt.errors import UsageError
 
 WINDOW = 60
 # A stale copy is usually an earlier run's number: close to the value. Other methods' numbers
@@ -190,6 +191,11 @@ def reconcile(
     path: Path | str, ws: Workspace, *, tolerance: float = TOLERANCE, update: bool = False
 ) -> ReconcileReport:
     """Scan ``path`` for the workspace's claims. ``update`` writes each claim's ``appears_in``."""
+    if not Path(path).is_dir():
+        raise UsageError(
+            f"{path} is not a directory to scan",
+            fix="give the repository (or folder) holding the paper, README and slides",
+        )
     claims = load_claims(ws)
     skip = {ws.runs, ws.disclosure, ws.findings}  # the store itself and rgt's own outputs
     report = scan(Path(path), targets_for(ws, claims), skip=skip, tolerance=tolerance)

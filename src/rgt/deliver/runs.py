@@ -103,19 +103,43 @@ def _manifest_entries(directory: Path) -> list[dict[str, Any]]:
     return [f for f in files if isinstance(f, dict)]
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """A run that passed every check and is ready to be copied in."""
+
+    source: Path
+    results: dict[str, Any]
+    hashes: dict[str, str]
+    run_id: str
+    verified: bool | None
+
+
 def record_run(ws: Workspace, run_dir: Path | str) -> RecordResult:
     """Copy a pulled run into ``runs/<run-id>/`` and make it read-only; idempotent."""
+    return _commit(ws, _prepare(run_dir))
+
+
+def record_runs(ws: Workspace, run_dirs: list[Path] | tuple[Path, ...]) -> list[RecordResult]:
+    """All or nothing: every run is validated and hashed first; one bad run records none."""
+    prepared = [_prepare(run_dir) for run_dir in run_dirs]
+    return [_commit(ws, run) for run in prepared]
+
+
+def _prepare(run_dir: Path | str) -> _Prepared:
     source = Path(run_dir)
     run = load_results(source)  # validates rgt.results/1 and names a bad field
     source = Path(run.path or source).parent
     hashes = _file_hashes(source)
-    run_id = compute_run_id(run.raw, hashes)
-    target = ws.run_dir(run_id)
     verified = _declared_ok(run.raw, source, hashes)
+    return _Prepared(source, run.raw, hashes, compute_run_id(run.raw, hashes), verified)
+
+
+def _commit(ws: Workspace, run: _Prepared) -> RecordResult:
+    target = ws.run_dir(run.run_id)
     if target.exists():
-        return RecordResult(run_id, target, created=False, verified=verified)
-    _copy_in(ws, source, target, run.raw, run_id, hashes, verified)
-    return RecordResult(run_id, target, created=True, verified=verified)
+        return RecordResult(run.run_id, target, created=False, verified=run.verified)
+    _copy_in(ws, run.source, target, run.results, run.run_id, run.hashes, run.verified)
+    return RecordResult(run.run_id, target, created=True, verified=run.verified)
 
 
 def _copy_in(

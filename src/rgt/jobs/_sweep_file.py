@@ -38,8 +38,8 @@ from rgt.config import _load_toml
 from rgt.errors import SpecError
 from rgt.resources import Resources
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 ALLOWED = (
     "name",
     "command",

@@ -1,8 +1,9 @@
 """Launching a job (`rgt run`), probing it, and following it until it ends.
 
 ``launch`` snapshots the code, writes the spec and starts the agent detached; ``probe`` watches
-the first seconds (alive? log head? a traceback already?) so a typo fails in front of the user
-and not at 3 a.m.; ``refresh`` copies the agent's truth into the local cache.
+the first seconds (alive? log head? a traceback already? the log's tail when it failed) so a
+typo fails in front of the user and not at 3 a.m.; ``refresh`` copies the agent's truth into
+the local cache.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from rgt.backends.base import Backend
 from rgt.errors import TransportError, UsageError
+from rgt.jobs.notify import Webhook, reread
 from rgt.jobs.snapshot import take_snapshot
 from rgt.jobs.store import Store, utcnow
 from rgt.machines import backend_for
@@ -35,11 +37,17 @@ class LaunchOptions:
     artifacts: tuple[str, ...] = ()
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     smoke: bool = False
-    notify_url: str | None = None
+    notify: Webhook | None = None  # the URL travels with the secrets, never in the spec
     job_id: str | None = None
     resume_from: str | None = (
         None  # an earlier job on the same machine whose checkpoints seed this one
     )
+
+
+# What the probe keeps of the log: its head (what the job is doing) and, bounded, its tail (the
+# traceback of a failure comes last, often after pages of config dump).
+HEAD_BYTES = 4000
+TAIL_BYTES = 8000
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,11 @@ class ProbeResult:
     log_head: str
     traceback: bool
     status: dict[str, Any]
+    log_tail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.state in (JobState.FAILED, JobState.CANCELLED) or self.traceback
 
 
 def new_job_id(machine: str) -> str:
@@ -64,6 +77,8 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
             fix=f"register it again with `rgt up … --name {machine_name}`",
         )
     secret_values = _read_secrets(options.secret_env)
+    if options.notify:
+        secret_values.update(options.notify.secrets())
     snapshot = take_snapshot(options.cwd)
     backend.push_snapshot(snapshot)
     spec = JobSpec(
@@ -77,7 +92,7 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         retry=options.retry,
         smoke=options.smoke,
         created=utcnow(),
-        notify_url=options.notify_url,
+        notify=options.notify.source if options.notify else None,
     )
     record = store.add_job(spec)
     try:
@@ -100,7 +115,8 @@ def resume(store: Store, job_id: str) -> dict[str, Any]:
 
     The agent counts the interrupted attempt, stops any leftover process of it, and starts the
     next attempt with the same spec; the training script resumes from its newest checkpoint.
-    Secrets are read again from this process's environment, by the names in the spec."""
+    Secrets are read again from this process's environment, by the names in the spec, and
+    the webhook URL from its recorded source (``rgt.jobs.notify.reread``)."""
     record = store.job(job_id)
     backend = backend_for(store, record.machine)
     status = backend.status(job_id)
@@ -111,8 +127,11 @@ def resume(store: Store, job_id: str) -> dict[str, Any]:
     if JobState(status.get("state") or "queued") in TERMINAL:
         return {**status, "resumed": False, "reason": f"the job has ended ({status['state']})"}
     secrets = _read_secrets(record.spec.secret_env)
+    webhook, note = reread(record.spec.notify)
+    secrets.update(webhook.secrets() if webhook else {})
     backend.start_agent(backend.install_agent(), backend.job_paths(job_id), secrets or None)
-    return {**status, "resumed": True, "reason": "agent started again"}
+    reason = "agent started again" + (f"; {note}" if note else "")
+    return {**status, "resumed": True, "reason": reason, "webhook": note or record.spec.notify}
 
 
 def _read_secrets(names: Sequence[str]) -> dict[str, str]:
@@ -177,7 +196,8 @@ def probe(
     while True:
         status = refresh(store, job_id, backend)
         attempt = int(status.get("attempt") or 1)
-        head = backend.log(job_id, attempt)[:4000].decode("utf-8", "replace")
+        log = backend.log(job_id, attempt)
+        head, tail = log[:HEAD_BYTES].decode("utf-8", "replace"), log_tail(log)
         state = JobState(status["state"])
         if on_tick:
             on_tick(status)
@@ -187,10 +207,20 @@ def probe(
                 state=state,
                 seconds=round(elapsed, 2),
                 log_head=head,
-                traceback=TRACEBACK_MARK in head,
+                traceback=TRACEBACK_MARK in head or TRACEBACK_MARK in tail,
                 status=status,
+                log_tail=tail,
             )
         time.sleep(poll)
+
+
+def log_tail(log: bytes, limit: int = TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of a log, from a line boundary (the whole log if shorter)."""
+    if len(log) <= limit:
+        return log.decode("utf-8", "replace")
+    cut = log[-limit:]
+    newline = cut.find(b"\n")
+    return cut[newline + 1 if 0 <= newline < len(cut) - 1 else 0 :].decode("utf-8", "replace")
 
 
 def wait(

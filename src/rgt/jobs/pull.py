@@ -3,27 +3,40 @@
 The manifest is fetched first and is the roster: a file missing locally or present locally but
 absent from the manifest fails the pull. A file already present with the right hash is not
 copied again, so re-running ``pull`` after a drop is the resume. The verdict is stored in the
-state DB, where the teardown gate reads it.
+state DB with each pulled file's size, mtime and sha256, where the teardown gate reads (and
+re-checks) it.
+
+The machine is not trusted (``_pull_dest``): manifest paths are checked before anything is
+written, every file lands through directory descriptors that never follow a link, and what
+landed is checked again. A job whose manifest lists no file has no artifacts: nothing to copy,
+recorded as such, and the gate has nothing to wait for.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import os
 import posixpath
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rgt._fs import atomic_write_bytes, sha256_file
 from rgt.errors import JobError, VerifyError
+from rgt.jobs._pull_dest import STAGING, Destination, Refused, check_free_space, local_error
+from rgt.jobs._pull_fetch import fetch
+from rgt.jobs.pulled import failure_reasons, file_records
 from rgt.jobs.store import Store
 from rgt.machines import backend_for
 from rgt.models import TERMINAL, JobState
 
 # progress(file_path, bytes_done_total, bytes_total)
 PullProgress = Callable[[str, int, int], None]
+NO_ARTIFACTS = "no artifacts"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -35,6 +48,9 @@ class PullResult:
     bytes: int
     ok: bool
     report: dict[str, Any]
+    reasons: tuple[str, ...] = ()
+    note: str | None = None  # "no artifacts"
+    refused: tuple[str, ...] = field(default=())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -44,15 +60,64 @@ class PullResult:
             "skipped": self.skipped,
             "bytes": self.bytes,
             "ok": self.ok,
+            "note": self.note,
+            "reasons": list(self.reasons),
+            "refused": list(self.refused),
             "verify": self.report,
         }
+
+    def summary(self) -> list[str]:
+        """The human report: what was copied, each file's check, the verdict with its reasons."""
+        if self.note:
+            return [f"{self.job_id}: {self.note} (its manifest lists no file); nothing to pull"]
+        lines = [
+            f"pulled {self.copied} file(s), {self.skipped} already present, "
+            f"{self.bytes} bytes → {self.dest}"
+        ]
+        for f in self.report.get("files", []):
+            lines.append(f"  {'OK ' if f['ok'] else 'BAD'} {f['path']}  {f['detail']}")
+        if self.ok:
+            return [*lines, "100 % OK"]
+        reasons = list(self.reasons) or ["no reason recorded"]
+        return [*lines, f"verification FAILED: {reasons[0]}", *(f"  - {r}" for r in reasons[1:])]
 
 
 def pull(store: Store, job_id: str, dest: Path, progress: PullProgress | None = None) -> PullResult:
     record = store.job(job_id)
     backend = backend_for(store, record.machine)
     state = JobState(backend.status(job_id).get("state", record.state.value))
-    found = backend.manifest(job_id)
+    manifest, raw = _manifest(backend.manifest(job_id), job_id, state)
+    entries = checked_entries(manifest)
+    manifest_sha = hashlib.sha256(raw).hexdigest()
+    if not entries:
+        return _no_artifacts(store, job_id, dest, state, (manifest, raw), manifest_sha)
+    with Destination(dest) as target:
+        target.open_staging()
+        todo = [e for e in entries if target.existing_sha256(e["path"]) != e["sha256"]]
+        check_free_space(target.real, sum(int(e["bytes"]) for e in todo), len(todo))
+        refused = _copy(backend, job_id, target, entries, todo, progress)
+        _write_manifest(target, raw)
+        target.clean_staging()
+        report = _verify(target, manifest, refused)
+        files = file_records(target.real, entries, report)
+    ok = bool(report["ok"])
+    store.record_pull(job_id, os.path.abspath(dest), files, manifest_sha, ok, report)
+    return PullResult(
+        job_id=job_id,
+        dest=os.path.abspath(dest),
+        copied=len(todo) - len(refused),
+        skipped=len(entries) - len(todo),
+        bytes=sum(int(e["bytes"]) for e in entries),
+        ok=ok,
+        report=report,
+        reasons=tuple(failure_reasons(report)),
+        refused=tuple(refused.values()),
+    )
+
+
+def _manifest(
+    found: tuple[dict[str, Any], bytes] | None, job_id: str, state: JobState
+) -> tuple[dict[str, Any], bytes]:
     if found is None:
         hint = (
             "wait for it to end (`rgt watch JOB`)"
@@ -62,54 +127,130 @@ def pull(store: Store, job_id: str, dest: Path, progress: PullProgress | None = 
         raise JobError(
             f"job {job_id} has no manifest yet (state {state.value})", job_id=job_id, fix=hint
         )
-    manifest, raw = found
-    entries = [_checked_entry(e) for e in manifest.get("files", [])]
-    dest.mkdir(parents=True, exist_ok=True)
+    return found
+
+
+def _copy(
+    backend: Any,
+    job_id: str,
+    target: Destination,
+    entries: list[dict[str, Any]],
+    todo: list[dict[str, Any]],
+    progress: PullProgress | None,
+) -> dict[str, str]:
+    """Fetch every entry in ``todo``; returns path -> why, for each file refused."""
+    pending = {id(e) for e in todo}
     total = sum(int(e["bytes"]) for e in entries)
-    copied = skipped = done = 0
+    refused: dict[str, str] = {}
+    done = 0
     for entry in entries:
-        target = dest / entry["path"]
-        if target.is_file() and sha256_file(str(target)) == entry["sha256"]:
-            skipped += 1
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            backend.fetch(job_id, entry["path"], target)
-            copied += 1
+        if id(entry) in pending:
+            try:
+                fetch(backend, job_id, entry, target)
+            except Refused as why:
+                refused[entry["path"]] = str(why)
         done += int(entry["bytes"])
         if progress:
             progress(entry["path"], done, total)
-    atomic_write_bytes(str(dest / "manifest.json"), raw)
-    report = _verify(dest, manifest)
-    files = {e["path"]: e["sha256"] for e in entries}
-    store.record_pull(
-        job_id, str(dest), files, hashlib.sha256(raw).hexdigest(), bool(report["ok"]), report
-    )
-    return PullResult(
-        job_id=job_id,
-        dest=str(dest),
-        copied=copied,
-        skipped=skipped,
-        bytes=total,
-        ok=bool(report["ok"]),
-        report=report,
-    )
+    return refused
 
 
-def _checked_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    path = str(entry.get("path", ""))
-    norm = posixpath.normpath(path)
-    if not path or path.startswith("/") or norm.startswith("..") or norm != path:
-        raise VerifyError(
-            f"manifest names an unsafe path {path!r}",
-            path=path,
-            fix="the remote manifest was tampered with or corrupted; inspect it",
+def _no_artifacts(
+    store: Store,
+    job_id: str,
+    dest: Path,
+    state: JobState,
+    found: tuple[dict[str, Any], bytes],
+    manifest_sha: str,
+) -> PullResult:
+    """Nothing to copy: recorded as pulled and verified, so the gate need not wait."""
+    if state not in TERMINAL:
+        raise JobError(
+            f"job {job_id} has not ended (state {state.value}); nothing to pull yet",
+            job_id=job_id,
+            fix="wait for it to end (`rgt watch JOB`)",
         )
+    manifest, raw = found
+    skipped = manifest.get("skipped") or []
+    report = {"ok": True, "note": NO_ARTIFACTS, "files": [], "missing": [], "unexpected": []}
+    if skipped:
+        report["skipped"] = skipped
+    with Destination(dest) as target:  # the manifest itself, as evidence of "nothing"
+        target.open_staging()
+        _write_manifest(target, raw)
+        target.clean_staging()
+    where = os.path.abspath(dest)
+    store.record_pull(job_id, where, {}, manifest_sha, True, report)
+    return PullResult(job_id, where, 0, 0, 0, True, report, note=NO_ARTIFACTS)
+
+
+def _write_manifest(target: Destination, raw: bytes) -> None:
+    try:
+        target.write_manifest(raw)
+    except OSError as exc:
+        raise local_error(exc, target.real) from exc
+
+
+def checked_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every manifest entry, checked before anything is written: a safe relative path (no
+    ``..``, no absolute path, no empty or ``.`` component, none of rgt's own names), 64 hex
+    digits of sha256, a byte count; no path twice and no path that is another's directory."""
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, list):
+        raise _unsafe("manifest has no 'files' list", "")
+    entries = [_checked_entry(e) for e in files]
+    paths = sorted(e["path"] for e in entries)
+    for a, b in itertools.pairwise(paths):
+        if a == b or b.startswith(a + "/"):
+            raise _unsafe(f"manifest names {a!r} twice, or as a file and a directory", a)
+    return entries
+
+
+def _checked_entry(entry: Any) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise _unsafe("manifest entry is not an object", "")
+    path = entry.get("path")
+    if not isinstance(path, str) or not path:
+        raise _unsafe("manifest entry has no path", "")
+    parts = path.split("/")
+    if (
+        path.startswith("/")
+        or posixpath.normpath(path) != path
+        or ".." in parts
+        or "\x00" in path
+        or parts[0] == STAGING
+        or path == "manifest.json"
+    ):
+        raise _unsafe(f"manifest names an unsafe path {path!r}", path)
+    sha, size = entry.get("sha256"), entry.get("bytes")
+    if not isinstance(sha, str) or not _SHA256.fullmatch(sha):
+        raise _unsafe(f"manifest entry {path!r} has no sha256", path)
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise _unsafe(f"manifest entry {path!r} has no byte count", path)
     return entry
 
 
-def _verify(dest: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def _unsafe(message: str, path: str) -> VerifyError:
+    return VerifyError(
+        message,
+        path=path,
+        fix="the remote manifest was tampered with or corrupted; inspect it (nothing was copied)",
+    )
+
+
+def _verify(
+    target: Destination, manifest: dict[str, Any], refused: dict[str, str]
+) -> dict[str, Any]:
     from rgt.verify.artifacts import verify_tree
 
-    report: dict[str, Any] = verify_tree(dest, manifest).to_json()
-    clean: dict[str, Any] = json.loads(json.dumps(report, default=str))
-    return clean
+    found = verify_tree(target.real, manifest).to_json()
+    report: dict[str, Any] = json.loads(json.dumps(found, default=str))
+    escaped = {
+        e["path"]: why
+        for e in manifest["files"]
+        if e["path"] not in refused and (why := target.landed(e["path"])) and why != "missing"
+    }
+    report["refused"] = [{"path": p, "why": w} for p, w in sorted(refused.items())]
+    report["not_confined"] = [{"path": p, "why": w} for p, w in sorted(escaped.items())]
+    report["ok"] = bool(report["ok"]) and not refused and not escaped
+    return report

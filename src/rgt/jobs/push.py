@@ -9,6 +9,8 @@ slash) puts the folder's contents into ``<to>/…``. Either way:
 
 - shell scripts with CRLF line endings are reported *before* the transfer: on the box they fail
   with ``/bin/bash^M: bad interpreter``, usually hours later in a queue;
+- a code push names the files the project's ``.gitignore`` kept out of the snapshot (count,
+  bytes, the first few) and how to take them back (``!PATTERN`` in ``.rgtignore``);
 - after the transfer every file is hashed on the machine and compared with the local sha256;
   the report is the manifest of what arrived, and a mismatch is an error, not a warning.
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UsageError, VerifyError
+from rgt.jobs._ignored import Ignored, gitignored
 from rgt.jobs._push_local import (
     LocalFile,
     NoticeFn,
@@ -60,6 +63,7 @@ class PushReport:
     sent_bytes: int | None = None  # file data rsync put on the wire, over every attempt
     matched_bytes: int | None = None  # data reused from partial files after an interruption
     notes: tuple[str, ...] = field(default_factory=tuple)
+    gitignored: Ignored | None = None  # code pushes: what .gitignore kept out of the snapshot
 
     @property
     def total_bytes(self) -> int:
@@ -79,6 +83,7 @@ class PushReport:
             "sent_bytes": self.sent_bytes,
             "matched_bytes": self.matched_bytes,
             "notes": list(self.notes),
+            "gitignored": self.gitignored.to_json() if self.gitignored else None,
         }
 
 
@@ -128,6 +133,7 @@ def _push_code(
         files=files,
         crlf_scripts=tuple(crlf),
         snapshot=snapshot.digest,
+        gitignored=gitignored(snapshot.root, {f.rel for f in snapshot.files}),
     )
 
 

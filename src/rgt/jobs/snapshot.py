@@ -60,6 +60,7 @@ def take_snapshot(root: Path) -> Snapshot:
     rels = _git_files(root)
     if rels is None:
         rels = _walk_files(root)
+    rels += _reincluded(root)
     files = tuple(_describe(root, rel) for rel in sorted(set(rels)))
     total = sum(f.size for f in files)
     if total > MAX_SNAPSHOT_BYTES:
@@ -69,6 +70,14 @@ def take_snapshot(root: Path) -> Snapshot:
             ".rgtignore and push data with `rgt push`",
         )
     return Snapshot(root=root, files=files, digest=_digest(root, files))
+
+
+def _reincluded(root: Path) -> list[str]:
+    """``!PATTERN`` lines of .rgtignore take back files .gitignore left out (rgt.jobs._ignored)."""
+    from rgt.jobs._ignored import reincluded
+
+    patterns = _ignore_patterns(root / ".rgtignore")
+    return [r for r in reincluded(root) if not _ignored(r, patterns)]
 
 
 def _git_files(root: Path) -> list[str] | None:
@@ -109,7 +118,8 @@ def _ignore_patterns(path: Path) -> list[str]:
     if not path.is_file():
         return []
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    return [ln.strip().rstrip("/") for ln in lines if ln.strip() and not ln.startswith("#")]
+    kept = [ln.strip().rstrip("/") for ln in lines if ln.strip() and not ln.startswith("#")]
+    return [ln for ln in kept if not ln.startswith("!")]  # `!` takes back: rgt.jobs._ignored
 
 
 def _ignored(rel: str, patterns: list[str]) -> bool:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rgt.config import rgt_home
-from rgt.errors import StateError, UnknownJobError, UnknownMachineError
+from rgt.errors import AmbiguousJobError, StateError, UnknownJobError, UnknownMachineError
 from rgt.models import JobRecord, JobSpec, JobState, Machine
 
 BUSY_TIMEOUT_MS = 30_000
@@ -67,6 +67,22 @@ MIGRATIONS: tuple[str, ...] = (
         time TEXT NOT NULL,
         consumed TEXT
     );
+    """,
+    # Vendor instances (rgt.vendors): recorded the moment a create answers, before the machine
+    # is reachable, so an interrupted `up` or a failed-but-billing create is never orphaned.
+    """
+    CREATE TABLE vendor_instances (
+        vendor TEXT NOT NULL,
+        instance_id TEXT NOT NULL,
+        machine TEXT NOT NULL,
+        price_per_hour REAL,
+        disk_gb REAL,
+        state TEXT NOT NULL,
+        created TEXT NOT NULL,
+        released TEXT,
+        PRIMARY KEY (vendor, instance_id)
+    );
+    CREATE INDEX vendor_instances_by_machine ON vendor_instances(machine);
     """,
 )
 
@@ -138,7 +154,8 @@ class Store:
                 "INSERT INTO machines VALUES (?,?,?,?,?,?,?,NULL) ON CONFLICT(name) DO UPDATE SET "
                 "backend=excluded.backend, profile=excluded.profile, "
                 "connection=excluded.connection, durable_root=excluded.durable_root, "
-                "price_per_hour=excluded.price_per_hour, released=NULL",
+                "price_per_hour=excluded.price_per_hour, registered=excluded.registered, "
+                "released=NULL",
                 (
                     machine.name,
                     machine.backend,
@@ -197,6 +214,22 @@ class Store:
             raise UnknownJobError(job_id)
         return _job(row)
 
+    def resolve_job(self, ref: str) -> str:
+        """The full id of the job ``ref`` names: its exact id, or a prefix that only one job
+        id starts with (as git accepts a short commit hash). Every verb resolves through here."""
+        conn = self._conn()
+        if ref and conn.execute("SELECT 1 FROM jobs WHERE job_id=?", (ref,)).fetchone():
+            return ref
+        rows = conn.execute(
+            "SELECT job_id FROM jobs WHERE substr(job_id, 1, ?) = ? ORDER BY created",
+            (len(ref), ref),
+        ).fetchall()
+        if not ref or not rows:
+            raise UnknownJobError(ref)
+        if len(rows) > 1:
+            raise AmbiguousJobError(ref, [r["job_id"] for r in rows])
+        return str(rows[0]["job_id"])
+
     def jobs(self, machine: str | None = None) -> list[JobRecord]:
         if machine is None:
             rows = self._conn().execute("SELECT * FROM jobs ORDER BY created")
@@ -212,7 +245,7 @@ class Store:
         self,
         job_id: str,
         dest: str,
-        files: dict[str, str],
+        files: dict[str, Any],  # path -> {sha256, bytes, mtime_ns} (older records: sha256)
         manifest_sha256: str,
         verified: bool,
         report: dict[str, Any],
@@ -274,6 +307,44 @@ class Store:
     def consume_approval(self, approval_id: int) -> None:
         with self.tx() as conn:
             conn.execute("UPDATE approvals SET consumed=? WHERE id=?", (utcnow(), approval_id))
+
+    # -- vendor instances ----------------------------------------------------------------
+
+    def record_vendor_instance(
+        self,
+        machine: str,
+        vendor: str,
+        instance_id: str,
+        *,
+        price: float | None,
+        state: str,
+        disk_gb: float | None = None,
+    ) -> None:
+        with self.tx() as conn:
+            conn.execute(
+                "INSERT INTO vendor_instances VALUES (?,?,?,?,?,?,?,NULL) ON CONFLICT(vendor, "
+                "instance_id) DO UPDATE SET state=excluded.state, price_per_hour="
+                "COALESCE(excluded.price_per_hour, price_per_hour)",
+                (vendor, instance_id, machine, price, disk_gb, state, utcnow()),
+            )
+
+    def set_vendor_instance_state(
+        self, vendor: str, instance_id: str, state: str, *, released: bool = False
+    ) -> None:
+        with self.tx() as conn:
+            conn.execute(
+                "UPDATE vendor_instances SET state=?, released=COALESCE(released, ?) "
+                "WHERE vendor=? AND instance_id=?",
+                (state, utcnow() if released else None, vendor, instance_id),
+            )
+
+    def vendor_instances(self, machine: str | None = None) -> list[dict[str, Any]]:
+        """Newest first; ``released`` is None while rgt believes the instance may bill."""
+        sql, args = "SELECT * FROM vendor_instances", []
+        if machine is not None:
+            sql, args = sql + " WHERE machine=?", [machine]
+        rows = self._conn().execute(sql + " ORDER BY created DESC", args)
+        return [dict(r) for r in rows]
 
 
 def _machine(row: sqlite3.Row) -> Machine:

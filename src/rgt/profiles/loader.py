@@ -27,7 +27,7 @@ from rgt.profiles.profile import (
 from rgt.profiles.validate import validate_profile
 
 SUFFIX = ".toml"
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}\Z")
 
 
 def user_profile_dir() -> Path:

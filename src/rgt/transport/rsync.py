@@ -12,6 +12,11 @@ restarted from the console, a laptop closing). So every transfer runs in a loop:
   and ``--info=progress2`` drives a progress callback;
 - ``--protect-args`` (``-s``): remote paths travel as data, never through the remote shell,
   so a name like ``$(touch PWNED)`` is just a name.
+
+Receiving from a machine (``fetch_file``) trusts nothing it sends: one regular file, no
+archive mode — no symbolic links (``--no-links``), devices or specials are ever created here,
+no directory is recursed into, no owner is copied, set-id bits are dropped, and nothing larger
+than the manifest declared is accepted (``--max-size``). What it skips, the caller reports.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ PARTIAL_DIR = ".rgt-partial"
 # stream (12), IPC (14), data timeout (30), connect timeout (35), ssh failure (255).
 RETRYABLE = frozenset({10, 12, 14, 30, 35, 255})
 OK_CODES = frozenset({0, 24})  # 24: a source file vanished while being sent (reported)
+PARTIAL_TRANSFER = 23  # some file could not be sent (a source vanished, was unreadable)
+# One regular file from an untrusted machine: times kept (``-I``: a staged file of the same
+# size and time is still compared), and nothing that is not a regular file.
+UNTRUSTED_RECEIVE = ("-t", "-I", "--no-links", "--no-devices", "--no-specials")
 PROGRESS_RE = re.compile(rb"^\s*([\d,.]+)\s+(\d+)%")
 STAT_KEYS = {
     "Literal data": "literal",
@@ -85,6 +94,7 @@ class Rsync:
         max_backoff_s: float = 30.0,
         bwlimit_kbps: int | None = None,
         extra: Sequence[str] = (),
+        archive: bool = True,
     ) -> None:
         self.transport = transport
         self.retries = retries
@@ -93,13 +103,14 @@ class Rsync:
         self.max_backoff_s = max_backoff_s
         self.bwlimit_kbps = bwlimit_kbps
         self.extra = tuple(extra)
+        self.mode = ("-a",) if archive else UNTRUSTED_RECEIVE
 
     def argv(self, sources: Sequence[str], dest: str) -> list[str]:
         import shlex
 
         argv = [
             "rsync",
-            "-a",
+            *self.mode,
             "-s",
             "--partial",
             f"--partial-dir={PARTIAL_DIR}",
@@ -160,6 +171,27 @@ class Rsync:
                 fix="read the message above (a full disk, a permission, a bad path); this is "
                 "not a connection problem, so rgt did not retry",
             )
+
+
+def fetch_file(
+    transport: SshTransport,
+    remote: str,
+    local: str,
+    *,
+    max_bytes: int,
+    progress: ProgressFn | None = None,
+) -> TransferReport | None:
+    """Copy one remote regular file to ``local`` (a path in a private staging directory).
+    Returns None when the machine sent nothing (the path is missing, a link, a directory, or
+    larger than ``max_bytes``): the caller names why. Resumable like every transfer."""
+    # --max-size=0 would mean "no limit" to some rsync versions; an empty file fits in 1.
+    rsync = Rsync(transport, archive=False, extra=(f"--max-size={max(max_bytes, 1)}",))
+    try:
+        return rsync.transfer([transport.remote_spec(remote)], local, progress=progress)
+    except BackendError as exc:
+        if exc.returncode == PARTIAL_TRANSFER and "No space left" not in exc.stderr_tail:
+            return None
+        raise
 
 
 @functools.cache

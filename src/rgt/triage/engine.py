@@ -16,6 +16,7 @@ from functools import lru_cache
 from re import Match, Pattern
 from typing import Any
 
+from rgt.triage.exception import Uncaught, uncaught_exception
 from rgt.triage.prefilter import Haystack, Requirement, requirements
 from rgt.triage.rules import Rule, load_rules
 
@@ -139,6 +140,7 @@ class _Facts:
         self.context = context
         self.has_traceback = _TRACEBACK.search(text) is not None
         self.haystack = Haystack(text)
+        self._uncaught: Uncaught | bool | None = False  # False: not looked for yet
         self._lines: dict[Pattern[str], list[tuple[int, str]]] = {}
 
     def fire(self, rule: Rule) -> list[str] | None:
@@ -149,7 +151,18 @@ class _Facts:
             return None
         if rule.requires_no_traceback and self.has_traceback:
             return None
+        if rule.uncaught_exception:
+            return self._uncaught_evidence(rule)
         return self._pattern_evidence(rule)
+
+    def _uncaught_evidence(self, rule: Rule) -> list[str] | None:
+        if self._uncaught is False:
+            self._uncaught = uncaught_exception(self.text) if self.has_traceback else None
+        if not isinstance(self._uncaught, Uncaught):
+            return None
+        if rule.patterns and self._pattern_evidence(rule) is None:
+            return None
+        return self._uncaught.evidence()
 
     def _status_holds(self, rule: Rule) -> bool:
         if rule.exit_codes and self.exit_code not in rule.exit_codes:

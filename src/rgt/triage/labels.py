@@ -26,6 +26,7 @@ LABELS = (
     "crlf",
     "gpu_hw",
     "dtype",
+    "code_error",
     "unknown",
 )
 
@@ -51,6 +52,7 @@ LABEL_RETRYABLE = {
     "crlf": False,
     "gpu_hw": True,
     "dtype": False,
+    "code_error": False,
     "unknown": False,
 }
 

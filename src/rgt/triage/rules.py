@@ -13,6 +13,8 @@ A rule fires when every condition it states holds:
 ``context``                predicates over system readings, ``{"oom_kill_delta": {"gte": 1}}``
 ``requires_no_traceback``  the tail holds no Python traceback or C++ terminate line (a bare
                            ``Killed`` means the kernel, a traceback means the program itself)
+``uncaught_exception``     the log ends with an uncaught Python exception (``exception.py``);
+                           its evidence is the user's frame (file:line) and the exception line
 ``fires_on_success``       the rule may fire for a job that exited 0 (a NaN loss can)
 ``yields_to``              labels whose rules, when they fire, silence this one entirely
 
@@ -45,6 +47,7 @@ _KEYS = frozenset(
         "signals",
         "context",
         "requires_no_traceback",
+        "uncaught_exception",
         "fires_on_success",
         "yields_to",
         "retryable",
@@ -70,6 +73,7 @@ class Rule:
     signals: tuple[int, ...]
     context: tuple[tuple[str, str, Any], ...]
     requires_no_traceback: bool
+    uncaught_exception: bool
     fires_on_success: bool
     yields_to: tuple[str, ...]
     retryable: bool
@@ -160,14 +164,19 @@ def parse_rule(raw: Any, where: str, family: str) -> Rule:
         signals=tuple(_int_list(raw, "signals", where)),
         context=_context(raw.get("context", {}), where),
         requires_no_traceback=_field(raw, "requires_no_traceback", bool, where, False),
+        uncaught_exception=_field(raw, "uncaught_exception", bool, where, False),
         fires_on_success=_field(raw, "fires_on_success", bool, where, False),
         yields_to=tuple(_yields(raw, where)),
         retryable=_field(raw, "retryable", bool, where),
         cause=_field(raw, "cause", str, where),
         remedy=_field(raw, "remedy", str, where),
     )
-    if not (rule.patterns or rule.exit_codes or rule.signals or rule.context):
-        raise RuleFileError(f"{where}: needs patterns, exit_codes, signals or context")
+    if not (
+        rule.patterns or rule.exit_codes or rule.signals or rule.context or rule.uncaught_exception
+    ):
+        raise RuleFileError(
+            f"{where}: needs patterns, exit_codes, signals, context or uncaught_exception"
+        )
     return rule
 
 

@@ -24,7 +24,7 @@ from rgt.verify._loaders import LOADERS, BadArtifact, NotChecked, kind_of
 
 MANIFEST_SCHEMA = "rgt.manifest/1"
 MANIFEST_NAME = "manifest.json"
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 
 Progress = Callable[["FileCheck"], None]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-_SEED = re.compile(r"(^|[_.-])seed$")
+_SEED = re.compile(r"(^|[_.-])seed\Z")
 _BOOKKEEPING = frozenset(
     {
         "output_dir",

@@ -156,13 +156,18 @@ def seed_findings(group: str, runs: Sequence[RunResults]) -> list[Finding]:
     findings = []
     dupes = sorted(seed for seed, count in seeds.items() if count > 1)
     if dupes:
+        # Runs that share a seed are one replication run twice (the same data order, init and
+        # dropout), so their spread is not seed noise: the statistics would be on fake n.
+        shared = ", ".join(f"seed {seed} ({seeds[seed]} runs)" for seed in dupes)
         findings.append(
             Finding(
                 "duplicate_seed",
-                "warning",
-                f"group {group} repeats seed(s) "
-                f"{dupes}: repeated seeds are not independent replications",
+                "bug",
+                f"group {group} repeats {shared}: runs that share a seed are not independent "
+                f"replications, so group {group} has {len(seeds)} independent seed(s), not "
+                f"{len(runs)}; give each run its own seed",
                 tuple(r.label for r in runs if r.seed in dupes),
+                {"duplicated_seeds": dupes, "independent_seeds": len(seeds), "runs": len(runs)},
             )
         )
     unseeded = tuple(r.label for r in runs if r.seed is None)

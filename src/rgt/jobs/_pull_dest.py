@@ -1,0 +1,290 @@
+"""The local side of a pull: a destination no file from the machine can step out of.
+
+The machine is someone else's computer, and its manifest and its files are claims. So the
+destination (``--to``) is resolved once and opened as a directory; every later step works
+through directory file descriptors opened with ``O_NOFOLLOW``: a symbolic link met on the way
+(planted by an earlier copy, or swapped in while the pull runs) is refused, never followed.
+Files arrive in a private staging directory inside the destination (``.rgt-incoming``, named by
+their expected sha256, so an interrupted copy resumes), are checked to be regular files there,
+and are renamed into place: a rename replaces a link at the target instead of writing through
+it. After the copy, every landed path is checked again: its real path inside ``--to``, a
+regular file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+from rgt.errors import DiskBudgetError, RgtError, UsageError
+
+STAGING = ".rgt-incoming"
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+SLACK_BYTES = 1 << 20  # rsync's temp file, the manifest, directory blocks
+
+
+class Refused(Exception):
+    """One file was not placed; ``str()`` is the note shown to the user."""
+
+
+class Destination:
+    """``--to``, opened once. Use as a context manager (closes the descriptors)."""
+
+    def __init__(self, root: Path) -> None:
+        self.given = root
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            self.real = Path(os.path.realpath(root))
+            self.fd = os.open(self.real, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise local_error(exc, root) from exc
+        self.stage_fd = -1
+
+    def __enter__(self) -> Destination:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for fd in (self.stage_fd, self.fd):
+            if fd >= 0:
+                os.close(fd)
+
+    # -- staging -------------------------------------------------------------------------
+
+    def open_staging(self) -> Path:
+        """Lock the destination (one pull into it at a time, until this one has verified and
+        closed; a second waits) and create or reuse ``.rgt-incoming``. The lock is on the
+        directory itself, so no lock file is ever left among the artifacts."""
+        fcntl.flock(self.fd, fcntl.LOCK_EX)  # dropped when the fd closes (or the process dies)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(STAGING, 0o700, dir_fd=self.fd)
+        try:
+            self.stage_fd = os.open(STAGING, DIR_FLAGS, dir_fd=self.fd)
+        except OSError as exc:
+            raise UsageError(
+                f"{self.real / STAGING} is not a plain directory ({exc.strerror})",
+                fix=f"remove {self.real / STAGING} and pull again",
+            ) from exc
+        return self.real / STAGING
+
+    def clean_staging(self) -> None:
+        """Remove the staging directory once every file is in place (symlink-safe)."""
+        with contextlib.suppress(OSError):
+            remove_at(self.fd, STAGING)
+
+    def clear_staged(self, name: str) -> None:
+        """A staged name that is not a regular file (a link, a directory) is removed first."""
+        try:
+            mode = os.lstat(name, dir_fd=self.stage_fd).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISREG(mode):
+            remove_at(self.stage_fd, name)
+
+    def staged_regular(self, name: str) -> os.stat_result | None:
+        try:
+            st = os.lstat(name, dir_fd=self.stage_fd)
+        except FileNotFoundError:
+            return None
+        return st if stat.S_ISREG(st.st_mode) else None
+
+    # -- placing -------------------------------------------------------------------------
+
+    def parent(self, rel: str, *, create: bool = True) -> tuple[int, str]:
+        """An fd of ``rel``'s directory (created as needed) and the leaf name. Refuses a
+        component that is a link or not a directory. The caller closes the fd."""
+        *dirs, leaf = rel.split("/")
+        fd = os.dup(self.fd)
+        walked = ""
+        for name in dirs:
+            walked = f"{walked}/{name}" if walked else name
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=fd)
+            try:
+                child = os.open(name, DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                what = what_is(fd, name, exc)
+                os.close(fd)
+                raise Refused(
+                    f"{rel}: {walked} in the destination is {what}; not followed"
+                ) from exc
+            os.close(fd)
+            fd = child
+        return fd, leaf
+
+    def existing_sha256(self, rel: str) -> str | None:
+        """The hash of a regular file already at ``rel`` (the resume), else None."""
+        try:
+            fd, leaf = self.parent(rel, create=False)
+        except Refused:
+            return None
+        try:
+            file_fd = os.open(leaf, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        with os.fdopen(file_fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            return sha256_of(handle)
+
+    def place(self, staged: str, rel: str) -> None:
+        """Rename a staged regular file to ``rel``; a link already there is replaced, never
+        followed; a directory there is refused."""
+        fd, leaf = self.parent(rel)
+        try:
+            os.rename(staged, leaf, src_dir_fd=self.stage_fd, dst_dir_fd=fd)
+        except IsADirectoryError as exc:
+            raise Refused(
+                f"{rel}: a directory in the destination has its name; not replaced"
+            ) from exc
+        finally:
+            os.close(fd)
+
+    def write_manifest(self, raw: bytes) -> None:
+        name = f"manifest.{os.getpid()}"
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644,
+                     dir_fd=self.stage_fd)  # fmt: skip
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+            os.fsync(handle.fileno())
+        os.rename(name, "manifest.json", src_dir_fd=self.stage_fd, dst_dir_fd=self.fd)
+
+    # -- checks --------------------------------------------------------------------------
+
+    def landed(self, rel: str) -> str | None:
+        """Why the file at ``rel`` is not a regular file inside ``--to``, or None if it is."""
+        return confined(self.real, rel)
+
+
+def remove_at(parent_fd: int, name: str) -> None:
+    """``rm -rf`` of ``name`` in the directory ``parent_fd``, never following a link."""
+    if not stat.S_ISDIR(os.lstat(name, dir_fd=parent_fd).st_mode):
+        os.unlink(name, dir_fd=parent_fd)
+        return
+    fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    try:
+        for child in os.listdir(fd):
+            remove_at(fd, child)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)
+
+
+def confined(root: Path, rel: str) -> str | None:
+    """None when ``root/rel`` is a regular file whose real path is exactly ``root/rel``
+    (``root`` itself may be reached through links: the user chose it)."""
+    root = Path(os.path.realpath(root))
+    path = root / rel
+    real = Path(os.path.realpath(path))
+    if real != path:
+        where = "inside" if real.is_relative_to(root) else "OUTSIDE"
+        return f"resolves to {real} ({where} the destination) through a symbolic link"
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def check_free_space(dest: Path, need_bytes: int, need_inodes: int) -> None:
+    """Refuse before copying when the destination's filesystem cannot hold what is left."""
+    info = os.statvfs(dest)
+    free = info.f_bavail * info.f_frsize
+    inodes = info.f_favail if info.f_files else None  # some filesystems report no inodes
+    short_bytes = need_bytes + SLACK_BYTES > free
+    short_inodes = inodes is not None and need_inodes > inodes
+    if not (short_bytes or short_inodes):
+        return
+    mount = mount_of(dest)
+    what = (
+        f"{_size(need_bytes)} needed, {_size(free)} free"
+        if short_bytes
+        else f"{need_inodes} files needed, {inodes} inodes free"
+    )
+    raise DiskBudgetError(
+        f"not enough space to pull into {dest}: {what} on {mount}",
+        path=str(dest),
+        mount=str(mount),
+        need_bytes=need_bytes,
+        free_bytes=free,
+        free_inodes=inodes,
+        fix=f"free space on {mount}, or pull somewhere bigger with `--to DIR`",
+    )
+
+
+def local_error(exc: OSError, path: Path) -> RgtError:
+    """An OSError of the local side as an rgt error that names the path and the fix."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        mount = mount_of(path)
+        return DiskBudgetError(
+            f"the pull destination's disk is full ({mount}) while writing under {path}",
+            path=str(path),
+            mount=str(mount),
+            need_bytes=0,
+            free_bytes=0,
+            free_inodes=None,
+            fix=f"free space on {mount} and pull again (files already copied are kept)",
+        )
+    if exc.errno == errno.ENAMETOOLONG:
+        return UsageError(
+            f"the destination path is too long for this filesystem ({len(str(path))} "
+            "characters, or one name over 255 bytes)",
+            fix="pull into a shorter directory with `--to DIR`",
+        )
+    return UsageError(
+        f"cannot write the pull destination {path}: {exc.strerror or exc}",
+        fix="choose a directory you can write with `--to DIR`",
+    )
+
+
+def mount_of(path: Path) -> Path:
+    """The mount point holding ``path`` (the first existing ancestor's)."""
+    here = Path(os.path.abspath(path))
+    while not here.exists():
+        here = here.parent
+    here = Path(os.path.realpath(here))
+    while not os.path.ismount(here):
+        here = here.parent
+    return here
+
+
+def what_is(dir_fd: int, name: str, exc: OSError) -> str:
+    """What ``name`` is, for a refusal note (``O_DIRECTORY|O_NOFOLLOW`` on a link says
+    ENOTDIR on Linux, ELOOP elsewhere: look instead of guessing from the errno)."""
+    try:
+        mode = os.lstat(name, dir_fd=dir_fd).st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return exc.strerror or str(exc)
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if not stat.S_ISDIR(mode) and exc.errno == errno.ENOTDIR:
+        return "not a directory"
+    return exc.strerror or str(exc)
+
+
+def sha256_of(handle: BinaryIO) -> str:
+    digest = hashlib.sha256()
+    while block := handle.read(1 << 20):
+        digest.update(block)
+    return digest.hexdigest()
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} TiB"

@@ -1,0 +1,130 @@
+"""Lambda Cloud: REST at ``https://cloud.lambdalabs.com/api/v1`` with a Bearer key.
+
+Every success is ``{"data": ...}`` and every failure ``{"error": {"code", "message",
+"suggestion"}}``: the code (``global/invalid-api-key``,
+``instance-operations/launch/insufficient-capacity``, ``global/object-does-not-exist``) is what
+rgt branches on, never the message. Offers come from ``GET /instance-types`` (one offer per
+region with capacity); ``POST /instance-operations/launch`` and ``…/terminate`` act;
+``GET /instances[/{id}]`` reads. Lambda has no stop: terminate is the only meter-stop verb.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rgt.errors import UsageError
+from rgt.vendors._model import (
+    ERROR,
+    PROVISIONING,
+    RUNNING,
+    TERMINATED,
+    CreateRequest,
+    Instance,
+    Offer,
+)
+from rgt.vendors._rest import VendorClient
+
+_STATES = {
+    "booting": PROVISIONING,
+    "active": RUNNING,
+    "terminating": PROVISIONING,
+    "terminated": TERMINATED,
+    "unhealthy": ERROR,
+}
+
+
+class LambdaClient(VendorClient):
+    vendor = "lambda"
+    default_url = "https://cloud.lambdalabs.com/api/v1"
+    can_stop = False
+
+    def error_detail(self, body: Any) -> tuple[str | None, str | None]:
+        error = body.get("error") if isinstance(body, dict) else None
+        if not isinstance(error, dict):
+            return None, None
+        message = str(error.get("message") or error.get("code"))
+        if error.get("suggestion"):
+            message += f" ({error['suggestion']})"
+        return error.get("code"), message
+
+    def catalog(self, count: int, spot: bool) -> list[Offer]:
+        if spot:
+            return []  # Lambda sells no spot capacity
+        offers = []
+        for entry in (self.call("GET", "/instance-types") or {}).get("data", {}).values():
+            kind = entry.get("instance_type") or {}
+            specs = kind.get("specs") or {}
+            if int(specs.get("gpus") or 0) != count:
+                continue
+            for region in entry.get("regions_with_capacity_available") or []:
+                offers.append(
+                    Offer(
+                        id=str(kind["name"]),
+                        gpu=str(kind.get("gpu_description") or kind.get("description") or "?"),
+                        count=count,
+                        price_per_hour=int(kind.get("price_cents_per_hour") or 0) / 100,
+                        spot=False,
+                        disk_gb=specs.get("storage_gib"),
+                        region=str(region.get("name")),
+                    )
+                )
+        return offers
+
+    def create(self, request: CreateRequest) -> Instance:
+        keys = [k["name"] for k in (self.call("GET", "/ssh-keys") or {}).get("data", [])]
+        if not keys:
+            raise UsageError(
+                "this Lambda account has no SSH key",
+                fix="add your public key at cloud.lambda.ai → SSH keys, then run `rgt up` again",
+            )
+        body = self.call(
+            "POST",
+            "/instance-operations/launch",
+            json={
+                "region_name": request.offer.region,
+                "instance_type_name": request.offer.id,
+                "ssh_key_names": keys[:1],
+                "quantity": 1,
+                "name": request.name,
+            },
+            idempotent=False,
+        )
+        instance_id = str(body["data"]["instance_ids"][0])
+        found = self.get(instance_id)
+        return found or Instance(instance_id, request.name, PROVISIONING, "booting")
+
+    def get(self, instance_id: str) -> Instance | None:
+        body = self.call("GET", f"/instances/{instance_id}", missing_ok=True)
+        return None if body is None else _instance(body["data"])
+
+    def list(self) -> list[Instance]:
+        return [_instance(i) for i in (self.call("GET", "/instances") or {}).get("data", [])]
+
+    def stop(self, instance_id: str) -> None:
+        raise UsageError(
+            "Lambda instances cannot be stopped, only terminated",
+            fix="run `rgt down NAME` without --keep-volume (a filesystem keeps your files)",
+        )
+
+    start = stop
+
+    def terminate(self, instance_id: str) -> None:
+        self.call("POST", "/instance-operations/terminate", json={"instance_ids": [instance_id]})
+
+
+def _instance(i: dict[str, Any]) -> Instance:
+    raw = str(i.get("status") or "booting")
+    state = _STATES.get(raw, ERROR)
+    kind = i.get("instance_type") or {}
+    cents = kind.get("price_cents_per_hour")
+    return Instance(
+        id=str(i["id"]),
+        name=str(i.get("name") or ""),
+        state=state if state != RUNNING or i.get("ip") else PROVISIONING,
+        raw_state=raw,
+        price_per_hour=int(cents) / 100 if cents is not None else None,
+        ssh_host=i.get("ip"),
+        ssh_port=22,
+        ssh_user="ubuntu",
+        gpu=kind.get("gpu_description") or kind.get("description"),
+    )
