@@ -7,6 +7,7 @@ reader sees the old content or the new one and never a torn file, even after a p
 """
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -78,6 +79,8 @@ def append_line(path, line):
     data = (line.rstrip("\n") + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, data)
+        written = os.write(fd, data)
     finally:
         os.close(fd)
+    if written != len(data):  # a full disk took only part of the line: say so, like ENOSPC
+        raise OSError(errno.ENOSPC, f"short write: {written} of {len(data)} bytes", path)

@@ -12,6 +12,7 @@ can act on (host, job_id, path, returncode, stderr_tail).
     │   └── AmbiguousJobError        a short job id that several jobs' ids start with
     ├── GateRefused                  exit 3: a gate (teardown, approval) said no, with reasons
     ├── StateError                   the local state DB is unusable (locked, newer schema)
+    │   └── StateFileError           a job's status/manifest on the machine is cut or garbled
     ├── TransportError (OSError)     the connection failed; says nothing about the job
     │   └── HostKeyChangedError      a known machine presented a different host key
     ├── JobError                     a job failed; carries job_id and the triage label
@@ -124,6 +125,19 @@ class GateRefused(RgtError):
 
 class StateError(RgtError):
     """The local state database cannot be used."""
+
+
+class StateFileError(StateError):
+    """A job's state file (status.json, manifest.json) or its directory cannot be believed:
+    cut by a full disk, garbled, or gone. ``kind``: corrupt, unreadable, job_dir_missing."""
+
+    def __init__(
+        self, message: str, *, path: str, kind: str, job_id: str, fix: str | None = None
+    ) -> None:
+        super().__init__(message, fix=fix)
+        self.path = path
+        self.kind = kind
+        self.job_id = job_id
 
 
 class TransportError(RgtError, OSError):

@@ -91,8 +91,11 @@ def evaluate(store: Store, backend: Backend, *, rehash: bool = False) -> GateVer
     for record in records:
         status = on_machine.get(record.job_id) if backend.kind != "slurm" else None
         status = status or backend.status(record.job_id)
-        state = JobState(status.get("state", record.state.value))
-        row = _job_row(store, record.job_id, state, backend.manifest(record.job_id), rehash)
+        if status.get("exists") is False:
+            row = _missing_row(name, record.job_id)
+        else:
+            state = JobState(status.get("state", record.state.value))
+            row = _job_row(store, record.job_id, state, backend.manifest(record.job_id), rehash)
         abandoned = store.pending_approval(name, abandon_action(record.job_id))
         if abandoned and not row["verified"]:
             # A human at a terminal chose to lose this job's artifacts (a failed run with
@@ -140,6 +143,26 @@ def _known(name: str, unknown: list[dict[str, Any]], count: int) -> GateCheck:
         for u in unknown
     )
     return GateCheck("known", False, f"{detail}: bring them here with `rgt adopt {name} {ids}`")
+
+
+def _missing_row(machine: str, job_id: str) -> dict[str, Any]:
+    """No job directory on the machine (deleted by hand, or the launch never reached it):
+    nothing there can still run or be pulled, but losing it is the human's decision."""
+    why = (
+        f"job directory missing on the machine, nothing to pull; if that is expected, give it "
+        f"up: `rgt approve {machine} --abandon {job_id}`"
+    )
+    return {
+        "job": job_id,
+        "state": "missing",
+        "ended": True,
+        "manifest": False,
+        "pulled": False,
+        "verified": False,
+        "note": "job directory missing on the machine",
+        "why_pulled": why,
+        "why_verified": why,
+    }
 
 
 def _job_row(

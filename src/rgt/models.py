@@ -62,6 +62,9 @@ class JobSpec:
     smoke: bool = False
     created: str = ""
     notify: str | None = None  # where the webhook URL is read (`env:NAME`), never the URL
+    # How a restart resumes a script with its own resume flag: {"with": ARGS or COMMAND,
+    # "ckpt": GLOB}, either may be absent (rgt.jobs.resume_form; the agent's _resume).
+    resume: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         if not JOB_ID_RE.match(self.job_id):

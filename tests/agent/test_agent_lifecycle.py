@@ -167,7 +167,9 @@ def test_status_reports_liveness(make_job) -> None:
     job = make_job().write(SLOW_JOB)
     job.dir.mkdir(parents=True, exist_ok=True)
     before = json.loads(job.agent_cmd("status").stdout)
-    assert before["exists"] is False and before["state"] == "queued"
+    # The job directory exists (its spec is there); no agent has written status.json yet.
+    assert before["exists"] is True and before["status_file"] == "missing"
+    assert before["state"] == "queued"
     assert before["agent_alive"] is False
     job.start()
     job.wait_file("outputs/started-1")

@@ -16,7 +16,7 @@ import subprocess
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from rgt.agent import _system
+from rgt.agent import _resume, _system
 from rgt.agent._classify import REMEDY_PREEMPTED, AttemptFacts, Decision, decide
 from rgt.agent._record import JobRecorder
 from rgt.agent._sentinel import Sentinel
@@ -77,11 +77,13 @@ class AttemptRunner(object):
     def _spawn(self, attempt: int) -> Optional["subprocess.Popen[bytes]"]:
         env, missing = self.child_env(attempt)
         cwd = self.paths.code if os.path.isdir(self.paths.code) else self.paths.root
+        choice = self.resume_choice(attempt, cwd)
+        env.update(choice.env)
         log_path = self.paths.log(attempt)
         with open(log_path, "ab") as log_file:
             try:
                 proc = subprocess.Popen(
-                    list(self.spec["command"]),
+                    choice.command,
                     cwd=cwd,
                     env=env,
                     stdin=subprocess.DEVNULL,
@@ -102,6 +104,7 @@ class AttemptRunner(object):
             signal=None,
             reason="attempt %d running" % attempt,
         )
+        _resume.announce(self.rec, choice)
         self.rec.event(
             "attempt_started",
             {
@@ -113,9 +116,16 @@ class AttemptRunner(object):
         )
         return proc
 
+    def resume_choice(self, attempt: int, cwd: str) -> _resume.Choice:
+        """The original command or its resume form (--resume-with), by the checkpoints found
+        in ``cwd`` (the job's working directory) and RGT_CKPT_DIR."""
+        started = self.rec.status.get("started")
+        return _resume.choose(self.spec, attempt, cwd, self.paths.ckpt_dir, started)
+
     def child_env(self, attempt: int) -> Tuple[Dict[str, str], List[str]]:
         """os.environ + spec env + declared secrets + the RGT_* contract of a job."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("RGT_AGENT_")}
+        env.pop("RGT_RESUME_FROM", None)  # set only by the attempt that resumes
         env.update({str(k): str(v) for k, v in (self.spec.get("env") or {}).items()})
         declared = [str(name) for name in self.spec.get("secret_env") or []]
         env.update({k: v for k, v in self.secrets.items() if k in declared})

@@ -18,9 +18,9 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
-from rgt.agent import _system
+from rgt.agent import _system, jobfiles
 from rgt.agent._record import read_status
 from rgt.jobs.paths import JobPaths
 from rgt.probes import cgroup, disk, gpu, host, progress
@@ -50,15 +50,14 @@ def job_dirs(root: str) -> List[JobPaths]:
     ]
 
 
-def tail_events(paths: JobPaths, count: int) -> List[Dict[str, Any]]:
+def tail_events(paths: JobPaths, count: int) -> Tuple[List[Dict[str, Any]], int]:
+    """The last ``count`` events and how many lines of the tail were not events (cut by a
+    full disk, or not JSON objects); the tail's first line, cut by the read, is not counted."""
     text = progress.read_tail(paths.events, EVENTS_TAIL_BYTES)
-    events = []
-    for line in text.splitlines()[-count:]:
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            continue  # the first, cut line of the tail, or one being appended
-    return events
+    if len(text.encode("utf-8")) >= EVENTS_TAIL_BYTES:
+        text = text.split("\n", 1)[-1]
+    events, skipped = jobfiles.parse_events(text)
+    return (events[len(events) - count :] if count > 0 else []), skipped
 
 
 def job_report(paths: JobPaths, status_of: Any, events: int) -> Dict[str, Any]:
@@ -70,7 +69,8 @@ def job_report(paths: JobPaths, status_of: Any, events: int) -> Dict[str, Any]:
     except OSError:
         doc["log_age_s"] = None
     doc["progress"] = progress.latest(log_path, paths.output_dir)
-    doc["events"] = tail_events(paths, events if doc.get("state") not in TERMINAL else 3)
+    tail = events if doc.get("state") not in TERMINAL else 3
+    doc["events"], doc["events_skipped"] = tail_events(paths, tail)
     return doc
 
 

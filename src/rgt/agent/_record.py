@@ -4,6 +4,11 @@ status.json is the current truth about the job and is only ever replaced atomica
 CLI reading it over ssh never sees a torn file. events.jsonl is the history, appended one line
 per write. Secret values (given on stdin) are redacted from both and from the webhook: a log
 line quoted as triage evidence may contain a token the job printed.
+
+A full disk (ENOSPC, EDQUOT) or an I/O error never kills the agent: the state stays in memory
+and the next write that succeeds carries it. The terminal state has a last resort when even an
+atomic replace fails (no free inode or block for the temp file): the existing status.json is
+overwritten in place with its compact form, which reuses the file's own blocks.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from rgt import _fs
-from rgt.agent import _system
+from rgt.agent import _system, jobfiles
 from rgt.jobs.paths import JobPaths
 
 REDACTED = "***"
@@ -63,11 +68,33 @@ def log(message: str) -> None:
 
 
 def read_status(paths: JobPaths) -> Optional[Dict[str, Any]]:
+    """status.json, or None when it is missing or cannot be believed (``jobfiles``)."""
+    return jobfiles.read_status(paths.status, paths.job_id).doc
+
+
+def previous_status(paths: JobPaths) -> Optional[Dict[str, Any]]:
+    """What an agent starting on this job must continue from: status.json, or, when that is
+    cut or garbled, the job's story rebuilt from events.jsonl (a corrupt file must not make
+    an ended job run again, nor reset its retry budget)."""
+    read = jobfiles.read_status(paths.status, paths.job_id)
+    if read.problem is None:
+        return read.doc
+    log("%s; rebuilding the job's state from events.jsonl" % read.problem.message())
+    raw, _problem = jobfiles.read_bytes(paths.events)
+    events, _skipped = jobfiles.parse_events((raw or b"").decode("utf-8", "replace"))
+    return jobfiles.rebuild_status(events, os.path.exists(paths.done))
+
+
+def overwrite_in_place(path: str, data: bytes) -> None:
+    """Rewrite an existing file without a temp file: no new inode, and truncation frees the
+    file's blocks for the new bytes. Not atomic (a reader may see it cut, which the tolerant
+    reader reports as such); only for the terminal status when nothing else can land."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
     try:
-        data = _fs.read_json(paths.status)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class JobRecorder(object):
@@ -84,6 +111,8 @@ class JobRecorder(object):
         self.status.update(agent_pid=os.getpid(), host=_system.hostname())
         self.status["boot_id"] = _system.boot_id()
         self.write_error = None  # type: Optional[str]
+        self.status_landed = False  # the last status write reached the disk
+        self._event_cut = False  # the last append failed, maybe half-written
 
     def adopt(self, previous: Dict[str, Any]) -> None:
         """Carry the counters of an earlier agent's run (resume after an interruption)."""
@@ -94,9 +123,20 @@ class JobRecorder(object):
     def update(self, **fields: Any) -> None:
         self.status.update(fields)
         self.status["heartbeat"] = _system.now_iso()
-        self._survive(_fs.atomic_write_json, self.paths.status, self.redact(self.status))
+        doc = self.redact(self.status)
+        self.status_landed = self._survive(_fs.atomic_write_json, self.paths.status, doc)
 
-    def _survive(self, write: Any, path: str, payload: Any) -> None:
+    def land(self) -> bool:
+        """Write the status once more, falling back to an in-place overwrite of the existing
+        file (the terminal state's last resort). True once it is on disk."""
+        self.update()
+        if self.status_landed or not os.path.exists(self.paths.status):
+            return self.status_landed
+        data = json.dumps(self.redact(self.status), sort_keys=True, separators=(",", ":"))
+        self.status_landed = self._survive(overwrite_in_place, self.paths.status, data.encode())
+        return self.status_landed
+
+    def _survive(self, write: Any, path: str, payload: Any) -> bool:
         """A full disk (ENOSPC, EDQUOT) or an I/O error must not kill the supervisor: the job
         keeps running, the state stays in memory, and the next write that succeeds (after the
         user frees space) carries it. A dead agent would leave the job unsupervised."""
@@ -106,10 +146,11 @@ class JobRecorder(object):
             if self.write_error is None:
                 log("cannot write %s (%s); the job keeps running, retrying" % (path, exc))
             self.write_error = str(exc)
-            return
+            return False
         if self.write_error is not None:
             log("writing works again after: %s" % self.write_error)
             self.write_error = None
+        return True
 
     def heartbeat(self) -> None:
         self.update()
@@ -134,7 +175,10 @@ class JobRecorder(object):
         }
         record = dict(self.redact(record))
         line = json.dumps(record, sort_keys=True, ensure_ascii=False)
-        self._survive(_fs.append_line, self.paths.events, line)
+        # After a failed append the file may end in half a line: start on a fresh one so
+        # only that half is lost (readers skip and count it), never this event too.
+        line = "\n" + line if self._event_cut else line
+        self._event_cut = not self._survive(_fs.append_line, self.paths.events, line)
         if kind in NOTIFY_KINDS and self.notify_url:
             self.notify(record)
         return record

@@ -11,7 +11,6 @@ that one job never has two agents, then points its own stdout and stderr at
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import sys
@@ -19,13 +18,13 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from rgt import _fs
-from rgt.agent import _system
+from rgt.agent import _system, jobfiles
+from rgt.agent._liveness import status_doc, try_lock
 from rgt.agent._record import JobRecorder, log, read_status
 from rgt.jobs.paths import JobPaths
 
 SPEC_SCHEMA = "rgt.spec/1"
 TERMINAL = ("succeeded", "failed", "cancelled")  # as rgt.agent.supervisor.TERMINAL
-LOCK_NAME = "agent.lock"
 AGENT_LOG = "agent.log"
 
 
@@ -61,14 +60,22 @@ def cmd_run(job_dir: str, secrets_stdin: bool, version: str) -> int:
     if secrets is None:
         say("rgt-agent: stdin must hold one JSON object of string values")
         return 1
-    if try_lock(job_dir) is None:
+    try:
+        lock = try_lock(job_dir)
+    except OSError as exc:  # no inode for agent.lock: without it two agents could run
+        say(
+            "rgt-agent: cannot create %s/agent.lock (%s); free space, then start again"
+            % (job_dir, exc.strerror)
+        )
+        return 1
+    if lock is None:
         say(
             "rgt-agent: an agent is already running for %s; not starting a "
             "second one (see `status`)" % job_dir
         )
         return 0
     redirect_stdio(job_dir)
-    _fs.atomic_write_bytes(os.path.join(job_dir, "agent.pid"), b"%d\n" % os.getpid())
+    write_pid(job_dir)
     log("agent %s started on Python %s" % (version, sys.version.split()[0]))
     spec, problem = load_spec(job_dir)
     if problem:
@@ -79,11 +86,29 @@ def cmd_run(job_dir: str, secrets_stdin: bool, version: str) -> int:
     install_signal_handlers(supervisor)
     try:
         return supervisor.run()
+    except OSError as exc:  # a write no other layer caught: the disk, never a hang
+        if exc.errno not in jobfiles.DISK_ERRNOS:
+            return crashed()
+        log("the disk refused a write (%s); failing the job as disk_full" % exc)
+        return supervisor.finish("failed", "the disk refused a write: %s" % exc, "disk_full")
     except Exception:  # status stays non-terminal: the next agent resumes the job
-        import traceback
+        return crashed()
 
-        log("agent crashed:\n" + traceback.format_exc())
-        return 1
+
+def crashed() -> int:
+    import traceback
+
+    log("agent crashed:\n" + traceback.format_exc())
+    return 1
+
+
+def write_pid(job_dir: str) -> None:
+    """agent.pid helps a reader whose status.json is gone; status.json carries the pid too,
+    so a full disk here is noted and survived."""
+    try:
+        _fs.atomic_write_bytes(os.path.join(job_dir, "agent.pid"), b"%d\n" % os.getpid())
+    except OSError as exc:
+        log("cannot write agent.pid (%s); status.json carries the pid" % exc)
 
 
 def say(message: str) -> None:
@@ -106,34 +131,15 @@ def read_secrets() -> Optional[Dict[str, str]]:
     return {str(k): v for k, v in data.items()}
 
 
-def try_lock(job_dir: str) -> Optional[int]:
-    """Exclusive flock on agent.lock, held until this process exits (the kernel drops it even
-    on SIGKILL, so a dead agent never blocks its successor). None if another holder exists."""
-    fd = os.open(os.path.join(job_dir, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def lock_held(job_dir: str) -> bool:
-    if not os.path.exists(os.path.join(job_dir, LOCK_NAME)):
-        return False
-    fd = try_lock(job_dir)
-    if fd is None:
-        return True
-    os.close(fd)  # closing drops our probe lock
-    return False
-
-
 def redirect_stdio(job_dir: str) -> None:
     """stdin from /dev/null; stdout and stderr append to agent.log (fd level, so the
     interpreter's own messages land there too)."""
-    log_fd = os.open(
-        os.path.join(job_dir, AGENT_LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
-    )
+    try:
+        log_fd = os.open(
+            os.path.join(job_dir, AGENT_LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
+        )
+    except OSError:  # no inode left for agent.log: the agent runs on, without its log
+        log_fd = os.open(os.devnull, os.O_WRONLY)
     null_fd = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null_fd, 0)
     os.dup2(log_fd, 1)
@@ -191,31 +197,6 @@ def cmd_machine(args: Any, version: str) -> int:
 def cmd_status(job_dir: str) -> int:
     sys.stdout.write(json.dumps(status_doc(job_dir), indent=2, sort_keys=True) + "\n")
     return 0
-
-
-def status_doc(job_dir: str) -> Dict[str, Any]:
-    """status.json plus what only a reader on the machine knows: is the agent alive (pid and
-    lock), the boot id now (a different one than the status's means the host restarted)."""
-    paths = JobPaths(job_dir, os.path.basename(job_dir))
-    status = read_status(paths)
-    doc = {"job_id": paths.job_id, "state": "queued", "exists": False}  # type: Dict[str, Any]
-    if status:
-        doc = dict(status, exists=True)
-    agent_pid = doc.get("agent_pid")
-    if not isinstance(agent_pid, int):
-        agent_pid = _read_pid(paths.agent_pid)
-    doc["agent_alive"] = _system.pid_alive(agent_pid) and lock_held(job_dir)
-    doc["boot_id_now"] = _system.boot_id()
-    doc["done"] = os.path.exists(paths.done)
-    return doc
-
-
-def _read_pid(path: str) -> Optional[int]:
-    try:
-        with open(path, "r", encoding="ascii") as handle:
-            return int(handle.read().strip())
-    except (OSError, ValueError):
-        return None
 
 
 def cmd_cancel(job_dir: str) -> int:

@@ -14,13 +14,21 @@ import signal
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from rgt.agent import _manifest, _system, _webhook
+from rgt.agent import _manifest, _resume, _system, _webhook, jobfiles
 from rgt.agent._attempt import AttemptRunner
 from rgt.agent._classify import REMEDY_PREEMPTED, Decision
-from rgt.agent._record import JobRecorder, log, read_status
+from rgt.agent._record import JobRecorder, log, previous_status
 from rgt.jobs.paths import JobPaths
 
-TERMINAL_WRITE_WAIT_S = 3600.0
+# How long a job that ended waits for a full disk to take its manifest and terminal status
+# (the user may be freeing space) before it is failed as disk_full. RGT_AGENT_TERMINAL_WAIT_S
+# overrides it (tests use seconds).
+TERMINAL_WRITE_WAIT_S = 600.0
+REMEDY_DISK_FULL = (
+    "free space (or inodes: `df -i`) on the machine's durable disk, then run the job again; "
+    "`rgt audit NAME` shows every tier's free bytes and inodes"
+)
+DISK_REFUSED = "the disk refused"  # how a manifest the disk would not take is reported
 TERMINAL = ("succeeded", "failed", "cancelled")
 MAX_BACKOFF_S = 300.0
 
@@ -51,7 +59,7 @@ class Supervisor(object):
         self.runner.checkpoint_requested = True
 
     def run(self) -> int:
-        previous = read_status(self.paths)
+        previous = previous_status(self.paths)
         self.rec.event(
             "agent_started",
             {
@@ -63,6 +71,9 @@ class Supervisor(object):
         )
         if previous and previous.get("state") in TERMINAL:
             log("job already %s; nothing to do" % previous["state"])
+            if previous.get("rebuilt"):  # status.json was cut: put the recorded end back
+                self.rec.status.update((k, v) for k, v in previous.items() if k != "rebuilt")
+                self.rec.land()
             return 0 if previous["state"] == "succeeded" else 1
         self.rec.status["retries_left"] = self.max_retries
         if previous:
@@ -75,12 +86,23 @@ class Supervisor(object):
     def _loop(self) -> int:
         while True:
             attempt = int(self.rec.status.get("attempt") or 0) + 1
-            decision = self.runner.run(attempt)
+            decision = self._attempt(attempt)
             if decision is None:
                 return self.finish("succeeded", "the job exited 0 and its artifacts verified")
             outcome = self._settle(decision)
             if outcome is not None:
                 return outcome
+
+    def _attempt(self, attempt: int) -> Optional[Decision]:
+        """One attempt; a disk that refuses the attempt's own files (its log, its dirs) ends
+        it as ``disk_full``, never as a crash of the agent."""
+        try:
+            return self.runner.run(attempt)
+        except OSError as exc:
+            if exc.errno not in jobfiles.DISK_ERRNOS:
+                raise
+            cause = "the disk refused the attempt's files: %s" % exc
+            return Decision("disk_full", False, cause, REMEDY_DISK_FULL, [str(exc)])
 
     def _resume(self, previous: Dict[str, Any]) -> Optional[int]:
         """A status.json left by an agent that is gone (we hold the lock, so it is gone)."""
@@ -126,10 +148,12 @@ class Supervisor(object):
             label=decision.label,
             reason="%s; retrying (%d retries left)" % (decision.cause, left - 1),
         )
+        attempt = int(self.rec.status.get("attempt") or 0) + 1
+        plan = self.runner.resume_choice(attempt, self.paths.code)  # the job's working dir
         self.rec.event(
             "retrying",
             {"label": decision.label, "retries_left": left - 1},
-            "nothing to do: the job resumes from its newest checkpoint",
+            _resume.retry_next_step(plan),
         )
         if self.runner.stop_requested:
             self.rec.event(
@@ -162,7 +186,7 @@ class Supervisor(object):
     ) -> int:
         """Terminal state: verified manifest first, then status.json, then the event."""
         self.rec.update(reason="%s; hashing and re-reading the artifacts" % reason)
-        result = _manifest.finalize(self.paths, state, list(self.spec.get("artifacts") or []))
+        result = self._finalize(state)
         if result.ok:
             self.rec.event(
                 "manifest_written",
@@ -173,6 +197,9 @@ class Supervisor(object):
                     "skipped": result.skipped,
                 },
             )
+        elif result.reason.startswith(DISK_REFUSED) and state != "cancelled":
+            state, reason = "failed", "%s; then %s" % (reason, result.reason)
+            label, remedy = "disk_full", REMEDY_DISK_FULL
         elif state == "succeeded":
             state, reason = "failed", "artifact verification failed: %s" % result.reason
             label, remedy = "unknown", "check what else writes into the job directory, rerun"
@@ -180,7 +207,7 @@ class Supervisor(object):
             reason = "%s; no manifest: %s" % (reason, result.reason)
         if label is None and self.rec.status.get("label"):  # the last failure, kept
             label = self.rec.status["label"]
-        self.rec.update(state=state, ended=_system.now_iso(), reason=reason, label=label)
+        self.rec.status.update(state=state, ended=_system.now_iso(), reason=reason, label=label)
         self._land_terminal_state()
         self.rec.event(
             state,
@@ -189,13 +216,44 @@ class Supervisor(object):
         )
         return 0 if state == "succeeded" else 1
 
+    def _finalize(self, state: str) -> _manifest.ManifestResult:
+        """Write the manifest (and DONE); while the disk refuses it, wait (bounded) for the
+        user to free space, beating the heart so that ``watch`` sees a live agent."""
+        deadline = time.monotonic() + _terminal_wait_s()
+        patterns = list(self.spec.get("artifacts") or [])
+        while True:
+            try:
+                return _manifest.finalize(self.paths, state, patterns)
+            except OSError as exc:
+                if exc.errno not in jobfiles.DISK_ERRNOS:
+                    return _manifest.ManifestResult(False, "writing it failed: %s" % exc)
+                if time.monotonic() >= deadline:
+                    why = "%s manifest.json or DONE (%s)" % (DISK_REFUSED, exc)
+                    return _manifest.ManifestResult(False, why)
+                log("cannot write the manifest (%s); waiting for free space" % exc)
+            time.sleep(_retry_s())
+            self.rec.heartbeat()
+
     def _land_terminal_state(self) -> None:
-        """On a full disk the terminal status cannot be written yet. Without it the job would
-        look alive-but-unsupervised forever, so wait (bounded) for the user to free space."""
-        deadline = time.time() + TERMINAL_WRITE_WAIT_S
-        while self.rec.write_error is not None and time.time() < deadline:
-            time.sleep(5.0)
-            self.rec.update()
+        """The terminal status is the smallest write that matters most: without it the job
+        would look alive-but-unsupervised forever. It goes first (before the event), falls
+        back to an in-place overwrite, and is retried (bounded) while the disk refuses it."""
+        deadline = time.monotonic() + _terminal_wait_s()
+        while not self.rec.land() and time.monotonic() < deadline:
+            time.sleep(_retry_s())
+        if not self.rec.status_landed:
+            log(
+                "the terminal state %s could not be written: %s"
+                % (self.rec.status.get("state"), self.rec.write_error)
+            )
+
+
+def _terminal_wait_s() -> float:
+    return _system.env_float("RGT_AGENT_TERMINAL_WAIT_S", TERMINAL_WRITE_WAIT_S)
+
+
+def _retry_s() -> float:
+    return max(0.05, min(5.0, _terminal_wait_s() / 20))
 
 
 def _next_step(state: str, remedy: Optional[str]) -> Optional[str]:

@@ -187,14 +187,10 @@ class Backend(abc.ABC):
         return self.agent_call("cancel", job_id, timeout=120)
 
     def events(self, job_id: str) -> list[dict[str, Any]]:
+        from rgt.agent.jobfiles import parse_events
+
         raw = self.transport.read_bytes(self.job_paths(job_id).events) or b""
-        out = []
-        for line in raw.decode("utf-8", "replace").splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line being appended right now; the next read sees it whole
-        return out
+        return parse_events(raw.decode("utf-8", "replace"))[0]  # bad lines skipped, counted
 
     def log(self, job_id: str, attempt: int, offset: int = 0) -> bytes:
         path = self.job_paths(job_id).log(attempt)
@@ -204,10 +200,12 @@ class Backend(abc.ABC):
         return result.stdout if result.ok else b""
 
     def manifest(self, job_id: str) -> tuple[dict[str, Any], bytes] | None:
-        raw = self.transport.read_bytes(self.job_paths(job_id).manifest)
-        if raw is None:
-            return None
-        return json.loads(raw), raw
+        from rgt.jobs.jobstatus import manifest_from
+
+        path = self.job_paths(job_id).manifest
+        raw = self.transport.read_bytes(path)
+        doc = manifest_from(raw, path, job_id)  # a cut file raises StateFileError
+        return None if doc is None or raw is None else (doc, raw)
 
     def fetch(self, job_id: str, rel: str, dest: Path, progress: ProgressFn | None = None) -> None:
         """Copy one artifact (path relative to the job dir) to ``dest``."""

@@ -42,7 +42,8 @@ class Output:
             self.err.print(message)
 
     def warn(self, message: str) -> None:
-        self.err.print(f"[yellow]warning:[/] {message}")
+        """A warning's text is data (paths, names from a machine), never markup."""
+        self.err.print(f"[yellow]warning:[/] {escape(message)}")
 
     def table(
         self,
@@ -66,6 +67,8 @@ class Output:
         self.out.print(table)
 
     def line(self, message: str = "") -> None:
+        """``message`` is rich markup: wrap every value from data in ``escape()``, or a
+        ``[heartbeat_lost]``, ``[rank0]`` or ``/data/[x]`` in it silently disappears."""
         self.out.print(message)
 
 

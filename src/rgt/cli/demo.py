@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from rgt.cli._output import Output, output_options
 
@@ -17,33 +18,67 @@ from rgt.cli._output import Output, output_options
     type=float,
     default=600,
     show_default=True,
-    help="Seconds each of the three smoke runs may take.",
+    help="Seconds any one smoke run may take before smoke fails.",
+)
+@click.option("--resume-with", metavar="ARGS|COMMAND", help="As `rgt run --resume-with`.")
+@click.option("--ckpt", "ckpt_glob", metavar="GLOB", help="As `rgt run --ckpt`.")
+@click.option(
+    "--kill-after-seconds",
+    type=float,
+    default=120,
+    show_default=True,
+    help="Stop a script that ignores RGT_SMOKE after this long with no checkpoint.",
+)
+@click.option(
+    "--kill-after-lines",
+    type=int,
+    default=2000,
+    show_default=True,
+    help="... or after this many lines of output.",
 )
 @output_options
-def smoke(command: tuple[str, ...], timeout: float, out: Output) -> None:
-    """Run COMMAND on the CPU for 2 batches, kill it, resume it, compare the states.
+def smoke(
+    command: tuple[str, ...],
+    timeout: float,
+    resume_with: str | None,
+    ckpt_glob: str | None,
+    kill_after_seconds: float,
+    kill_after_lines: int,
+    out: Output,
+) -> None:
+    """Run COMMAND on the CPU in a copy of this tree, kill it at its first checkpoint, resume it.
 
-    Example:  rgt smoke -- python train.py
+    Example:  rgt smoke --ckpt 'out/ckpt.pt' --resume-with '--init_from=resume' -- python train.py
     """
+    from rgt.jobs.resume_form import resume_spec
+    from rgt.jobs.smoke import Limits, SmokeOptions
     from rgt.jobs.smoke import smoke as do_smoke
 
-    out.info("smoke: uninterrupted run, then a run killed after its first checkpoint, resumed")
-    result = do_smoke(command, timeout=timeout)
-
-    def human(o: Output) -> None:
-        verdict = {True: "[green]exact[/]", False: "[red]NOT exact[/]", None: "not checked"}
-        o.line(
-            f"smoke {'[green]passed[/]' if result.ok else '[red]FAILED[/]'}; resume: "
-            f"{verdict[result.exact_resume]}"
-        )
-        o.line(f"  {result.reason}")
-        if not result.ok:
-            last = result.resumed or result.uninterrupted
-            o.line("[dim]" + "\n".join(last.log_tail.splitlines()[-15:]) + "[/]")
-
-    out.result(result.to_json(), human)
+    form = resume_spec(resume_with, ckpt_glob) or {}
+    limits = Limits(seconds=kill_after_seconds, lines=kill_after_lines)
+    options = SmokeOptions(form.get("with"), form.get("ckpt"), limits)
+    out.info("smoke: a run in a temporary copy, killed at its first checkpoint, then resumed")
+    result = do_smoke(command, timeout=timeout, options=options)
+    out.result(result.to_json(), lambda o: _smoke_human(o, result))
     if not result.ok:
         sys.exit(1)
+
+
+def _smoke_human(o: Output, result: Any) -> None:
+    verdict = result.resume
+    if result.exact_resume is not None:
+        word = "[green]exact[/]" if result.exact_resume else "[red]NOT exact[/]"
+    elif verdict.checked and verdict.continued is not None:
+        word = "[green]continued[/]" if verdict.continued else "[red]started over[/]"
+    else:
+        word = "not checked"
+    o.line(f"smoke {'[green]passed[/]' if result.ok else '[red]FAILED[/]'}; resume: {word}")
+    o.line(f"  {escape(result.reason)}")
+    if verdict.how_to_enable:
+        o.line(f"  to check resume: {escape(verdict.how_to_enable)}")
+    last = result.resumed or result.uninterrupted
+    if not result.ok and last is not None:
+        o.line("[dim]" + escape("\n".join(last.log_tail.splitlines()[-15:])) + "[/]")
 
 
 @click.command()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from rich.markup import escape
 
 from rgt.cli._jobref import job_id as job_id_arg
 from rgt.cli._jobref import machine_or_job
@@ -67,6 +67,13 @@ PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
     help="Webhook for job events (ntfy/Slack style), a secret: env:NAME, credentials:NAME "
     "($RGT_HOME/credentials.toml [notify]) or - (stdin). Never the URL itself.",
 )
+@click.option(
+    "--resume-with",
+    metavar="ARGS|COMMAND",
+    help="How a restart resumes: '-…' ARGS appended to COMMAND, else a whole command; "
+    "{ckpt} = the checkpoint's path (README: a script not written for rgt).",
+)
+@click.option("--ckpt", "ckpt_glob", metavar="GLOB", help="Where the script's checkpoints appear.")
 @output_options
 def run(
     machine: str,
@@ -77,11 +84,14 @@ def run(
     retries: int,
     probe_seconds: float,
     notify_source: str | None,
+    resume_with: str | None,
+    ckpt_glob: str | None,
     out: Output,
 ) -> None:
     """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
     from rgt.jobs.launch import LaunchOptions, launch, probe
     from rgt.jobs.notify import resolve
+    from rgt.jobs.resume_form import resume_spec
     from rgt.models import RetryPolicy
 
     check_separator(click.get_current_context())
@@ -93,6 +103,7 @@ def run(
         artifacts=artifacts,
         retry=RetryPolicy(max_retries=retries),
         notify=resolve(notify_source) if notify_source else None,
+        resume=resume_spec(resume_with, ckpt_glob),
     )
     record = launch(store, machine, options)
     out.info(f"launched {record.job_id} on {machine}; probing for up to {probe_seconds:g}s")
@@ -178,6 +189,9 @@ def status(target: str | None, out: Output) -> None:
             title="jobs",
             whole=("job",),
         )
+        for j in data["jobs"]:  # whole, unwrapped: what to do about a lost agent or a bad file
+            if j.get("heartbeat_lost") or j.get("problem"):
+                o.out.print(f"{j['job_id']}: {j.get('reason')}", markup=False)
 
     out.result(data, human)
 
@@ -190,28 +204,12 @@ def logs(job_id: str, follow: bool, attempt: int | None) -> None:
     """Print a job's log (the raw log is the output; there is no --json form of a log).
 
     With -f the exit status is the job's outcome: 0 succeeded, 1 failed or cancelled."""
-    from rgt.jobs.launch import refresh
+    from rgt.cli._follow import follow_log
     from rgt.machines import backend_for
-    from rgt.models import TERMINAL, JobState
 
     store = Store.open()
     backend = backend_for(store, store.job(job_id).machine)
-    status_now = refresh(store, job_id, backend)
-    which = attempt or int(status_now.get("attempt") or 1)
-    offset = 0
-    while True:
-        chunk = backend.log(job_id, which, offset)
-        sys.stdout.buffer.write(chunk)
-        sys.stdout.flush()
-        offset += len(chunk)
-        if not follow:
-            return
-        state = JobState(refresh(store, job_id, backend)["state"])
-        if state in TERMINAL:
-            sys.stdout.buffer.write(backend.log(job_id, which, offset))
-            sys.stdout.flush()
-            sys.exit(0 if state is JobState.SUCCEEDED else 1)
-        time.sleep(1.0)
+    sys.exit(follow_log(store, backend, job_id, attempt, follow))
 
 
 @click.command()
@@ -237,7 +235,6 @@ def cancel(job_id: str, out: Output) -> None:
 @output_options
 def pull(job_id: str, dest: Path | None, out: Output) -> None:
     """Copy a job's artifacts, check every sha256 and load-verify each one."""
-    from rich.markup import escape
     from rich.progress import Progress
 
     from rgt.jobs.pull import pull as do_pull
@@ -270,7 +267,9 @@ def resume(job_id: str, out: Output) -> None:
     from rgt.jobs.launch import resume as do_resume
 
     data = do_resume(Store.open(), job_id)
-    out.result(data, lambda o: o.line(f"{job_id}: {data['reason']}"))
+    out.result(data, lambda o: o.out.print(f"{job_id}: {data['reason']}", markup=False))
+    if not data.get("ok", True):
+        sys.exit(1)
 
 
 def register(cli: click.Group) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 
 from rgt.cli._jobref import job_ids
 from rgt.cli._output import Output, output_options
@@ -55,10 +56,10 @@ def up(
     def human(o: Output) -> None:
         o.line(
             f"registered [bold]{data['machine']}[/] ({data['backend']}, durable root "
-            f"{data['durable_root']})"
+            f"{escape(str(data['durable_root']))})"
         )
         for note in result.notes:
-            o.line(f"  • {note}")
+            o.line(f"  • {escape(note)}")
 
     out.result(data, human)
 
@@ -122,13 +123,13 @@ def down(name: str, yes: bool, check: bool, keep_volume: bool, rehash: bool, out
     def human(o: Output) -> None:
         for c in result["gate"]["checks"]:
             mark = "[green]✓[/]" if c["ok"] else "[red]✗[/]"
-            o.line(f"{mark} {c['name']}: {c['detail']}")
+            o.line(f"{mark} {c['name']}: {escape(c['detail'])}")
         for note in result.get("notes", []):
-            o.line(f"  • {note}")
+            o.line(f"  • {escape(note)}")
         if result.get("released"):
-            o.line(f"[bold]{name}[/] released: {result['meter']}")
+            o.line(f"[bold]{name}[/] released: {escape(result['meter'])}")
         for bill in result.get("still_bills") or []:
-            o.line(f"  still bills: {bill}")
+            o.line(f"  still bills: {escape(bill)}")
 
     out.result(result, human)
 

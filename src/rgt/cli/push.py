@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from rgt.cli._output import Output, output_options
 from rgt.jobs._ignored import HOW_TO_INCLUDE, SHOWN, Ignored
@@ -33,7 +34,7 @@ def push(name: str, paths: tuple[str, ...], to: str | None, out: Output) -> None
         what = f"code snapshot {report.snapshot}" if report.kind == "code" else "data"
         o.line(
             f"pushed {what}: {len(report.files)} file(s), {report.total_bytes:,} bytes "
-            f"→ {name}:{report.remote}"
+            f"→ {name}:{escape(report.remote)}"
         )
         if report.attempts > 1:
             o.line(f"  resumed after {report.attempts - 1} interruption(s)")

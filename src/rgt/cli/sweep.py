@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from rgt.cli._output import Output, output_options
 from rgt.jobs.store import Store
@@ -90,9 +91,10 @@ def _table(o: Output, data: dict[str, Any]) -> None:
     o.table(["cell", "group", "seed", "state", "label", "machine", "job"], rows, data["sweep"])
     o.line(", ".join(f"{n} {s}" for s, n in data["counts"].items() if n))
     for name, why in data["unreachable"].items():
-        o.line(f"[yellow]unreachable[/] {name}: {why}")
+        o.line(f"[yellow]unreachable[/] {name}: {escape(why)}")
     for error in (data.get("run") or {}).get("errors", []):
-        o.line(f"[red]launch failed[/] {error['cell_id']} on {error['machine']}: {error['error']}")
+        what = escape(f"{error['cell_id']} on {error['machine']}: {error['error']}")
+        o.line(f"[red]launch failed[/] {what}")
 
 
 @sweep.command()

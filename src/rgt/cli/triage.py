@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from rgt.cli._output import Output, output_options
 from rgt.cli._text import printable
@@ -102,8 +103,8 @@ def _human(data: dict[str, Any]) -> Any:
     def render(o: Output) -> None:
         retry = "yes" if data["retryable"] else "no"
         o.line(f"label:     [bold]{data['label']}[/]  (rule {data['rule_id']})")
-        o.line(f"cause:     {data['cause']}")
-        o.line(f"remedy:    {data['remedy']}")
+        o.line(f"cause:     {escape(data['cause'])}")
+        o.line(f"remedy:    {escape(data['remedy'])}")
         o.line(f"retry:     {retry} (with the same config)")
         if data["secondary"]:
             o.line(f"secondary: {', '.join(data['secondary'])}")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from rich.markup import escape
 
 from rgt.cli._output import Output, output_options
 
@@ -46,7 +47,8 @@ def artifacts(directory: Path, manifest: Path | None, out: Output) -> None:
 
     def line(check: FileCheck) -> None:
         mark = "[green]OK  [/]" if check.ok else "[red]FAIL[/]"
-        out.line(f"{mark} {check.kind:<11} {check.path}  {_size(check.bytes)}  {check.detail}")
+        what = escape(f"{check.kind:<11} {check.path}  {_size(check.bytes)}  {check.detail}")
+        out.line(f"{mark} {what}")
 
     report = verify_tree(directory, declared, progress=None if out.json_mode else line)
     if not out.json_mode:
@@ -58,9 +60,9 @@ def artifacts(directory: Path, manifest: Path | None, out: Output) -> None:
 
 def _summary(out: Output, report: VerifyReport) -> None:
     for rel in report.missing:
-        out.line(f"[red]MISSING[/]  {rel}  (declared in the manifest, not on disk)")
+        out.line(f"[red]MISSING[/]  {escape(rel)}  (declared in the manifest, not on disk)")
     for rel in report.unexpected:
-        out.line(f"[yellow]UNEXPECTED[/] {rel}  (on disk, not in the manifest)")
+        out.line(f"[yellow]UNEXPECTED[/] {escape(rel)}  (on disk, not in the manifest)")
     total = _size(sum(f.bytes for f in report.files))
     if report.ok:
         out.line(f"[green]100 % OK[/]: {len(report.files)} files, {total}, all load-verified")

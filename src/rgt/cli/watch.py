@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, output_options
@@ -17,13 +18,14 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 
 def _options(events: int, no_gpu: bool) -> Any:
     from rgt.config import Settings
+    from rgt.jobs.jobstatus import heartbeat_limit_s
     from rgt.watch.patrol import PatrolOptions
 
     settings = Settings.load()
     return PatrolOptions(
         events=events,
         gpu=not no_gpu,
-        heartbeat_lost_s=float(settings.get("watch.heartbeat_lost_s", default=120)),
+        heartbeat_lost_s=heartbeat_limit_s(),
         not_pulled_h=float(settings.get("watch.not_pulled_h", default=24)),
     )
 
@@ -62,6 +64,9 @@ def _view(report: dict[str, Any]) -> Any:
 def _follow(
     store: Store, job_id: str, once: bool, interval: float, options: Any, out: Output
 ) -> None:
+    """Follow one job until it ends, or until following would wait for ever (its agent is
+    gone, its directory vanished, its status file is unreadable with no agent to fix it)."""
+    from rgt.jobs.jobstatus import stuck
     from rgt.watch.patrol import patrol
     from rgt.watch.render import job_line
 
@@ -69,13 +74,24 @@ def _follow(
         report = patrol(store, job_id, options)
         job = dict(report["jobs"][0], events=_job_events(report, job_id))
         job["machine_report"] = report["machines"][0]
-        if once or job["state"] in TERMINAL:
+        if once or job["state"] in TERMINAL or stuck(job):
             break
-        out.info(job_line(job))
+        out.info(escape(job_line(job)))  # data, never markup: "[heartbeat_lost]" must show
         time.sleep(interval)
-    out.result(job, lambda o: o.line(job_line(job)))
+    out.result(job, lambda o: _job_human(o, job))
     if not once and job["state"] != "succeeded":
         sys.exit(1)
+
+
+def _job_human(o: Output, job: dict[str, Any]) -> None:
+    from rgt.watch.render import job_line
+
+    o.out.print(job_line(job), markup=False)
+    lost, problem = job.get("heartbeat_lost"), job.get("problem")
+    if lost:
+        o.out.print(f"heartbeat_lost: {lost['why']}. {lost['next']}", markup=False)
+    if problem:
+        o.out.print(f"{problem['path']}: {problem['detail']}. {problem['fix']}", markup=False)
 
 
 def _job_events(report: dict[str, Any], job_id: str) -> list[Any]:
@@ -136,7 +152,8 @@ def _audit_human(data: dict[str, Any]) -> Any:
     def render(o: Output) -> None:
         r = data["readings"]
         gpus = ", ".join(g["name"] or "?" for g in (r.get("gpu") or {}).get("gpus") or [])
-        o.line(f"[bold]{data['machine']}[/]: {r.get('host')}, GPUs: {gpus or 'none'}")
+        facts = escape(f"{r.get('host')}, GPUs: {gpus or 'none'}")
+        o.line(f"[bold]{data['machine']}[/]: {facts}")
         o.table(
             ["tier", "mount", "free GiB", "bytes", "inodes"],
             [

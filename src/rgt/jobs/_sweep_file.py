@@ -11,6 +11,8 @@
     code = "."                            # optional: the directory snapshotted (default: the
                                           # sweep file's own directory)
     retries = 3                           # optional: the agent's retry budget per job
+    resume_with = "--init_from=resume"    # optional: `rgt run --resume-with` (cell placeholders
+    ckpt = "out/ckpt.pt"                  # and {ckpt} allowed) and `--ckpt` (resume_form)
     [grid]                                # a cartesian product ...
     lr = [0.01, 0.1]
     # [[cells]]                           # ... or an explicit list of override tables
@@ -36,6 +38,7 @@ from typing import Any
 
 from rgt.config import _load_toml
 from rgt.errors import SpecError
+from rgt.jobs.resume_form import from_sweep_table
 from rgt.resources import Resources
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
@@ -53,6 +56,8 @@ ALLOWED = (
     "env",
     "code",
     "retries",
+    "resume_with",
+    "ckpt",
 )
 BUILTIN_FIELDS = ("seed", "cell_id")
 Scalar = str | int | float | bool
@@ -86,6 +91,7 @@ class Sweep:
     env: dict[str, str] = field(default_factory=dict)
     code: Path = field(default_factory=Path.cwd)
     retries: int = 3
+    resume: dict[str, str] | None = None  # spec.json "resume" (rgt.jobs.resume_form)
 
 
 def load_sweep(path: Path) -> Sweep:
@@ -116,6 +122,7 @@ def load_sweep(path: Path) -> Sweep:
         env=_env(where, data),
         code=_code(path, data),
         retries=_positive_int(where, data, "retries", 3, minimum=0),
+        resume=from_sweep_table(where, data),
     )
 
 

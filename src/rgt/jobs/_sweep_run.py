@@ -185,6 +185,7 @@ class Launcher:
             job_id=job_id,
             retry=RetryPolicy(max_retries=self.sweep.retries),
             resume_from=resume_from,
+            resume=self.resume(cell),
         )
         try:
             launch(self.store, machine, options)
@@ -245,7 +246,14 @@ class Launcher:
             artifacts=self.sweep.artifacts,
             retry=RetryPolicy(max_retries=self.sweep.retries),
             created=utcnow(),
+            resume=self.resume(cell),
         )
+
+    def resume(self, cell: Cell) -> dict[str, str] | None:
+        from rgt.jobs.resume_form import for_cell
+
+        values = {**cell.overrides, "seed": cell.seed, "cell_id": cell.cell_id}
+        return for_cell(self.sweep.resume, values)
 
     def env(self, cell: Cell) -> dict[str, str]:
         import json

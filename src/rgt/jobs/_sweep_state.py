@@ -166,6 +166,8 @@ def _cache(store: Store, records: Iterable[JobRecord], statuses: dict[str, dict[
         status = statuses[record.job_id]
         if status.get("exists") is False and "slurm" not in status:
             continue
+        if status.get("problem"):  # a cut status.json is never cached as a state
+            continue
         state = JobState(status.get("state") or record.state.value)
         attempts = int(status.get("attempt") or 0)
         if (state, attempts, status.get("label")) != (record.state, record.attempts, record.label):

@@ -19,6 +19,7 @@ from typing import Any
 
 from rgt.backends.base import Backend
 from rgt.errors import TransportError, UsageError
+from rgt.jobs import jobstatus
 from rgt.jobs.notify import Webhook, reread
 from rgt.jobs.snapshot import take_snapshot
 from rgt.jobs.store import Store, utcnow
@@ -42,6 +43,7 @@ class LaunchOptions:
     resume_from: str | None = (
         None  # an earlier job on the same machine whose checkpoints seed this one
     )
+    resume: dict[str, str] | None = None  # --resume-with / --ckpt (rgt.jobs.resume_form)
 
 
 # What the probe keeps of the log: its head (what the job is doing) and, bounded, its tail (the
@@ -93,6 +95,7 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         smoke=options.smoke,
         created=utcnow(),
         notify=options.notify.source if options.notify else None,
+        resume=options.resume,
     )
     record = store.add_job(spec)
     try:
@@ -114,24 +117,31 @@ def resume(store: Store, job_id: str) -> dict[str, Any]:
     """Start the agent again on a job whose agent is gone (heartbeat lost, host rebooted).
 
     The agent counts the interrupted attempt, stops any leftover process of it, and starts the
-    next attempt with the same spec; the training script resumes from its newest checkpoint.
+    next attempt with the same spec (its resume form when a checkpoint is found, ``_resume``).
     Secrets are read again from this process's environment, by the names in the spec, and
-    the webhook URL from its recorded source (``rgt.jobs.notify.reread``)."""
+    the webhook URL from its recorded source (``rgt.jobs.notify.reread``). Whether the agent
+    really came up and stayed up is checked before this says so (``revive``)."""
+    from rgt.jobs.revive import confirm
+
     record = store.job(job_id)
     backend = backend_for(store, record.machine)
-    status = backend.status(job_id)
+    status = refresh(store, job_id, backend)
     if status.get("exists") is False:
-        raise UsageError(f"job {job_id} is not on {record.machine}", fix="launch it with `rgt run`")
+        why = (status.get("problem") or {}).get("detail") or f"job {job_id} is not on the machine"
+        raise UsageError(f"{why} ({record.machine})", fix="launch it again with `rgt run`")
     if status.get("agent_alive"):
-        return {**status, "resumed": False, "reason": "its agent is running; nothing to do"}
-    if JobState(status.get("state") or "queued") in TERMINAL:
-        return {**status, "resumed": False, "reason": f"the job has ended ({status['state']})"}
+        return {**status, "resumed": False, "ok": True, "reason": "its agent is running"}
+    if JobState(status["state"]) in TERMINAL and not status.get("problem"):
+        ended = {"resumed": False, "ok": True, "reason": f"the job has ended ({status['state']})"}
+        return {**status, **ended}
     secrets = _read_secrets(record.spec.secret_env)
     webhook, note = reread(record.spec.notify)
     secrets.update(webhook.secrets() if webhook else {})
     backend.start_agent(backend.install_agent(), backend.job_paths(job_id), secrets or None)
-    reason = "agent started again" + (f"; {note}" if note else "")
-    return {**status, "resumed": True, "reason": reason, "webhook": note or record.spec.notify}
+    done = confirm(store, backend, job_id, since=status.get("now"))
+    if note:
+        done["reason"] += f"; {note}"
+    return {**done, "webhook": note or record.spec.notify}
 
 
 def _read_secrets(names: Sequence[str]) -> dict[str, str]:
@@ -147,24 +157,38 @@ def _read_secrets(names: Sequence[str]) -> dict[str, str]:
 
 
 def refresh(store: Store, job_id: str, backend: Backend | None = None) -> dict[str, Any]:
-    """Read the job's status from the machine and update the local cache."""
+    """Read the job's status from the machine and update the local cache.
+
+    Only a state the agent wrote is cached: a cut or garbled status.json, or a job directory
+    that vanished after the job reached the machine, keeps the last known state and says so
+    (``problem``, with the path and the fix). ``heartbeat_lost`` says whether its agent is gone
+    (``jobstatus.judge``: the same rule as ``rgt watch``)."""
     record = store.job(job_id)
     backend = backend or backend_for(store, record.machine)
     status = backend.status(job_id)
-    if status.get("exists") is False and _age_s(record.created) > NEVER_LAUNCHED_S:
+    if status.get("exists") is False and jobstatus.reached_machine(record):
+        status = jobstatus.missing_dir(record, backend.job_paths(job_id).root)
+    elif status.get("exists") is False and _age_s(record.created) > NEVER_LAUNCHED_S:
         status.update(state=JobState.FAILED.value, reason=NEVER_LAUNCHED)
-    state = JobState(status.get("state") or record.state.value)
+    if status.get("problem") is None:
+        _cache(store, record, status)
+    else:
+        last = {"state": record.state.value, "attempt": record.attempts, "label": record.label}
+        status.update(last, reason=jobstatus.problem_reason(status))
+    status.setdefault("job_id", job_id)
+    status["machine"] = record.machine
+    status["state"] = JobState(status.get("state") or record.state.value).value
+    return jobstatus.judge(status, status.get("now"), jobstatus.heartbeat_limit_s())
+
+
+def _cache(store: Store, record: JobRecord, status: dict[str, Any]) -> None:
     store.update_job(
-        job_id,
-        state=state,
+        record.job_id,
+        state=JobState(status.get("state") or record.state.value),
         attempts=int(status.get("attempt") or 0),
         label=status.get("label"),
         ended=status.get("ended"),
     )
-    status.setdefault("job_id", job_id)
-    status["machine"] = record.machine
-    status["state"] = state.value
-    return status
 
 
 # A record with no job directory on the machine this long after its creation was never
@@ -247,7 +271,7 @@ def wait(
             delay = min(delay * 2, 30.0)
         if on_tick:
             on_tick(status)
-        if JobState(status["state"]) in TERMINAL:
+        if JobState(status["state"]) in TERMINAL or jobstatus.stuck(status):
             return status
         if timeout is not None and time.monotonic() - start >= timeout:
             return status

@@ -1,4 +1,8 @@
-"""`rgt status`: machines and jobs, with live state read from each machine's agent."""
+"""`rgt status`: machines and jobs, with live state read from each machine's agent.
+
+A job's liveness (``heartbeat_lost``) and a state file that cannot be believed (``problem``)
+are judged by ``refresh`` with the same rule as ``rgt watch``; ``reason`` then says what to do.
+"""
 
 from __future__ import annotations
 
@@ -51,6 +55,9 @@ def _live(store: Store, job: JobRecord) -> dict[str, Any]:
         "attempt": job.attempts,
         "label": job.label,
         "created": job.created,
+        "heartbeat_lost": None,
+        "problem": None,
+        "alerts": [],
     }
     if job.state in TERMINAL:
         return base
@@ -60,19 +67,24 @@ def _live(store: Store, job: JobRecord) -> dict[str, Any]:
         # An unreachable machine says nothing about the job: keep the cached state.
         base["error"] = f"unreachable: {exc.message}"
         return base
-    base.update(
-        {
-            k: live.get(k)
-            for k in (
-                "state",
-                "attempt",
-                "label",
-                "reason",
-                "heartbeat",
-                "agent_alive",
-                "exit_code",
-                "signal",
-            )
-        }
-    )
+    base.update({k: live.get(k) for k in LIVE_FIELDS})
+    lost = live.get("heartbeat_lost")
+    if lost:
+        base["reason"] = f"heartbeat_lost: {lost['why']}; {lost['next']}"
     return base
+
+
+LIVE_FIELDS = (
+    "state",
+    "attempt",
+    "label",
+    "reason",
+    "heartbeat",
+    "heartbeat_age_s",
+    "agent_alive",
+    "exit_code",
+    "signal",
+    "heartbeat_lost",
+    "problem",
+    "alerts",
+)

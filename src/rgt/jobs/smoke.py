@@ -1,25 +1,52 @@
 """`rgt smoke`: the cheap check before the expensive compute (invariant 3).
 
-The training command runs here on the CPU with ``RGT_SMOKE=1`` (the script trains two batches,
-loggers off, and rgt.ckpt checkpoints every step). Then it runs again, is killed with SIGKILL
-right after its first committed checkpoint, and is started once more with the same command and
-checkpoint directory. If the resumed run ends in the same training state (the SHA-256 over every
-tensor and RNG state) as the uninterrupted one, resume works. Import errors, config typos, shape
-bugs and a broken resume all show up here, before a GPU hour is billed.
+The command runs here on the CPU, in a temporary copy of the files `rgt run` would ship (the
+user's working tree is never written), with ``RGT_SMOKE=1`` and private ``RGT_CKPT_DIR`` /
+``RGT_OUTPUT_DIR``. Two kinds of scripts:
+
+* **rgt.ckpt scripts** honour ``RGT_SMOKE`` (two batches, a checkpoint every step) and end by
+  themselves. Then a second run is killed with SIGKILL right after its first committed
+  checkpoint and started once more; if it ends in the same training state (the digest over
+  every tensor and RNG state) as the uninterrupted run, resume is *exact*.
+* **any other script** is watched (``_smoke_watch``): it is killed with SIGKILL once its first
+  complete checkpoint appears (``--ckpt GLOB``, or anything in ``RGT_CKPT_DIR``), or after
+  ``--kill-after-seconds`` / ``--kill-after-lines`` of progress when it ignores ``RGT_SMOKE``.
+  Then its resume form (``--resume-with``, as the agent would run it) starts in the same copy,
+  and smoke reports whether it *continued* from the checkpoint's step (read from the checkpoint
+  where the format allows, ``_smoke_step``) or started over.
+
+"resume: not checked" only when there was nothing to check (no checkpoint appeared, or no step
+could be read), and the verdict says how to enable the check.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from rgt.errors import JobError
+from rgt.jobs._smoke_step import StepReading, checkpoint_step, log_steps
+from rgt.jobs._smoke_verdict import (
+    ResumeVerdict,
+    SmokeOptions,
+    SmokeResult,
+    SmokeRun,
+    continuation,
+    not_checked,
+    nothing_to_check,
+    result,
+)
+from rgt.jobs._smoke_watch import Limits, Watch, Watched
+
+__all__ = ["Limits", "SmokeOptions", "SmokeResult", "SmokeRun", "run_once", "smoke"]
 
 SMOKE_ENV = {
     "RGT_SMOKE": "1",
@@ -29,27 +56,6 @@ SMOKE_ENV = {
     "HF_HUB_OFFLINE": "1",
     "PYTHONUNBUFFERED": "1",
 }
-
-
-@dataclass(frozen=True)
-class SmokeRun:
-    returncode: int
-    log_tail: str
-    step: int | None
-    state_digest: str | None
-
-
-@dataclass(frozen=True)
-class SmokeResult:
-    ok: bool
-    exact_resume: bool | None  # None: the resume could not be exercised (see reason)
-    reason: str
-    uninterrupted: SmokeRun
-    killed: SmokeRun | None
-    resumed: SmokeRun | None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def run_once(
@@ -100,44 +106,115 @@ def run_once(
     )
 
 
-def smoke(command: Sequence[str], cwd: Path | None = None, *, timeout: float = 600) -> SmokeResult:
-    cwd = cwd or Path.cwd()
+def smoke(
+    command: Sequence[str],
+    cwd: Path | None = None,
+    *,
+    timeout: float = 600,
+    options: SmokeOptions | None = None,
+) -> SmokeResult:
+    options = options or SmokeOptions()
+    limits = replace(options.limits, timeout=timeout)
+    source = (cwd or Path.cwd()).resolve()
     with tempfile.TemporaryDirectory(prefix="rgt-smoke-") as tmp:
         base = Path(tmp)
-        first = run_once(command, cwd, base / "a" / "ckpt", kill_after_save=None, timeout=timeout)
-        if first.returncode != 0:
-            return _failed(first, f"the command failed (exit {first.returncode}) {_label(first)}")
-        if first.state_digest is None:
-            return SmokeResult(
-                True,
-                None,
-                "the command wrote no checkpoint through rgt.ckpt, so resume could not be checked",
-                first,
-                None,
-                None,
-            )
-        ckpt_b = base / "b" / "ckpt"
-        killed = run_once(command, cwd, ckpt_b, kill_after_save=1, timeout=timeout)
-        if killed.returncode != -signal.SIGKILL:
-            return SmokeResult(
-                True,
-                None,
-                "the run ended before its first checkpoint was "
-                "committed, so it could not be killed after one",
-                first,
-                killed,
-                None,
-            )
-        resumed = run_once(command, cwd, ckpt_b, kill_after_save=None, timeout=timeout)
-    if resumed.returncode != 0:
-        return SmokeResult(
-            False,
-            False,
-            f"the resumed run failed (exit {resumed.returncode}) {_label(resumed)}",
-            first,
-            killed,
-            resumed,
+        work, copied = copy_tree(source, base / "a" / "work")
+        watch = Watch(work, base / "a" / "ckpt", options.ckpt)
+        env = smoke_env(base / "a" / "ckpt")
+        started = time.time()
+        first = watch.run(command, env, base / "a.log", limits, stop_at_checkpoint=True)
+        first_run = _as_run(first, base / "a" / "ckpt")
+        if first.stopped_by == "exit" and first.returncode != 0:
+            reason = f"the command failed (exit {first.returncode}) {_label(first_run)}"
+            reason += _left_out(first.log, source, work)
+            return result(False, reason, copied, first=first_run)
+        if first.stopped_by == "exit" and first_run.state_digest and first.ckpt is None:
+            return _exact(command, source, base, first_run, timeout, copied)
+        found = first.ckpt or _newest(options.ckpt, work, base / "a" / "ckpt", started)
+        if found is None:
+            return nothing_to_check(first_run, options.ckpt, limits, copied)
+        ckpt = _ckpt_step(found, first.log)
+        resume_cmd = resume_command(list(command), options.resume_with, found)
+        env = {**env, "RGT_RESUME_FROM": found}
+        unit = ckpt.unit if ckpt else "step"
+        second = watch.run(
+            resume_cmd, env, base / "b.log", limits, stop_at_checkpoint=False, stop_at_step=unit
         )
+        second_run = _as_run(second, base / "a" / "ckpt")
+        done = continuation(first_run, second_run, second, ckpt, found, work, copied, resume_cmd)
+        if first.stopped_by == "exit":  # no checkpoint was seen while it ran
+            done = replace(done, reason=done.reason + ENDED_FIRST)
+        return done
+
+
+def copy_tree(source: Path, dest: Path) -> tuple[Path, int]:
+    """A writable copy of what `rgt run` would ship from ``source`` (its code snapshot)."""
+    from rgt.jobs.snapshot import take_snapshot
+
+    snapshot = take_snapshot(source)
+    dest.mkdir(parents=True)
+    for item in snapshot.files:
+        target = dest / item.rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / item.rel, target)
+    return dest, len(snapshot.files)
+
+
+def smoke_env(ckpt_dir: Path) -> dict[str, str]:
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    (ckpt_dir.parent / "outputs").mkdir(exist_ok=True)
+    env = {**os.environ, **SMOKE_ENV}
+    env.update(RGT_CKPT_DIR=str(ckpt_dir), RGT_OUTPUT_DIR=str(ckpt_dir.parent / "outputs"))
+    for name in ("RGT_SMOKE_KILL_AFTER_SAVE", "RGT_RESUME_FROM"):
+        env.pop(name, None)
+    return env
+
+
+def resume_command(command: list[str], form: str | None, ckpt: str) -> list[str]:
+    """The agent's own rule (``rgt.agent._resume``), so smoke checks what a restart runs."""
+    from rgt.agent._resume import resume_command as agent_form
+
+    return agent_form(command, form, ckpt) if form else command
+
+
+def _newest(glob: str | None, work: Path, ckpt_dir: Path, since: float) -> str | None:
+    from rgt.agent._ckpt_find import newest
+
+    dirs = [("work", str(work)), ("ckpt_dir", str(ckpt_dir))]
+    return newest(glob, dirs if glob else dirs[1:], since).path
+
+
+def _ckpt_step(found: str, first_log: str) -> StepReading | None:
+    reading = checkpoint_step(found)
+    if reading is None:
+        steps = log_steps(first_log)
+        reading = StepReading(steps[-1], "log: last step before the kill") if steps else None
+    return reading
+
+
+def _exact(
+    command: Sequence[str],
+    source: Path,
+    base: Path,
+    first: SmokeRun,
+    timeout: float,
+    copied: int,
+) -> SmokeResult:
+    work, _ = copy_tree(source, base / "b" / "work")
+    ckpt_b = base / "b" / "ckpt"
+    killed = run_once(command, work, ckpt_b, kill_after_save=1, timeout=timeout)
+    if killed.returncode != -signal.SIGKILL:
+        reason = (
+            "the run ended before its first checkpoint was committed, so it could not be "
+            "killed after one"
+        )
+        verdict = not_checked(reason, "save a checkpoint before the run ends (rgt.ckpt)")
+        return result(True, reason, copied, verdict, first=first, killed=killed)
+    resumed = run_once(command, work, ckpt_b, kill_after_save=None, timeout=timeout)
+    if resumed.returncode != 0:
+        reason = f"the resumed run failed (exit {resumed.returncode}) {_label(resumed)}"
+        verdict = ResumeVerdict(True, False, False, resumed_step=resumed.step)
+        return result(False, reason, copied, verdict, first, killed, resumed)
     exact = resumed.state_digest == first.state_digest and resumed.step == first.step
     reason = (
         "the resumed run reached the same training state as the uninterrupted one"
@@ -145,11 +222,49 @@ def smoke(command: Sequence[str], cwd: Path | None = None, *, timeout: float = 6
         else "the resumed run's final state differs from the uninterrupted "
         "run's: something (RNG, data order, optimizer or scheduler state) is not restored"
     )
-    return SmokeResult(exact, exact, reason, first, killed, resumed)
+    verdict = ResumeVerdict(
+        True,
+        exact,
+        exact,
+        ckpt_step=killed.step,
+        step_source="rgt.ckpt record",
+        resumed_step=resumed.step,
+    )
+    return result(exact, reason, copied, verdict, first, killed, resumed)
 
 
-def _failed(run: SmokeRun, reason: str) -> SmokeResult:
-    return SmokeResult(False, None, reason, run, None, None)
+def _as_run(watched: Watched, ckpt_dir: Path) -> SmokeRun:
+    from rgt.ckpt import Checkpointer
+
+    info = Checkpointer(str(ckpt_dir)).latest_info()
+    return SmokeRun(
+        returncode=watched.returncode,
+        log_tail=watched.log[-4000:],
+        step=info.step if info else None,
+        state_digest=info.state_digest if info else None,
+        stopped_by=watched.stopped_by,
+    )
+
+
+ENDED_FIRST = (
+    " (note: the first run ended by itself before smoke saw a checkpoint mid-run; if the script "
+    "saves only when it ends, a kill loses everything: save periodically)"
+)
+MISSING_RE = re.compile(r"No such file or directory: '([^']+)'")
+
+
+def _left_out(log: str, source: Path, work: Path) -> str:
+    """A file the script could not open that is in the user's tree but not in the copy: the
+    ignore rules left it out of what `rgt run` ships, so the machine would miss it too."""
+    for name in MISSING_RE.findall(log):
+        rel = Path(name)
+        rel = rel.relative_to(work) if rel.is_absolute() and rel.is_relative_to(work) else rel
+        if not rel.is_absolute() and (source / rel).exists():
+            return (
+                f"; {rel} is in your tree but not in what `rgt run` ships (.gitignore or "
+                ".rgtignore leaves it out): push it as data, or stop ignoring it"
+            )
+    return ""
 
 
 def _label(run: SmokeRun) -> str:

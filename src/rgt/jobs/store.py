@@ -19,6 +19,7 @@ from typing import Any
 
 from rgt.config import rgt_home
 from rgt.errors import AmbiguousJobError, StateError, UnknownJobError, UnknownMachineError
+from rgt.jobs._dbfile import check_database_file, create_database_file
 from rgt.models import JobRecord, JobSpec, JobState, Machine
 
 BUSY_TIMEOUT_MS = 30_000
@@ -97,6 +98,9 @@ class Store:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
+        if not path.exists():
+            create_database_file(path, lambda conn: _apply_migrations(conn, 0))
+        check_database_file(path)
         self._migrate()
 
     @classmethod
@@ -141,10 +145,7 @@ class Store:
                     f"state DB {self.path} is schema {version}, this rgt knows {len(MIGRATIONS)}",
                     fix="upgrade rgt (pip install -U remote-gpu-trainer)",
                 )
-            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                for statement in filter(str.strip, script.split(";")):
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version={number}")
+            _apply_migrations(conn, version)
 
     # -- machines ------------------------------------------------------------------------
 
@@ -345,6 +346,13 @@ class Store:
             sql, args = sql + " WHERE machine=?", [machine]
         rows = self._conn().execute(sql + " ORDER BY created DESC", args)
         return [dict(r) for r in rows]
+
+
+def _apply_migrations(conn: sqlite3.Connection, version: int) -> None:
+    for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+        for statement in filter(str.strip, script.split(";")):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version={number}")
 
 
 def _machine(row: sqlite3.Row) -> Machine:

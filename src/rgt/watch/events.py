@@ -18,8 +18,6 @@ from typing import Any
 
 from rgt.jobs.store import Store
 
-LIVE_STATES = ("running", "retrying")
-
 
 def parse_time(stamp: Any) -> datetime | None:
     if not isinstance(stamp, str) or not stamp:
@@ -49,20 +47,13 @@ def event(job: dict[str, Any], kind: str, detail: dict[str, Any], next_step: str
     }
 
 
-def heartbeat_lost(job: dict[str, Any], limit_s: float) -> dict[str, Any] | None:
-    """The agent of a live job is gone, silent, or its host restarted under it."""
-    if job.get("state") not in LIVE_STATES or job.get("exists") is False:
+def heartbeat_lost(job: dict[str, Any]) -> dict[str, Any] | None:
+    """The event for a job judged lost (``jobstatus.judge`` set ``heartbeat_lost``)."""
+    lost = job.get("heartbeat_lost")
+    if not lost:
         return None
-    age = job.get("heartbeat_age_s")
-    rebooted = bool(job.get("boot_id")) and job.get("boot_id") != job.get("boot_id_now")
-    silent = age is not None and age > limit_s
-    if not (rebooted or silent or job.get("agent_alive") is False):
-        return None
-    why = "the host restarted (boot id changed)" if rebooted else "the agent is not running"
-    if silent and not rebooted:
-        why = f"no heartbeat for {age:.0f}s (agent dead or frozen)"
-    detail = {"why": why, "heartbeat_age_s": age, "agent_alive": job.get("agent_alive")}
-    return event(job, "heartbeat_lost", detail, NEXT_HEARTBEAT.format(job=job["job_id"]))
+    detail = {k: lost[k] for k in ("why", "heartbeat_age_s", "agent_alive")}
+    return event(job, "heartbeat_lost", detail, lost["next"])
 
 
 def not_pulled(job: dict[str, Any], store: Store, limit_h: float) -> dict[str, Any] | None:
@@ -85,10 +76,6 @@ def recent(jobs: list[dict[str, Any]], derived: list[dict[str, Any]], limit: int
     return merged[-limit:]
 
 
-NEXT_HEARTBEAT = (
-    "the job is not being supervised: `rgt resume {job}` starts its agent again (the job "
-    "resumes from its newest checkpoint); `rgt logs {job}` shows where it stopped"
-)
 NEXT_PULL = (
     "`rgt pull {job}` copies and load-verifies the artifacts; until then they exist only on a "
     "machine that keeps billing and can be wiped"

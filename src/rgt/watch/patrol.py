@@ -19,7 +19,9 @@ from rgt import _fs
 from rgt.backends import get_backend
 from rgt.config import rgt_home
 from rgt.errors import RgtError, TransportError, UnknownJobError, UnknownMachineError
+from rgt.jobs.jobstatus import judge, missing_dir, problem_reason, reached_machine
 from rgt.jobs.launch import NEVER_LAUNCHED, NEVER_LAUNCHED_S
+from rgt.jobs.paths import RootPaths
 from rgt.jobs.store import Store, utcnow
 from rgt.models import JobRecord, JobState, Machine
 from rgt.watch import events as ev
@@ -110,11 +112,10 @@ def _assemble(
 
 
 def _derived(job: dict[str, Any], store: Store, options: PatrolOptions) -> list[Any]:
-    found = [
-        ev.heartbeat_lost(job, options.heartbeat_lost_s),
-        ev.not_pulled(job, store, options.not_pulled_h),
-    ]
-    job["alerts"] = [e["kind"] for e in found if e]
+    """The same judgement as `rgt status` (``jobstatus.judge``), then the derived events."""
+    judge(job, job.get("_now"), options.heartbeat_lost_s)
+    found = [ev.heartbeat_lost(job), ev.not_pulled(job, store, options.not_pulled_h)]
+    job["alerts"] += [e["kind"] for e in found if e and e["kind"] not in job["alerts"]]
     return found
 
 
@@ -163,7 +164,10 @@ def merge_jobs(store: Store, machine: Machine, doc: dict[str, Any]) -> list[dict
         found = remote.pop(record.job_id, None)
         if found is not None and doc.get("reachable"):
             out.append(_remote_view(found, machine.name, now, known=True))
-            _sync(store, record, out[-1])
+            if out[-1].get("problem"):  # a cut status.json: the last known state, marked
+                out[-1].update(state=record.state.value, reason=problem_reason(out[-1]))
+            else:
+                _sync(store, record, out[-1])
         else:
             out.append(_cached_view(store, record, doc))
     out += [_remote_view(j, machine.name, now, known=False) for j in remote.values()]
@@ -189,6 +193,10 @@ def _remote_view(job: dict[str, Any], machine: str, now: datetime, known: bool) 
         "log_age_s",
         "exists",
         "retries_left",
+        "status_file",
+        "problem",
+        "spec_age_s",
+        "events_skipped",
     )
     view: dict[str, Any] = {"job_id": job["job_id"], "machine": machine, "known": known}
     view.update({k: job.get(k) for k in keep})
@@ -197,13 +205,26 @@ def _remote_view(job: dict[str, Any], machine: str, now: datetime, known: bool) 
     view["progress_source"] = progress.get("source")
     view["events"] = job.get("events") or []
     view["_now"] = now.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    if view["state"] is None:  # an unknown job whose status.json is cut
+        view.update(state="unknown", reason=problem_reason(view))
     return view
 
 
 def _cached_view(store: Store, record: JobRecord, doc: dict[str, Any]) -> dict[str, Any]:
-    """What the state DB last knew. A reachable machine without the job directory means
-    the launch never got there (after a grace period); an unreachable one means nothing."""
+    """What the state DB last knew. A reachable machine without the job directory means the
+    launch never got there (after a grace period), or, for a job it had reached, that the
+    directory vanished (marked, never a new state); an unreachable one means nothing."""
     reachable = bool(doc.get("reachable")) and not doc.get("error")
+    if reachable and reached_machine(record):
+        root = RootPaths(store.machine(record.machine).durable_root).job(record.job_id).root
+        return {
+            **missing_dir(record, root),
+            "machine": record.machine,
+            "known": True,
+            "reachable": True,
+            "ended": record.ended,
+            "events": [],
+        }
     view: dict[str, Any] = {
         "job_id": record.job_id,
         "machine": record.machine,

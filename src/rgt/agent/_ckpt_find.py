@@ -1,0 +1,189 @@
+"""Find the newest complete checkpoint a job wrote: for the agent's restarts and `rgt smoke`.
+
+"Complete" is what can be told from outside the script:
+* a non-empty file whose name is not a save in flight (``.tmp-*``, ``tmp-*``, ``*.part``,
+  ``*.tmp``, ``*.partial``, nor inside such a folder); a zip (what torch.save writes) only with
+  its end record (nanoGPT saves in place: a kill mid-write leaves a torn one);
+* a folder (Hugging Face ``checkpoint-N``) holding a non-empty file and none in flight, and
+  ``trainer_state.json`` when it is named ``checkpoint-N`` or a sibling has one (the Trainer
+  writes it after the weights);
+* in an rgt.ckpt directory, the data file the newest commit record names (the data file is
+  written first: one without a record is a save that was cut short).
+
+Files in the job's working directory count only when they are newer than the job's start:
+anything older came with the code snapshot and is not this job's checkpoint.
+"""
+
+from __future__ import annotations
+
+import calendar
+import fnmatch
+import glob
+import json
+import os
+import re
+import time
+import zipfile
+from typing import List, Optional, Tuple
+
+IN_FLIGHT = (".tmp-*", "tmp-*", "*.part", "*.tmp", "*.partial")
+TRAINER_STATE = "trainer_state.json"
+HF_NAME = re.compile(r"^checkpoint-\d+$")  # the Hugging Face Trainer's folder names
+MAX_SKIPPED = 10
+START_SLACK_S = 2.0
+
+
+class Found(object):
+    def __init__(self, path: Optional[str], where: Optional[str], skipped: List[str]) -> None:
+        self.path = path
+        self.where = where
+        self.skipped = skipped
+
+
+def epoch(stamp: Optional[str]) -> Optional[float]:
+    """Seconds since the epoch of an agent timestamp (``2026-12-01T10:00:00.123Z``)."""
+    if not stamp:
+        return None
+    try:
+        parsed = time.strptime(str(stamp)[:19], "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return None
+    return calendar.timegm(parsed) - START_SLACK_S
+
+
+def newest(pattern: Optional[str], dirs: List[Tuple[str, str]], since: Optional[float]) -> Found:
+    """The newest complete checkpoint matching ``pattern`` in ``dirs`` ((label, dir) pairs);
+    without a pattern, the newest one in the ``ckpt_dir`` entry. ``since`` filters files of
+    the ``work`` entry (and absolute patterns) by modification time."""
+    skipped = []  # type: List[str]
+    best = None  # type: Optional[Tuple[float, List[Tuple[int, int, str]], str, str]]
+    for where, path, fresh in _candidates(pattern, dirs):
+        why = incomplete(path) or (None if fresh or since is None else _stale(path, since))
+        if why:
+            skipped.append("%s: %s" % (path, why))
+            continue
+        key = (newest_mtime(path), natural_key(path), path, where)
+        if best is None or key[:2] > best[:2]:
+            best = key
+    if best is None:
+        return Found(None, None, skipped[:MAX_SKIPPED])
+    return Found(os.path.abspath(best[2]), best[3], skipped[:MAX_SKIPPED])
+
+
+def _candidates(pattern: Optional[str], dirs: List[Tuple[str, str]]) -> List[Tuple[str, str, bool]]:
+    """(label, path, exempt from the age check) of every match."""
+    if pattern and os.path.isabs(pattern):
+        return [("path", p, False) for p in glob.glob(pattern, recursive=True)]
+    found = []  # type: List[Tuple[str, str, bool]]
+    for where, base in dirs:
+        if not os.path.isdir(base):
+            continue
+        if pattern:
+            matches = glob.glob(os.path.join(glob.escape(base), pattern), recursive=True)
+        elif where == "ckpt_dir":
+            matches = _whole_ckpt_dir(base)
+        else:
+            matches = []
+        found.extend((where, p, where != "work") for p in matches)
+    return found
+
+
+def _whole_ckpt_dir(base: str) -> List[str]:
+    committed = rgt_ckpt_newest(base)
+    if committed:
+        return [committed]
+    files = []  # type: List[str]
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = [d for d in dirnames if not _in_flight(d)]
+        files.extend(os.path.join(dirpath, name) for name in filenames)
+    return files
+
+
+def rgt_ckpt_newest(base: str) -> Optional[str]:
+    """The data file of the newest rgt.ckpt commit record in ``base``, if any."""
+    best = None  # type: Optional[Tuple[int, str]]
+    for record in glob.glob(os.path.join(glob.escape(base), "ckpt-*.json")):
+        try:
+            with open(record, "rb") as handle:
+                data = json.loads(handle.read().decode("utf-8"))
+            step, name = int(data["step"]), str(data["file"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        target = os.path.join(base, os.path.basename(name))
+        if os.path.isfile(target) and (best is None or step > best[0]):
+            best = (step, target)
+    return best[1] if best else None
+
+
+def incomplete(path: str) -> Optional[str]:
+    """Why ``path`` is not a complete checkpoint, or None when it is one."""
+    if any(_in_flight(part) for part in path.split(os.sep)[-3:]):
+        return "a save in flight (temp name)"
+    if os.path.isfile(path):
+        if os.path.getsize(path) == 0:
+            return "empty file"
+        return None if not _torn_zip(path) else "a zip (torch.save) cut short: no end record"
+    if not os.path.isdir(path):
+        return "not a file or folder"
+    names = os.listdir(path)
+    if any(_in_flight(name) for name in names):
+        return "a save in flight inside"
+    if not any(os.path.isfile(os.path.join(path, n)) and _size(path, n) > 0 for n in names):
+        return "no non-empty file inside"
+    if TRAINER_STATE not in names and (HF_NAME.match(os.path.basename(path)) or _hf_style(path)):
+        return "no %s yet (the Trainer writes it last)" % TRAINER_STATE
+    return None
+
+
+def _torn_zip(path: str) -> bool:
+    """torch.save writes a zip; one killed mid-write (nanoGPT saves in place) has no end."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(2) != b"PK":
+                return False
+        return not zipfile.is_zipfile(path)
+    except OSError:
+        return True
+
+
+def _hf_style(path: str) -> bool:
+    parent = os.path.dirname(path.rstrip(os.sep))
+    try:
+        siblings = os.listdir(parent)
+    except OSError:
+        return False
+    return any(os.path.isfile(os.path.join(parent, s, TRAINER_STATE)) for s in siblings)
+
+
+def _size(base: str, name: str) -> int:
+    try:
+        return os.path.getsize(os.path.join(base, name))
+    except OSError:
+        return 0
+
+
+def _in_flight(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in IN_FLIGHT)
+
+
+def _stale(path: str, since: float) -> Optional[str]:
+    if newest_mtime(path) >= since:
+        return None
+    return "older than the job (came with the code, not written by this job)"
+
+
+def newest_mtime(path: str) -> float:
+    try:
+        mtime = os.path.getmtime(path)
+        if os.path.isdir(path):
+            for name in os.listdir(path):
+                mtime = max(mtime, os.path.getmtime(os.path.join(path, name)))
+    except OSError:
+        return 0.0
+    return mtime
+
+
+def natural_key(path: str) -> List[Tuple[int, int, str]]:
+    """``checkpoint-10`` after ``checkpoint-9``: numbers compare as numbers."""
+    parts = re.split(r"(\d+)", path)
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts]

@@ -1,0 +1,102 @@
+"""A job's status as a reader on the machine sees it: status.json through the tolerant reader
+(``jobfiles``), plus what only the machine knows: is the agent alive (its lock held by a live
+process), the boot id and the clock now, how old the spec is.
+
+The lock (``agent.lock``, an exclusive flock) is what makes one job have one agent: the kernel
+drops it when the agent dies, even on SIGKILL, and children never inherit it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from typing import Any, Dict, Optional
+
+from rgt.agent import _system, jobfiles
+from rgt.jobs.paths import JobPaths
+
+LOCK_NAME = "agent.lock"
+
+
+def try_lock(job_dir: str) -> Optional[int]:
+    """Exclusive flock on agent.lock, held until this process exits (the kernel drops it even
+    on SIGKILL, so a dead agent never blocks its successor). None if another holder exists."""
+    fd = os.open(os.path.join(job_dir, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def lock_held(job_dir: str) -> bool:
+    if not os.path.exists(os.path.join(job_dir, LOCK_NAME)):
+        return False
+    fd = try_lock(job_dir)
+    if fd is None:
+        return True
+    os.close(fd)  # closing drops our probe lock
+    return False
+
+
+def status_doc(job_dir: str) -> Dict[str, Any]:
+    """status.json plus what only a reader on the machine knows: is the agent alive (pid and
+    lock), the boot id and the time now (a different boot id than the status's means the
+    host restarted), and whether status.json is ``ok``, ``missing`` or ``corrupt`` (then
+    ``problem`` says why and ``state`` is absent: a cut file is never read as a state)."""
+    paths = JobPaths(job_dir, os.path.basename(job_dir))
+    read = jobfiles.read_status(paths.status, paths.job_id)
+    doc = {"job_id": paths.job_id, "exists": True}  # type: Dict[str, Any]
+    if read.doc is not None:
+        doc.update(read.doc, exists=True, status_file="ok")
+    elif read.problem is not None:
+        doc.update(status_file="corrupt", problem=read.problem.to_json())
+    else:
+        doc.update(state="queued", status_file="missing")
+    doc["agent_alive"] = agent_alive(job_dir, doc.get("agent_pid"), paths.agent_pid)
+    doc["boot_id_now"] = _system.boot_id()
+    doc["now"] = _system.now_iso()
+    doc["done"] = os.path.exists(paths.done)
+    doc["spec_age_s"] = _age_s(paths.spec)
+    return doc
+
+
+def agent_alive(job_dir: str, status_pid: Any, pid_file: str) -> bool:
+    """The lock is held and its holder is a live process. The holder is read from
+    /proc/locks, so an agent that could not write status.json or agent.pid (a full disk)
+    still counts as alive; the pids it recorded are the fallback off Linux."""
+    if not lock_held(job_dir):
+        return False
+    pids = [_lock_holder(os.path.join(job_dir, LOCK_NAME)), _read_pid(pid_file), status_pid]
+    return any(_system.pid_alive(p) for p in pids if isinstance(p, int))
+
+
+def _lock_holder(lock_path: str) -> Optional[int]:
+    try:
+        inode = os.stat(lock_path).st_ino
+        with open("/proc/locks", "r", encoding="ascii") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, ValueError):
+        return None
+    for fields in (line.split() for line in lines):
+        # "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF"
+        if len(fields) > 5 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode):
+            return int(fields[4]) if fields[4].isdigit() else None
+    return None
+
+
+def _age_s(path: str) -> Optional[float]:
+    try:
+        return round(time.time() - os.stat(path).st_mtime, 1)
+    except OSError:
+        return None
+
+
+def _read_pid(path: str) -> Optional[int]:
+    try:
+        with open(path, "r", encoding="ascii") as handle:
+            return int(handle.read().strip())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,104 @@
+"""The CLI's half of reading a job's status: what `status`, `watch` and their JSON agree on.
+
+The machine's half (``rgt.agent.jobfiles``) reads the files and reports a cut or garbled one
+as a problem; this half turns that into the fields every view shows the same way:
+
+- ``heartbeat_lost``: None, or why the job's agent is gone and what to do (``rgt resume``),
+  judged by ``jobfiles.heartbeat_lost`` against ``watch.heartbeat_lost_s``;
+- ``problem``: a state file that cannot be believed, or a job directory that vanished, with
+  its path and the fix; the cached state is kept (never replaced by a guess) and marked so;
+- ``alerts``: the short names of both, for tables and scripts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rgt.agent import jobfiles
+from rgt.errors import StateFileError
+from rgt.models import JobRecord, JobState
+
+DEFAULT_HEARTBEAT_LOST_S = 120.0
+
+
+def heartbeat_limit_s() -> float:
+    """``watch.heartbeat_lost_s`` (env ``RGT_WATCH_HEARTBEAT_LOST_S``): how long a live job's
+    heartbeat may be silent. A dead agent (pid and lock gone) is reported at once."""
+    from rgt.config import Settings
+
+    return float(Settings.load().get("watch.heartbeat_lost_s", default=DEFAULT_HEARTBEAT_LOST_S))
+
+
+def judge(status: dict[str, Any], now: Any, limit_s: float) -> dict[str, Any]:
+    """Add ``heartbeat_lost`` and ``alerts`` to a status read from the machine (in place)."""
+    lost = jobfiles.heartbeat_lost(status, now, limit_s)
+    status["heartbeat_lost"] = lost
+    status["heartbeat_age_s"] = jobfiles.age_s(status.get("heartbeat"), now)
+    alerts = [a for a in status.get("alerts") or [] if a not in ("heartbeat_lost", "state_file")]
+    if lost:
+        alerts.append("heartbeat_lost")
+    if status.get("problem"):
+        alerts.append("state_file")
+    status["alerts"] = alerts
+    return status
+
+
+def reached_machine(record: JobRecord) -> bool:
+    """The cache saw the job on the machine (an agent wrote its state at least once). A
+    launch that failed before submitting is cached as failed with no attempt and no label."""
+    live = record.state in (JobState.RUNNING, JobState.RETRYING)
+    return record.attempts > 0 or live or record.label is not None
+
+
+def missing_dir(record: JobRecord, job_dir: str) -> dict[str, Any]:
+    """The status of a job whose directory is gone from a reachable machine: the last
+    known state, marked, never a new one."""
+    problem = jobfiles.job_dir_missing(job_dir)
+    return {
+        "job_id": record.job_id,
+        "state": record.state.value,
+        "attempt": record.attempts,
+        "label": record.label,
+        "exists": False,
+        "problem": problem.to_json(),
+        "reason": f"{problem.detail} (last known state {record.state.value}): {problem.fix}",
+    }
+
+
+def problem_reason(status: dict[str, Any]) -> str | None:
+    """One line for a status whose file could not be believed, or None."""
+    problem = status.get("problem")
+    if not problem:
+        return None
+    return f"{problem['path']}: {problem['detail']}; {problem['fix']}"
+
+
+def problem_error(status: dict[str, Any]) -> StateFileError:
+    problem = status["problem"]
+    return StateFileError(
+        f"job {status.get('job_id')}: {problem['path']}: {problem['detail']}",
+        path=problem["path"],
+        kind=problem["kind"],
+        job_id=str(status.get("job_id")),
+        fix=problem["fix"],
+    )
+
+
+def manifest_from(raw: bytes | None, path: str, job_id: str) -> dict[str, Any] | None:
+    """manifest.json's document (None: not written yet); a cut or garbled one raises
+    ``StateFileError`` naming the path and the fix, never a bare JSONDecodeError."""
+    read = jobfiles.parse_manifest(raw, path, job_id)
+    if read.problem is not None:
+        raise problem_error({"job_id": job_id, "problem": read.problem.to_json()})
+    return read.doc
+
+
+def stuck(status: dict[str, Any]) -> bool:
+    """Following this job would wait for ever: its agent is gone, its directory vanished, or
+    its status file is unreadable with no agent to rewrite it."""
+    if status.get("heartbeat_lost"):
+        return True
+    problem = status.get("problem") or {}
+    if problem.get("kind") == "job_dir_missing":
+        return True
+    return bool(problem) and status.get("agent_alive") is False
