@@ -10,6 +10,7 @@ success claimed and, once the disk is grown (`mount -o remount`), that the same 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -112,9 +113,11 @@ def _fill(point: Path, resource: str) -> None:
                 (spare / str(i)).touch()
             except OSError:
                 return
-    with (point / "filler").open("wb") as handle:
-        try:
-            while True:
-                handle.write(b"\0" * 65536)
-        except OSError:
-            pass
+    fd = os.open(point / "filler", os.O_WRONLY | os.O_CREAT)  # unbuffered: no flush at close
+    try:
+        while True:
+            os.write(fd, b"\0" * 65536)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
