@@ -65,6 +65,8 @@ class JobSpec:
     # How a restart resumes a script with its own resume flag: {"with": ARGS or COMMAND,
     # "ckpt": GLOB}, either may be absent (rgt.jobs.resume_form; the agent's _resume).
     resume: dict[str, str] | None = None
+    exclude: tuple[str, ...] = ()  # globs dropped from the default artifacts
+    artifact_caps: dict[str, int] = field(default_factory=dict)  # max_files, max_bytes
 
     def __post_init__(self) -> None:
         if not JOB_ID_RE.match(self.job_id):
@@ -89,6 +91,7 @@ class JobSpec:
         data["command"] = list(self.command)
         data["secret_env"] = list(self.secret_env)
         data["artifacts"] = list(self.artifacts)
+        data["exclude"] = list(self.exclude)
         return data
 
     @classmethod
@@ -114,6 +117,7 @@ class JobSpec:
             kwargs["command"] = tuple(kwargs.get("command") or ())
             kwargs["secret_env"] = tuple(kwargs.get("secret_env") or ())
             kwargs["artifacts"] = tuple(kwargs.get("artifacts") or ())
+            kwargs["exclude"] = tuple(kwargs.get("exclude") or ())
             kwargs["retry"] = RetryPolicy(**(kwargs.get("retry") or {}))
             return cls(**kwargs)
         except TypeError as exc:

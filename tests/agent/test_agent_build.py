@@ -88,7 +88,7 @@ def test_agent_runs_on_a_bare_interpreter_without_site_packages(
         text=True,
         check=True,
     )
-    assert '"exists": false' in status.stdout
+    assert '"status_file": "missing"' in status.stdout  # a job dir with no status yet
 
 
 def test_missing_job_dir_is_an_error_naming_it(agent_pyz: Path, tmp_path: Path) -> None:

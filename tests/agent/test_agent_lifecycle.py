@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -24,8 +23,8 @@ SUCCESS_JOB = """
     open(os.path.join(ckpt, "step-10.pt"), "wb").write(os.urandom(4096))
     open(os.path.join(ckpt, ".tmp-step-20.pt.part"), "wb").write(b"half")
     os.symlink("step-10.pt", os.path.join(ckpt, "latest"))
-    os.makedirs(os.path.join(os.environ["RGT_JOB_DIR"], "results"), exist_ok=True)
-    open(os.path.join(os.environ["RGT_JOB_DIR"], "results", "metrics.json"), "w").write('{"psnr": 31.2}')
+    os.makedirs("results", exist_ok=True)  # relative: lands in the job's own work/
+    open(os.path.join("results", "metrics.json"), "w").write('{"psnr": 31.2}')
     print("training done")
 """  # noqa: E501
 
@@ -43,7 +42,7 @@ def test_success_writes_verified_manifest_then_done(make_job, hostile_dir: Path)
     assert Path(job.paths.done).read_text().strip() == hashlib.sha256(manifest_bytes).hexdigest()
     manifest = json.loads(manifest_bytes)
     paths = [entry["path"] for entry in manifest["files"]]
-    assert paths == ["ckpt/step-10.pt", "outputs/env.json", "results/metrics.json"]
+    assert paths == ["ckpt/step-10.pt", "outputs/env.json", "work/results/metrics.json"]
     for entry in manifest["files"]:
         data = (job.dir / entry["path"]).read_bytes()
         assert entry["sha256"] == hashlib.sha256(data).hexdigest() and entry["bytes"] == len(data)
@@ -55,11 +54,12 @@ def test_success_writes_verified_manifest_then_done(make_job, hostile_dir: Path)
     assert seen["RGT_JOB_ID"] == "job-1" and seen["RGT_ATTEMPT"] == "1" and seen["LR"] == "0.1"
     assert seen["RGT_CKPT_DIR"] == str(job.dir / "ckpt") and seen["RGT_SMOKE"] == "0"
     assert seen["RGT_OUTPUT_DIR"] == str(job.dir / "outputs") and seen["PYTHONUNBUFFERED"] == "1"
-    assert seen["cwd"] == os.path.realpath(job.paths.code)
+    assert seen["cwd"] == job.paths.work == seen["RGT_WORK_DIR"]
     assert "training done" in Path(job.paths.log(1)).read_text()
     kinds = [e["kind"] for e in job.events()]
     assert kinds == [
         "agent_started",
+        "workdir_ready",
         "attempt_started",
         "attempt_ended",
         "manifest_written",

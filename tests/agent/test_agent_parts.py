@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import pytest
 
-from rgt.agent import _manifest
+from rgt.agent import _artifacts, _manifest
 from rgt.agent._classify import AttemptFacts, decide
 from rgt.agent._record import JobRecorder
 from rgt.agent._webhook import NOTIFY_SECRET
@@ -28,11 +28,13 @@ def test_collect_skips_in_flight_files_agent_files_and_symlinks(tmp_path: Path) 
     (tmp_path / "ckpt" / "c.pt.part").write_bytes(b"partial")
     (tmp_path / "outputs").symlink_to("/etc")  # a link to anything: never followed
     (tmp_path / "status.json").write_text("{}")
-    (tmp_path / "notes.txt").write_text("x")
-    rels, skipped, missing = _manifest.collect(str(tmp_path), ["*", "nothing/*.bin", "../up"])
-    assert rels == ["ckpt/sub/a.pt", "notes.txt"]
-    assert missing == ["nothing/*.bin"]
-    reasons = {entry["path"]: entry["reason"] for entry in skipped}
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "notes.txt").write_text("x")
+    paths = JobPaths(str(tmp_path), "j")
+    found = _artifacts.collect(paths, ["*", "nothing/*.bin", "../up"])
+    assert found.sorted_found() == ["ckpt/sub/a.pt", "work/notes.txt"]
+    assert found.missing == ["nothing/*.bin"]
+    reasons = {entry["path"]: entry["reason"] for entry in found.skipped}
     assert "not followed" in reasons["outputs"] and "/etc" in reasons["outputs"]
     assert "leaves the job directory" in reasons["../up"]
 

@@ -48,7 +48,7 @@ def test_args_form_appended_from_the_newest_checkpoint(make_job) -> None:
     resuming = job.events("resuming")
     assert [e["attempt"] for e in resuming] == [2] and not job.events("restart_from_zero")
     detail = resuming[0]["detail"]
-    ckpt = str(Path(job.paths.code).resolve() / "out" / "ckpt.txt")
+    ckpt = str(Path(job.paths.work).resolve() / "out" / "ckpt.txt")
     assert Path(detail["ckpt"]).resolve() == Path(ckpt) and detail["form"] == "resume_with"
     assert detail["command"][-1] == "--resume" and detail["found_in"] == "work"
     second = Path(job.paths.log(2)).read_text()

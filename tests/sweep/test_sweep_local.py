@@ -47,7 +47,11 @@ def test_failures_reruns_pull_and_duplicates(project: Path, tmp_path: Path) -> N
     assert {x["machine"] for x in doc["run"]["launched"]} == {"a", "b"}
     for cell in doc["cells"]:
         if by_lr[cell["cell_id"]] == 0.2:
-            assert (cell["state"], cell["label"], cell["retryable"]) == ("failed", "unknown", False)
+            assert (cell["state"], cell["label"], cell["retryable"]) == (
+                "failed",
+                "code_error",
+                False,
+            )
         if by_lr[cell["cell_id"]] == 0.3:
             assert (cell["state"], cell["label"], cell["retryable"]) == (
                 "failed",

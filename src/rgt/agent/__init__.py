@@ -9,5 +9,7 @@ Stdlib only, Python 3.8 syntax: it runs on whatever Python the rented image has.
     _classify.py    why an attempt ended and whether a retry may help
     _record.py      status.json, events.jsonl and the webhook
     _manifest.py    hash, re-read and verify artifacts; DONE only after that
+    _artifacts.py   which files are artifacts: outputs/, ckpt/, what changed in work/; caps
+    _workdir.py     the job's own work/ (its cwd), populated once from the code snapshot
     _system.py      boot id, cgroup OOM counter, process groups
 """

@@ -16,7 +16,7 @@ import subprocess
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from rgt.agent import _resume, _system
+from rgt.agent import _resume, _system, _workdir
 from rgt.agent._classify import REMEDY_PREEMPTED, AttemptFacts, Decision, decide
 from rgt.agent._record import JobRecorder
 from rgt.agent._sentinel import Sentinel
@@ -50,6 +50,9 @@ class AttemptRunner(object):
         """Run attempt ``attempt``; None when it exited 0, else the verdict on its failure."""
         for directory in (self.paths.logs_dir, self.paths.ckpt_dir, self.paths.output_dir):
             os.makedirs(directory, exist_ok=True)
+        failure = self._work_dir()
+        if failure is not None:
+            return failure
         boot, oom_before = _system.boot_id(), _system.oom_kill_count()
         self.warned = False
         self.sentinel = Sentinel(self.paths, self.spec, self.rec, attempt)
@@ -59,6 +62,7 @@ class AttemptRunner(object):
             return self._ended(EXEC_FAILED, False, facts)
         returncode, sent = self._wait(proc)
         stragglers = self._reap_stragglers(proc.pid)
+        self._check_snapshot()
         exit_code = returncode if returncode >= 0 else None
         signal_num = -returncode if returncode < 0 else None
         facts = AttemptFacts(
@@ -76,7 +80,7 @@ class AttemptRunner(object):
 
     def _spawn(self, attempt: int) -> Optional["subprocess.Popen[bytes]"]:
         env, missing = self.child_env(attempt)
-        cwd = self.paths.code if os.path.isdir(self.paths.code) else self.paths.root
+        cwd = self.paths.work
         choice = self.resume_choice(attempt, cwd)
         env.update(choice.env)
         log_path = self.paths.log(attempt)
@@ -134,6 +138,7 @@ class AttemptRunner(object):
                 "RGT_JOB_ID": self.paths.job_id,
                 "RGT_ATTEMPT": str(attempt),
                 "RGT_JOB_DIR": self.paths.root,
+                "RGT_WORK_DIR": self.paths.work,
                 "RGT_CKPT_DIR": self.paths.ckpt_dir,
                 "RGT_OUTPUT_DIR": self.paths.output_dir,
                 "RGT_SMOKE": "1" if self.spec.get("smoke") else "0",
@@ -141,6 +146,27 @@ class AttemptRunner(object):
             }
         )
         return env, [name for name in declared if name not in self.secrets]
+
+    def _work_dir(self) -> Optional[Decision]:
+        """``work/`` once per job: a retry finds what the previous attempt wrote there."""
+        done = _workdir.ensure(self.paths)
+        if isinstance(done, _workdir.WorkDirFailure):
+            self.rec.event("workdir_failed", {"reason": done.cause}, done.remedy, "error")
+            return Decision(done.label, False, done.cause, done.remedy, [done.cause])
+        if done is not None:
+            self.rec.event("workdir_ready", dict(done, path=self.paths.work))
+        return None
+
+    def _check_snapshot(self) -> None:
+        """A root job can write a hard-linked snapshot file in place (``_workdir``)."""
+        for change in _workdir.check_links(self.paths):
+            self.rec.event(
+                "snapshot_modified",
+                change,
+                "the job wrote %s of the shared code snapshot in place; the next launch "
+                "uploads the snapshot again. Write outputs to new files instead" % change["path"],
+                "error",
+            )
 
     def _wait(self, proc: "subprocess.Popen[bytes]") -> Tuple[int, bool]:
         """Wait for the job, beating the heart; stop it on CANCEL or when the agent is stopped.

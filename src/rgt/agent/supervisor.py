@@ -88,7 +88,7 @@ class Supervisor(object):
             attempt = int(self.rec.status.get("attempt") or 0) + 1
             decision = self._attempt(attempt)
             if decision is None:
-                return self.finish("succeeded", "the job exited 0 and its artifacts verified")
+                return self.finish("succeeded", "the job exited 0")
             outcome = self._settle(decision)
             if outcome is not None:
                 return outcome
@@ -149,7 +149,7 @@ class Supervisor(object):
             reason="%s; retrying (%d retries left)" % (decision.cause, left - 1),
         )
         attempt = int(self.rec.status.get("attempt") or 0) + 1
-        plan = self.runner.resume_choice(attempt, self.paths.code)  # the job's working dir
+        plan = self.runner.resume_choice(attempt, self.paths.work)  # the job's working dir
         self.rec.event(
             "retrying",
             {"label": decision.label, "retries_left": left - 1},
@@ -188,6 +188,8 @@ class Supervisor(object):
         self.rec.update(reason="%s; hashing and re-reading the artifacts" % reason)
         result = self._finalize(state)
         if result.ok:
+            reason = _artifacts_said(reason, state, result)
+            self._warn_left_out(result.left_out)
             self.rec.event(
                 "manifest_written",
                 {
@@ -212,9 +214,13 @@ class Supervisor(object):
         self.rec.event(
             state,
             {"reason": reason, "label": label, "manifest": result.to_json()},
-            _next_step(state, remedy),
+            _next_step(state, remedy, result.files if result.ok else None),
         )
         return 0 if state == "succeeded" else 1
+
+    def _warn_left_out(self, left_out: Dict[str, Any]) -> None:
+        if left_out.get("count"):
+            self.rec.event("artifacts_capped", left_out, str(left_out.get("fix")), "warning")
 
     def _finalize(self, state: str) -> _manifest.ManifestResult:
         """Write the manifest (and DONE); while the disk refuses it, wait (bounded) for the
@@ -223,7 +229,7 @@ class Supervisor(object):
         patterns = list(self.spec.get("artifacts") or [])
         while True:
             try:
-                return _manifest.finalize(self.paths, state, patterns)
+                return _manifest.finalize(self.paths, state, patterns, self.spec)
             except OSError as exc:
                 if exc.errno not in jobfiles.DISK_ERRNOS:
                     return _manifest.ManifestResult(False, "writing it failed: %s" % exc)
@@ -256,7 +262,19 @@ def _retry_s() -> float:
     return max(0.05, min(5.0, _terminal_wait_s() / 20))
 
 
-def _next_step(state: str, remedy: Optional[str]) -> Optional[str]:
+def _artifacts_said(reason: str, state: str, result: _manifest.ManifestResult) -> str:
+    """Never "its artifacts verified" for 0 files: a job that produced nothing says so."""
+    if not result.files:
+        return "%s; no artifacts (nothing in outputs/ or ckpt/, nothing new in work/)" % reason
+    said = "%s; %d artifact(s) verified" % (reason, result.files)
+    if result.left_out.get("count"):
+        said += ", %d more left out by the cap (see manifest left_out)" % result.left_out["count"]
+    return said if state == "succeeded" else reason
+
+
+def _next_step(state: str, remedy: Optional[str], files: Optional[int] = None) -> Optional[str]:
+    if state == "succeeded" and files == 0:
+        return "nothing to pull: the job produced no artifacts"
     if state == "succeeded":
         return "rgt pull the results (manifest.json lists every verified artifact)"
     if state == "cancelled":

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from rgt.config import rgt_home
 from rgt.errors import BackendError, RgtError
 from rgt.jobs.paths import JobPaths, RootPaths
-from rgt.jobs.snapshot import Snapshot, materialize
+from rgt.jobs.snapshot import Snapshot, materialize, retire_damaged_argv
 from rgt.models import JobSpec, Machine
 from rgt.transport.base import ProgressFn, Transport
 
@@ -100,6 +100,7 @@ class Backend(abc.ABC):
     def push_snapshot(self, snapshot: Snapshot, progress: ProgressFn | None = None) -> str:
         """Put the code snapshot at ``code/<digest>`` unless it is already there."""
         remote = self.root.snapshot(snapshot.digest)
+        self.transport.check(retire_damaged_argv(remote))
         if self.transport.exists(remote):
             return remote
         self.transport.mkdir(self.root.code_dir)

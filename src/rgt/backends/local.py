@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rgt.backends.base import Backend, staging_path
 from rgt.errors import BackendError
-from rgt.jobs.snapshot import Snapshot, materialize
+from rgt.jobs.snapshot import Snapshot, materialize, retire_damaged_argv
 from rgt.models import Machine
 from rgt.transport.base import ProgressFn
 from rgt.transport.local import LocalTransport
@@ -50,6 +50,7 @@ class LocalBackend(Backend):
 
     def push_snapshot(self, snapshot: Snapshot, progress: ProgressFn | None = None) -> str:
         remote = Path(self.root.snapshot(snapshot.digest))
+        self.transport.check(retire_damaged_argv(str(remote)))
         if not remote.exists():
             remote.parent.mkdir(parents=True, exist_ok=True)
             partial = Path(staging_path(str(remote)))

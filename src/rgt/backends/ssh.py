@@ -26,7 +26,7 @@ from typing import Any
 
 from rgt.backends.base import Backend, staging_path
 from rgt.errors import BackendError, RgtError, UsageError
-from rgt.jobs.snapshot import Snapshot
+from rgt.jobs.snapshot import Snapshot, retire_damaged_argv
 from rgt.jobs.store import Store, utcnow
 from rgt.models import Machine
 from rgt.transport.base import ProgressFn
@@ -129,6 +129,7 @@ class SshBackend(Backend):
         from rgt.jobs.push import push_snapshot_files
 
         remote = self.root.snapshot(snapshot.digest)
+        self.transport.check(retire_damaged_argv(remote))
         if self.transport.exists(remote):
             return remote
         self.transport.mkdir(self.root.code_dir)

@@ -44,7 +44,14 @@ PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
     "artifacts",
     multiple=True,
     metavar="GLOB",
-    help="Extra artifact globs, relative to the job directory.",
+    help="Artifact globs, relative to the job's working dir (never capped).",
+)
+@click.option(
+    "--exclude",
+    "excludes",
+    multiple=True,
+    metavar="GLOB",
+    help="Globs left out of the default artifacts (what the job wrote in its working dir).",
 )
 @click.option(
     "--retries",
@@ -81,6 +88,7 @@ def run(
     env_pairs: tuple[str, ...],
     secrets: tuple[str, ...],
     artifacts: tuple[str, ...],
+    excludes: tuple[str, ...],
     retries: int,
     probe_seconds: float,
     notify_source: str | None,
@@ -101,6 +109,7 @@ def run(
         env=_pairs(env_pairs),
         secret_env=secrets,
         artifacts=artifacts,
+        exclude=excludes,
         retry=RetryPolicy(max_retries=retries),
         notify=resolve(notify_source) if notify_source else None,
         resume=resume_spec(resume_with, ckpt_glob),

@@ -6,7 +6,8 @@
     machines = ["box-a", "box-b"]         # registered machines, or ONE slurm machine
     per_machine = 2                       # most jobs of this sweep in flight on one machine
     artifacts = ["outputs/*.pt"]          # optional extra artifact globs (ckpt/ and outputs/
-                                          # are always artifacts)
+                                          # are always artifacts; others: relative to work/)
+    exclude = ["data/**"]                 # optional globs left out of the default artifacts
     env = { WANDB_MODE = "offline" }      # optional plain environment (never secrets)
     code = "."                            # optional: the directory snapshotted (default: the
                                           # sweep file's own directory)
@@ -53,6 +54,7 @@ ALLOWED = (
     "per_machine",
     "resources",
     "artifacts",
+    "exclude",
     "env",
     "code",
     "retries",
@@ -88,6 +90,7 @@ class Sweep:
     per_machine: int = 1
     resources: Resources = field(default_factory=Resources)
     artifacts: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     code: Path = field(default_factory=Path.cwd)
     retries: int = 3
@@ -119,6 +122,7 @@ def load_sweep(path: Path) -> Sweep:
         per_machine=_positive_int(where, data, "per_machine", 1),
         resources=_resources(where, data),
         artifacts=_strings(where, data, "artifacts"),
+        exclude=_strings(where, data, "exclude"),
         env=_env(where, data),
         code=_code(path, data),
         retries=_positive_int(where, data, "retries", 3, minimum=0),

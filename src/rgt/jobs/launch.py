@@ -36,6 +36,7 @@ class LaunchOptions:
     env: dict[str, str] = field(default_factory=dict)
     secret_env: tuple[str, ...] = ()
     artifacts: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     smoke: bool = False
     notify: Webhook | None = None  # the URL travels with the secrets, never in the spec
@@ -91,6 +92,7 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         env={**_price_env(backend.machine.price_per_hour), **options.env},
         secret_env=options.secret_env,
         artifacts=options.artifacts,
+        exclude=options.exclude,
         retry=options.retry,
         smoke=options.smoke,
         created=utcnow(),

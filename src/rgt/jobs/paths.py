@@ -9,6 +9,8 @@ never disagree about where a file lives.
       jobs/<job-id>/
         spec.json  status.json  events.jsonl  manifest.json  DONE
         code -> ../../code/<snapshot-hash>
+        work/                          the job's cwd (RGT_WORK_DIR): its own copy of the snapshot
+        work.links.json                the snapshot files work/ shares by hard link (agent's own)
         logs/attempt-<n>.log
         ckpt/                          RGT_CKPT_DIR
         outputs/                       RGT_OUTPUT_DIR
@@ -17,6 +19,11 @@ never disagree about where a file lives.
 import posixpath
 
 RGT_DIRNAME = ".rgt"
+
+
+def damaged_marker(snapshot_dir):
+    # type: (str) -> str
+    return snapshot_dir.rstrip("/") + ".damaged"
 
 
 class RootPaths(object):
@@ -44,6 +51,12 @@ class RootPaths(object):
     def snapshot(self, snapshot_hash):
         # type: (str) -> str
         return posixpath.join(self.code_dir, snapshot_hash)
+
+    def snapshot_damaged(self, snapshot_hash):
+        # type: (str) -> str
+        """Written by an agent that saw a job change a file of this snapshot; the next push
+        moves the snapshot aside and uploads it again."""
+        return damaged_marker(self.snapshot(snapshot_hash))
 
     @property
     def jobs_dir(self):
@@ -96,6 +109,17 @@ class JobPaths(object):
     def code(self):
         # type: () -> str
         return self._p("code")
+
+    @property
+    def work(self):
+        # type: () -> str
+        """The job's own writable working directory (its cwd), populated from the snapshot."""
+        return self._p("work")
+
+    @property
+    def work_links(self):
+        # type: () -> str
+        return self._p("work.links.json")
 
     @property
     def logs_dir(self):

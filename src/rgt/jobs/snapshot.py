@@ -166,6 +166,20 @@ def materialize(snapshot: Snapshot, dest: Path) -> None:
     os.replace(tmp, dest)
 
 
+# A job that wrote a hard-linked snapshot file in place (as root) leaves ``<hash>.damaged``
+# next to the snapshot (rgt.agent._workdir). The next push moves the damaged copy aside, where
+# running jobs' files still live, and uploads the snapshot again.
+_RETIRE = (
+    'm="$1.damaged"; [ -e "$m" ] || exit 0; t="$1.damaged-$(date +%Y%m%d-%H%M%S)-$$"; '
+    'if [ -e "$1" ]; then mv -T -- "$1" "$t" || exit 1; fi; mv -- "$m" "$t.json"'
+)
+
+
+def retire_damaged_argv(remote: str) -> list[str]:
+    """argv (for any transport) that moves a damaged snapshot ``remote`` aside, if it is."""
+    return ["sh", "-c", _RETIRE, "sh", remote]
+
+
 def _make_writable(path: Path) -> None:
     for dirpath, _dirs, filenames in os.walk(path):
         os.chmod(dirpath, 0o755)
