@@ -56,4 +56,47 @@ echo "== ruff" >&2
 echo "== mypy" >&2
 .venv/bin/mypy
 echo "== pytest" >&2
-exec .venv/bin/python -m pytest "$@"
+if [ "$#" -gt 0 ]; then
+  exec .venv/bin/python -m pytest "$@"
+fi
+.venv/bin/python -m pytest
+
+# The oldest Python pyproject supports (3.10), when one is on this machine (pyenv ships it):
+# every module must import there, and the tests that need no torch must pass there.
+oldest=""
+for py in "$HOME"/.pyenv/versions/3.10*/bin/python3.10 "$(command -v python3.10 || true)"; do
+  if [ -n "$py" ] && [ -x "$py" ]; then oldest="$py"; break; fi
+done
+if [ -z "$oldest" ]; then
+  echo "dev.sh: no Python 3.10 here; the oldest-Python pass is skipped" >&2
+  exit 0
+fi
+echo "== Python 3.10 ($oldest): import every module, tests without torch" >&2
+if [ ! -x .venv-3.10/bin/python ]; then
+  "$oldest" -m venv .venv-3.10
+fi
+stamp310=".venv-3.10/.rgt-installed-$(cat pyproject.toml | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp310" ]; then
+  .venv-3.10/bin/pip install -q -e . pytest pytest-timeout hypothesis
+  touch "$stamp310"
+fi
+.venv-3.10/bin/python - <<'PY'
+import importlib, pkgutil, rgt
+bad = []
+for mod in pkgutil.walk_packages(rgt.__path__, "rgt."):
+    if mod.name.endswith("__main__"):
+        continue
+    try:
+        importlib.import_module(mod.name)
+    except ModuleNotFoundError as exc:  # an optional extra (torch, kubernetes, …) is fine
+        if (exc.name or "").split(".")[0] in ("rgt", "tomllib"):
+            bad.append(f"{mod.name}: {exc}")
+    except Exception as exc:
+        bad.append(f"{mod.name}: {type(exc).__name__}: {exc}")
+if bad:
+    raise SystemExit("modules that fail to import on Python 3.10:\n  " + "\n  ".join(bad))
+print("every rgt module imports on Python 3.10")
+PY
+exec .venv-3.10/bin/python -m pytest -p no:cacheprovider -q tests/profiles tests/triage tests/cli \
+  tests/jobs/test_store.py tests/agent/test_jobfiles.py tests/vendors/test_conformance.py \
+  tests/vendors/test_offers_cli.py
