@@ -31,6 +31,9 @@ import pytest
 from tests.faults.harness import PY, SRC, rgt, rng, wait_until
 
 BOUND_S = 12.0  # from the job's exit to a terminal state the CLI reports
+# A job that ended on a full disk waits for the user to free space (10 minutes by default)
+# before it is failed as disk_full; the trials shorten that wait, not the rule.
+AGENT_ENV = {"RGT_AGENT_TERMINAL_WAIT_S": "2"}
 Mount = Callable[[str, int], Path]
 
 JOB = """
@@ -138,7 +141,7 @@ def _launch(m: dict[str, Path], plan: str, resource: str, left: int) -> str:
     flags = [w for k, v in env.items() for w in ("--env", f"{k}={v}")]
     run = rgt(
         m["home"], "run", "box", "--probe-seconds", "0", "--retries", "0", "--json", *flags,
-        "--", PY, "job.py", cwd=m["project"], bound=40,
+        "--", PY, "job.py", cwd=m["project"], bound=40, **AGENT_ENV,
     )  # fmt: skip
     assert run.code in (0, 1) and run.doc() and "job_id" in run.doc(), str(run)
     return str(run.doc()["job_id"])
