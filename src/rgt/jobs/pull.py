@@ -15,10 +15,8 @@ recorded as such, and the gate has nothing to wait for.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
-import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import JobError, VerifyError
-from rgt.jobs._pull_dest import STAGING, Destination, Refused, check_free_space, local_error
+from rgt.jobs._pull_dest import STAGING, Destination, Refused
 from rgt.jobs._pull_fetch import fetch
+from rgt.jobs._pull_space import check_free_space, need_of
 from rgt.jobs.pulled import failure_reasons, file_records
 from rgt.jobs.store import Store
 from rgt.machines import backend_for
@@ -37,6 +36,7 @@ from rgt.models import TERMINAL, JobState
 PullProgress = Callable[[str, int, int], None]
 NO_ARTIFACTS = "no artifacts"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_BAD_PARTS = frozenset({"", ".", ".."})  # "a//b", "./a", "a/", ".": no empty or dot part
 
 
 @dataclass(frozen=True)
@@ -91,12 +91,14 @@ def pull(store: Store, job_id: str, dest: Path, progress: PullProgress | None = 
     manifest_sha = hashlib.sha256(raw).hexdigest()
     if not entries:
         return _no_artifacts(store, job_id, dest, state, (manifest, raw), manifest_sha)
-    with Destination(dest) as target:
+    with Destination(dest) as target, target.guard():
+        target.need = need_of(entries)
         target.open_staging()
         todo = [e for e in entries if target.existing_sha256(e["path"]) != e["sha256"]]
-        check_free_space(target.real, sum(int(e["bytes"]) for e in todo), len(todo))
+        target.need = need_of(todo)
+        check_free_space(target.real, target.need)
         refused = _copy(backend, job_id, target, entries, todo, progress)
-        _write_manifest(target, raw)
+        target.write_manifest(raw)
         target.clean_staging()
         report = _verify(target, manifest, refused)
         files = file_records(target.real, entries, report)
@@ -175,20 +177,15 @@ def _no_artifacts(
     report = {"ok": True, "note": NO_ARTIFACTS, "files": [], "missing": [], "unexpected": []}
     if skipped:
         report["skipped"] = skipped
-    with Destination(dest) as target:  # the manifest itself, as evidence of "nothing"
+    # the manifest itself, as evidence of "nothing"
+    with Destination(dest) as target, target.guard():
+        target.need = need_of([])
         target.open_staging()
-        _write_manifest(target, raw)
+        target.write_manifest(raw)
         target.clean_staging()
     where = os.path.abspath(dest)
     store.record_pull(job_id, where, {}, manifest_sha, True, report)
     return PullResult(job_id, where, 0, 0, 0, True, report, note=NO_ARTIFACTS)
-
-
-def _write_manifest(target: Destination, raw: bytes) -> None:
-    try:
-        target.write_manifest(raw)
-    except OSError as exc:
-        raise local_error(exc, target.real) from exc
 
 
 def checked_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -199,10 +196,14 @@ def checked_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(files, list):
         raise _unsafe("manifest has no 'files' list", "")
     entries = [_checked_entry(e) for e in files]
-    paths = sorted(e["path"] for e in entries)
-    for a, b in itertools.pairwise(paths):
-        if a == b or b.startswith(a + "/"):
-            raise _unsafe(f"manifest names {a!r} twice, or as a file and a directory", a)
+    paths: set[str] = set()
+    for entry in entries:
+        if entry["path"] in paths:
+            raise _unsafe(f"manifest names {entry['path']!r} twice", entry["path"])
+        paths.add(entry["path"])
+    dirs = {p.rsplit("/", i)[0] for p in paths for i in range(1, p.count("/") + 1)}
+    if clash := sorted(paths & dirs):
+        raise _unsafe(f"manifest names {clash[0]!r} as a file and a directory", clash[0])
     return entries
 
 
@@ -215,8 +216,7 @@ def _checked_entry(entry: Any) -> dict[str, Any]:
     parts = path.split("/")
     if (
         path.startswith("/")
-        or posixpath.normpath(path) != path
-        or ".." in parts
+        or any(part in _BAD_PARTS for part in parts)
         or "\x00" in path
         or parts[0] == STAGING
         or path == "manifest.json"
