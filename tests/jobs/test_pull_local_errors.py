@@ -6,6 +6,7 @@ empty or dot part, another entry's directory) is refused before anything is writ
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -33,6 +34,17 @@ def box(tmp_path: Path) -> tuple[Store, LocalBackend]:
 
 def _remount(point: Path, options: str) -> None:
     subprocess.run(["mount", "-o", f"remount,{options}", str(point)], check=True)
+
+
+def _fill(disk: Path) -> None:
+    """Another process takes every free byte (unbuffered: nothing left to flush at close)."""
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        with pytest.raises(OSError, match="No space left"):
+            while True:
+                os.write(fd, b"f" * 4096)
+    finally:
+        os.close(fd)
 
 
 def _landed(dest: Path) -> list[str]:
@@ -87,10 +99,7 @@ def test_a_disk_full_mid_file_leaves_no_staged_part(
 
     def someone_fills_the_disk(path: str, _done: int, _total: int) -> None:
         if path == "outputs/a.txt":
-            with open(disk / "filler", "wb") as handle, pytest.raises(OSError):
-                while True:
-                    handle.write(b"f" * 4096)
-                    handle.flush()
+            _fill(disk)
 
     with pytest.raises(DiskBudgetError, match="disk is full") as full:
         pull(store, "j1", dest, progress=someone_fills_the_disk)
@@ -127,3 +136,18 @@ def test_a_dot_path_through_pull_is_refused_before_any_copy(
     with pytest.raises(VerifyError, match=r"unsafe path '\.'"):
         pull(store, "j2", tmp_path / "dest")
     assert not (tmp_path / "dest" / "outputs").exists()
+
+
+def test_a_full_rgt_home_when_recording_the_verdict_is_a_disk_budget_error(
+    tmp_path: Path, small_tmpfs: TmpfsMount
+) -> None:
+    disk = small_tmpfs("4m", 1000)
+    store = Store.open(disk / "state.db")
+    backend = LocalBackend(register_local(store, "box", tmp_path / "machine root").machine)
+    machine_job(backend, "j1", FILES, store=store)
+    _fill(disk)
+    with pytest.raises(DiskBudgetError, match=r"rgt's state \(\$RGT_HOME\)'s disk is full") as full:
+        pull(store, "j1", tmp_path / "dest")
+    assert full.value.mount == str(disk) and "--to" not in (full.value.fix or "")
+    (disk / "filler").unlink()
+    assert pull(store, "j1", tmp_path / "dest").ok

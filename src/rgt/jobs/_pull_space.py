@@ -22,6 +22,7 @@ from rgt.errors import DiskBudgetError, RgtError, UsageError
 
 SLACK_BYTES = 1 << 20  # rsync's temp file, the manifest, directory blocks
 OWN_INODES = 2  # the staging directory and the manifest
+DEST = "the pull destination"
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def check_free_space(dest: Path, need: Need) -> None:
     )
 
 
-def local_error(exc: OSError, path: Path, need: Need = Need()) -> RgtError:
+def local_error(exc: OSError, path: Path, need: Need = Need(), what: str = DEST) -> RgtError:
     """An OSError of the local side as an rgt error that names the path and the fix."""
     name = exc.filename if isinstance(exc.filename, str) else None
     where = f"{name!r} under {path}" if name and name != str(path) else str(path)
@@ -81,15 +82,14 @@ def local_error(exc: OSError, path: Path, need: Need = Need()) -> RgtError:
         left = f"{_size(free)} and {inodes if inodes is not None else 'unknown'} inodes free"
         kind = "quota is used up" if exc.errno == errno.EDQUOT else "disk is full"
         return DiskBudgetError(
-            f"the pull destination's {kind} ({mount}) while writing {where}: "
-            f"{need.text()} still needed, {left}",
+            f"{what}'s {kind} ({mount}) while writing {where}: {need.text()} still needed, {left}",
             path=str(path),
             mount=str(mount),
             need_bytes=need.bytes,
             free_bytes=free,
             free_inodes=inodes,
             fix=f"free {need.text()} on {mount} and pull again (files already copied are "
-            "kept), or pull somewhere bigger with `--to DIR`",
+            "kept)" + (", or pull somewhere bigger with `--to DIR`" if what == DEST else ""),
         )
     if exc.errno == errno.ENAMETOOLONG:
         return UsageError(
@@ -98,7 +98,7 @@ def local_error(exc: OSError, path: Path, need: Need = Need()) -> RgtError:
             fix="pull into a shorter directory with `--to DIR`",
         )
     return UsageError(
-        f"cannot write the pull destination: {where}: {exc.strerror or exc}",
+        f"cannot write {what}: {where}: {exc.strerror or exc}",
         fix=f"check {path} (permissions, a read-only or failing disk), or choose a directory "
         "you can write with `--to DIR`",
     )

@@ -14,19 +14,21 @@ recorded as such, and the gate has nothing to wait for.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rgt.errors import JobError, VerifyError
+from rgt.errors import JobError, StateError, VerifyError
 from rgt.jobs._pull_dest import STAGING, Destination, Refused
 from rgt.jobs._pull_fetch import fetch
-from rgt.jobs._pull_space import check_free_space, need_of
+from rgt.jobs._pull_space import Need, check_free_space, local_error, need_of
 from rgt.jobs.pulled import failure_reasons, file_records
 from rgt.jobs.store import Store
 from rgt.machines import backend_for
@@ -35,6 +37,7 @@ from rgt.models import TERMINAL, JobState
 # progress(file_path, bytes_done_total, bytes_total)
 PullProgress = Callable[[str, int, int], None]
 NO_ARTIFACTS = "no artifacts"
+STATE = "rgt's state ($RGT_HOME)"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _BAD_PARTS = frozenset({"", ".", ".."})  # "a//b", "./a", "a/", ".": no empty or dot part
 
@@ -103,7 +106,7 @@ def pull(store: Store, job_id: str, dest: Path, progress: PullProgress | None = 
         report = _verify(target, manifest, refused)
         files = file_records(target.real, entries, report)
     ok = bool(report["ok"])
-    store.record_pull(job_id, os.path.abspath(dest), files, manifest_sha, ok, report)
+    _record(store, job_id, os.path.abspath(dest), files, manifest_sha, ok, report)
     return PullResult(
         job_id=job_id,
         dest=os.path.abspath(dest),
@@ -184,8 +187,31 @@ def _no_artifacts(
         target.write_manifest(raw)
         target.clean_staging()
     where = os.path.abspath(dest)
-    store.record_pull(job_id, where, {}, manifest_sha, True, report)
+    _record(store, job_id, where, {}, manifest_sha, True, report)
     return PullResult(job_id, where, 0, 0, 0, True, report, note=NO_ARTIFACTS)
+
+
+def _record(
+    store: Store,
+    job_id: str,
+    where: str,
+    files: dict[str, Any],
+    manifest_sha: str,
+    ok: bool,
+    report: dict[str, Any],
+) -> None:
+    """Store the verdict; state.db on a full disk is rgt's DiskBudgetError, not sqlite's."""
+    try:
+        store.record_pull(job_id, where, files, manifest_sha, ok, report)
+    except sqlite3.OperationalError as exc:
+        if "full" not in str(exc):
+            raise StateError(
+                f"cannot record the pull of {job_id} in {store.path}: {exc}",
+                fix="check $RGT_HOME (permissions, a failing disk) and pull again",
+            ) from exc
+        size = len(json.dumps(files)) + len(json.dumps(report))
+        full = OSError(errno.ENOSPC, str(exc), store.path.name)
+        raise local_error(full, store.path.parent, Need(size, 0, 1), STATE) from exc
 
 
 def checked_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
