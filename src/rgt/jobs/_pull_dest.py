@@ -19,14 +19,15 @@ import fcntl
 import hashlib
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from rgt.errors import DiskBudgetError, RgtError, UsageError
+from rgt.errors import RgtError, UsageError
+from rgt.jobs._pull_space import Need, local_error
 
 STAGING = ".rgt-incoming"
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-SLACK_BYTES = 1 << 20  # rsync's temp file, the manifest, directory blocks
 
 
 class Refused(Exception):
@@ -45,6 +46,7 @@ class Destination:
         except OSError as exc:
             raise local_error(exc, root) from exc
         self.stage_fd = -1
+        self.need = Need()  # what is left to write, named when the disk fills
 
     def __enter__(self) -> Destination:
         return self
@@ -54,18 +56,38 @@ class Destination:
             if fd >= 0:
                 os.close(fd)
 
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Every local ``OSError`` inside becomes rgt's error (:meth:`error`)."""
+        try:
+            yield
+        except RgtError:
+            raise
+        except OSError as exc:
+            raise self.error(exc) from exc
+
+    def error(self, exc: OSError) -> RgtError:
+        """A local failure as rgt's error: the disk full (with the mount and what is still
+        needed), or the path and the fix."""
+        return local_error(exc, self.real, self.need)
+
     # -- staging -------------------------------------------------------------------------
 
     def open_staging(self) -> Path:
         """Lock the destination (one pull into it at a time, until this one has verified and
         closed; a second waits) and create or reuse ``.rgt-incoming``. The lock is on the
         directory itself, so no lock file is ever left among the artifacts."""
-        fcntl.flock(self.fd, fcntl.LOCK_EX)  # dropped when the fd closes (or the process dies)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(STAGING, 0o700, dir_fd=self.fd)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)  # dropped when the fd closes (or process dies)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(STAGING, 0o700, dir_fd=self.fd)
+        except OSError as exc:
+            raise self.error(exc) from exc
         try:
             self.stage_fd = os.open(STAGING, DIR_FLAGS, dir_fd=self.fd)
         except OSError as exc:
+            if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                raise self.error(exc) from exc
             raise UsageError(
                 f"{self.real / STAGING} is not a plain directory ({exc.strerror})",
                 fix=f"remove {self.real / STAGING} and pull again",
@@ -85,6 +107,13 @@ class Destination:
             return
         if not stat.S_ISREG(mode):
             remove_at(self.stage_fd, name)
+
+    def drop_staged(self, name: str) -> None:
+        """Remove a staged file a failed copy left (it never looks complete: it is only ever
+        renamed into place whole); best effort, the next pull truncates it anyway."""
+        with contextlib.suppress(OSError):
+            if self.stage_fd >= 0:
+                os.unlink(name, dir_fd=self.stage_fd)
 
     def staged_regular(self, name: str) -> os.stat_result | None:
         try:
@@ -152,10 +181,14 @@ class Destination:
         name = f"manifest.{os.getpid()}"
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644,
                      dir_fd=self.stage_fd)  # fmt: skip
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(raw)
-            os.fsync(handle.fileno())
-        os.rename(name, "manifest.json", src_dir_fd=self.stage_fd, dst_dir_fd=self.fd)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(raw)
+                os.fsync(handle.fileno())
+            os.rename(name, "manifest.json", src_dir_fd=self.stage_fd, dst_dir_fd=self.fd)
+        except OSError:
+            self.drop_staged(name)
+            raise
 
     # -- checks --------------------------------------------------------------------------
 
@@ -194,68 +227,6 @@ def confined(root: Path, rel: str) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
-def check_free_space(dest: Path, need_bytes: int, need_inodes: int) -> None:
-    """Refuse before copying when the destination's filesystem cannot hold what is left."""
-    info = os.statvfs(dest)
-    free = info.f_bavail * info.f_frsize
-    inodes = info.f_favail if info.f_files else None  # some filesystems report no inodes
-    short_bytes = need_bytes + SLACK_BYTES > free
-    short_inodes = inodes is not None and need_inodes > inodes
-    if not (short_bytes or short_inodes):
-        return
-    mount = mount_of(dest)
-    what = (
-        f"{_size(need_bytes)} needed, {_size(free)} free"
-        if short_bytes
-        else f"{need_inodes} files needed, {inodes} inodes free"
-    )
-    raise DiskBudgetError(
-        f"not enough space to pull into {dest}: {what} on {mount}",
-        path=str(dest),
-        mount=str(mount),
-        need_bytes=need_bytes,
-        free_bytes=free,
-        free_inodes=inodes,
-        fix=f"free space on {mount}, or pull somewhere bigger with `--to DIR`",
-    )
-
-
-def local_error(exc: OSError, path: Path) -> RgtError:
-    """An OSError of the local side as an rgt error that names the path and the fix."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        mount = mount_of(path)
-        return DiskBudgetError(
-            f"the pull destination's disk is full ({mount}) while writing under {path}",
-            path=str(path),
-            mount=str(mount),
-            need_bytes=0,
-            free_bytes=0,
-            free_inodes=None,
-            fix=f"free space on {mount} and pull again (files already copied are kept)",
-        )
-    if exc.errno == errno.ENAMETOOLONG:
-        return UsageError(
-            f"the destination path is too long for this filesystem ({len(str(path))} "
-            "characters, or one name over 255 bytes)",
-            fix="pull into a shorter directory with `--to DIR`",
-        )
-    return UsageError(
-        f"cannot write the pull destination {path}: {exc.strerror or exc}",
-        fix="choose a directory you can write with `--to DIR`",
-    )
-
-
-def mount_of(path: Path) -> Path:
-    """The mount point holding ``path`` (the first existing ancestor's)."""
-    here = Path(os.path.abspath(path))
-    while not here.exists():
-        here = here.parent
-    here = Path(os.path.realpath(here))
-    while not os.path.ismount(here):
-        here = here.parent
-    return here
-
-
 def what_is(dir_fd: int, name: str, exc: OSError) -> str:
     """What ``name`` is, for a refusal note (``O_DIRECTORY|O_NOFOLLOW`` on a link says
     ENOTDIR on Linux, ELOOP elsewhere: look instead of guessing from the errno)."""
@@ -277,14 +248,3 @@ def sha256_of(handle: BinaryIO) -> str:
     while block := handle.read(1 << 20):
         digest.update(block)
     return digest.hexdigest()
-
-
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB"):
-        value /= 1024
-        if value < 1024:
-            return f"{value:.1f} {unit}"
-    return f"{value / 1024:.1f} TiB"

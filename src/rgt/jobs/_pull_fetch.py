@@ -19,8 +19,8 @@ import stat
 from typing import Any
 
 from rgt.backends.base import Backend
-from rgt.errors import BackendError, TransportError
-from rgt.jobs._pull_dest import DIR_FLAGS, STAGING, Destination, Refused, local_error, what_is
+from rgt.errors import BackendError, RgtError, TransportError
+from rgt.jobs._pull_dest import DIR_FLAGS, STAGING, Destination, Refused, what_is
 from rgt.transport.local import LocalTransport
 from rgt.transport.ssh import SshTransport
 
@@ -39,10 +39,15 @@ def fetch(backend: Backend, job_id: str, entry: dict[str, Any], dest: Destinatio
         dest.place(name, rel)
     except (BackendError, TransportError) as exc:
         if "No space left on device" in exc.stderr_tail:
-            raise local_error(OSError(errno.ENOSPC, "No space left on device"), dest.real) from exc
+            raise dest.error(OSError(errno.ENOSPC, "No space left on device", rel)) from exc
+        if "Disk quota exceeded" in exc.stderr_tail:
+            raise dest.error(OSError(errno.EDQUOT, "Disk quota exceeded", rel)) from exc
+        raise
+    except RgtError:
         raise
     except OSError as exc:
-        raise local_error(exc, dest.real) from exc
+        dest.drop_staged(name)  # a cut copy never stays looking like the file
+        raise dest.error(exc) from exc
 
 
 def _receive(backend: Backend, job_id: str, entry: dict[str, Any], dest: Destination) -> None:

@@ -14,20 +14,21 @@ recorded as such, and the gate has nothing to wait for.
 
 from __future__ import annotations
 
+import errno
 import hashlib
-import itertools
 import json
 import os
-import posixpath
 import re
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rgt.errors import JobError, VerifyError
-from rgt.jobs._pull_dest import STAGING, Destination, Refused, check_free_space, local_error
+from rgt.errors import JobError, StateError, VerifyError
+from rgt.jobs._pull_dest import STAGING, Destination, Refused
 from rgt.jobs._pull_fetch import fetch
+from rgt.jobs._pull_space import Need, check_free_space, local_error, need_of
 from rgt.jobs.pulled import failure_reasons, file_records
 from rgt.jobs.store import Store
 from rgt.machines import backend_for
@@ -36,7 +37,9 @@ from rgt.models import TERMINAL, JobState
 # progress(file_path, bytes_done_total, bytes_total)
 PullProgress = Callable[[str, int, int], None]
 NO_ARTIFACTS = "no artifacts"
+STATE = "rgt's state ($RGT_HOME)"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_BAD_PARTS = frozenset({"", ".", ".."})  # "a//b", "./a", "a/", ".": no empty or dot part
 
 
 @dataclass(frozen=True)
@@ -91,17 +94,19 @@ def pull(store: Store, job_id: str, dest: Path, progress: PullProgress | None = 
     manifest_sha = hashlib.sha256(raw).hexdigest()
     if not entries:
         return _no_artifacts(store, job_id, dest, state, (manifest, raw), manifest_sha)
-    with Destination(dest) as target:
+    with Destination(dest) as target, target.guard():
+        target.need = need_of(entries)
         target.open_staging()
         todo = [e for e in entries if target.existing_sha256(e["path"]) != e["sha256"]]
-        check_free_space(target.real, sum(int(e["bytes"]) for e in todo), len(todo))
+        target.need = need_of(todo)
+        check_free_space(target.real, target.need)
         refused = _copy(backend, job_id, target, entries, todo, progress)
-        _write_manifest(target, raw)
+        target.write_manifest(raw)
         target.clean_staging()
         report = _verify(target, manifest, refused)
         files = file_records(target.real, entries, report)
     ok = bool(report["ok"])
-    store.record_pull(job_id, os.path.abspath(dest), files, manifest_sha, ok, report)
+    _record(store, job_id, os.path.abspath(dest), files, manifest_sha, ok, report)
     return PullResult(
         job_id=job_id,
         dest=os.path.abspath(dest),
@@ -175,20 +180,38 @@ def _no_artifacts(
     report = {"ok": True, "note": NO_ARTIFACTS, "files": [], "missing": [], "unexpected": []}
     if skipped:
         report["skipped"] = skipped
-    with Destination(dest) as target:  # the manifest itself, as evidence of "nothing"
+    # the manifest itself, as evidence of "nothing"
+    with Destination(dest) as target, target.guard():
+        target.need = need_of([])
         target.open_staging()
-        _write_manifest(target, raw)
+        target.write_manifest(raw)
         target.clean_staging()
     where = os.path.abspath(dest)
-    store.record_pull(job_id, where, {}, manifest_sha, True, report)
+    _record(store, job_id, where, {}, manifest_sha, True, report)
     return PullResult(job_id, where, 0, 0, 0, True, report, note=NO_ARTIFACTS)
 
 
-def _write_manifest(target: Destination, raw: bytes) -> None:
+def _record(
+    store: Store,
+    job_id: str,
+    where: str,
+    files: dict[str, Any],
+    manifest_sha: str,
+    ok: bool,
+    report: dict[str, Any],
+) -> None:
+    """Store the verdict; state.db on a full disk is rgt's DiskBudgetError, not sqlite's."""
     try:
-        target.write_manifest(raw)
-    except OSError as exc:
-        raise local_error(exc, target.real) from exc
+        store.record_pull(job_id, where, files, manifest_sha, ok, report)
+    except sqlite3.OperationalError as exc:
+        if "full" not in str(exc):
+            raise StateError(
+                f"cannot record the pull of {job_id} in {store.path}: {exc}",
+                fix="check $RGT_HOME (permissions, a failing disk) and pull again",
+            ) from exc
+        size = len(json.dumps(files)) + len(json.dumps(report))
+        full = OSError(errno.ENOSPC, str(exc), store.path.name)
+        raise local_error(full, store.path.parent, Need(size, 0, 1), STATE) from exc
 
 
 def checked_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -199,10 +222,14 @@ def checked_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(files, list):
         raise _unsafe("manifest has no 'files' list", "")
     entries = [_checked_entry(e) for e in files]
-    paths = sorted(e["path"] for e in entries)
-    for a, b in itertools.pairwise(paths):
-        if a == b or b.startswith(a + "/"):
-            raise _unsafe(f"manifest names {a!r} twice, or as a file and a directory", a)
+    paths: set[str] = set()
+    for entry in entries:
+        if entry["path"] in paths:
+            raise _unsafe(f"manifest names {entry['path']!r} twice", entry["path"])
+        paths.add(entry["path"])
+    dirs = {p.rsplit("/", i)[0] for p in paths for i in range(1, p.count("/") + 1)}
+    if clash := sorted(paths & dirs):
+        raise _unsafe(f"manifest names {clash[0]!r} as a file and a directory", clash[0])
     return entries
 
 
@@ -215,8 +242,7 @@ def _checked_entry(entry: Any) -> dict[str, Any]:
     parts = path.split("/")
     if (
         path.startswith("/")
-        or posixpath.normpath(path) != path
-        or ".." in parts
+        or any(part in _BAD_PARTS for part in parts)
         or "\x00" in path
         or parts[0] == STAGING
         or path == "manifest.json"
