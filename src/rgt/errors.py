@@ -12,6 +12,7 @@ can act on (host, job_id, path, returncode, stderr_tail).
     │   └── AmbiguousJobError        a short job id that several jobs' ids start with
     ├── GateRefused                  exit 3: a gate (teardown, approval) said no, with reasons
     ├── StateError                   the local state DB is unusable (locked, newer schema)
+    │   ├── StateWriteError          the state DB refused a write (disk full, I/O, read-only)
     │   └── StateFileError           a job's status/manifest on the machine is cut or garbled
     ├── TransportError (OSError)     the connection failed; says nothing about the job
     │   └── HostKeyChangedError      a known machine presented a different host key
@@ -125,6 +126,20 @@ class GateRefused(RgtError):
 
 class StateError(RgtError):
     """The local state database cannot be used."""
+
+
+class StateWriteError(StateError):
+    """The state DB could not be opened or written: its disk is full, failed, read-only, or
+    another process held it too long. The transaction was rolled back: nothing half-written.
+    ``reason``: disk_full, io_error, readonly, locked, corrupt, cannot_open."""
+
+    def __init__(
+        self, message: str, *, path: str, mount: str, reason: str, fix: str | None = None
+    ) -> None:
+        super().__init__(message, fix=fix)
+        self.path = path
+        self.mount = mount
+        self.reason = reason
 
 
 class StateFileError(StateError):

@@ -20,6 +20,7 @@ from typing import Any
 from rgt.config import rgt_home
 from rgt.errors import AmbiguousJobError, StateError, UnknownJobError, UnknownMachineError
 from rgt.jobs._dbfile import check_database_file, create_database_file
+from rgt.jobs._dbwrite import RERUN, pull_rerun, state_write_error, write_transaction
 from rgt.models import JobRecord, JobSpec, JobState, Machine
 
 BUSY_TIMEOUT_MS = 30_000
@@ -118,7 +119,7 @@ class Store:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA foreign_keys=ON")
             except sqlite3.Error as exc:
-                raise StateError(
+                raise state_write_error(self.path, exc, "open it") or StateError(
                     f"cannot open state DB {self.path}: {exc}", fix="check permissions of $RGT_HOME"
                 ) from exc
             conn.row_factory = sqlite3.Row
@@ -126,16 +127,17 @@ class Store:
         return conn
 
     @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
-        """One short write transaction (BEGIN IMMEDIATE takes the write lock up front)."""
+    def tx(self, doing: str = "save the change", then: str = RERUN) -> Iterator[sqlite3.Connection]:
+        """One short write transaction, all or nothing; a full disk, an I/O error, a read-only
+        file or a lock held too long is a StateWriteError saying what to do (``then``)."""
         conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+            with write_transaction(conn, self.path, doing, then) as inside:
+                yield inside
+        finally:
+            if conn.in_transaction:  # its rollback failed: never reuse this connection
+                self._local.conn = None
+                conn.close()
 
     def _migrate(self) -> None:
         with self.tx() as conn:
@@ -251,7 +253,8 @@ class Store:
         verified: bool,
         report: dict[str, Any],
     ) -> None:
-        with self.tx() as conn:
+        then = pull_rerun(job_id, dest, verified=verified)
+        with self.tx(f"record the pull of {job_id} to {dest}", then) as conn:
             conn.execute(
                 "INSERT INTO pulls (job_id, dest, files, manifest_sha256, verified, report, time)"
                 " VALUES (?,?,?,?,?,?,?)",
