@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rgt.backends.local import LocalBackend
-from rgt.errors import DiskBudgetError, UsageError, VerifyError
+from rgt.errors import DiskBudgetError, StateWriteError, UsageError, VerifyError
 from rgt.jobs.pull import checked_entries, pull
 from rgt.jobs.store import Store
 from rgt.machines import register_local
@@ -138,7 +138,7 @@ def test_a_dot_path_through_pull_is_refused_before_any_copy(
     assert not (tmp_path / "dest" / "outputs").exists()
 
 
-def test_a_full_rgt_home_when_recording_the_verdict_is_a_disk_budget_error(
+def test_a_full_rgt_home_when_recording_the_verdict_is_a_state_write_error(
     tmp_path: Path, small_tmpfs: TmpfsMount
 ) -> None:
     disk = small_tmpfs("4m", 1000)
@@ -146,8 +146,9 @@ def test_a_full_rgt_home_when_recording_the_verdict_is_a_disk_budget_error(
     backend = LocalBackend(register_local(store, "box", tmp_path / "machine root").machine)
     machine_job(backend, "j1", FILES, store=store)
     _fill(disk)
-    with pytest.raises(DiskBudgetError, match=r"rgt's state \(\$RGT_HOME\)'s disk is full") as full:
+    with pytest.raises(StateWriteError) as full:
         pull(store, "j1", tmp_path / "dest")
-    assert full.value.mount == str(disk) and "--to" not in (full.value.fix or "")
+    assert full.value.reason == "disk_full" and full.value.mount == str(disk)
+    assert "rgt pull j1 --to" in (full.value.fix or "")  # the files are there: re-run records
     (disk / "filler").unlink()
     assert pull(store, "j1", tmp_path / "dest").ok

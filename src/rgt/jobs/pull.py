@@ -14,21 +14,19 @@ recorded as such, and the gate has nothing to wait for.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import re
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rgt.errors import JobError, StateError, VerifyError
+from rgt.errors import JobError, VerifyError
 from rgt.jobs._pull_dest import STAGING, Destination, Refused
 from rgt.jobs._pull_fetch import fetch
-from rgt.jobs._pull_space import Need, check_free_space, local_error, need_of
+from rgt.jobs._pull_space import check_free_space, need_of
 from rgt.jobs.pulled import failure_reasons, file_records
 from rgt.jobs.store import Store
 from rgt.machines import backend_for
@@ -37,7 +35,6 @@ from rgt.models import TERMINAL, JobState
 # progress(file_path, bytes_done_total, bytes_total)
 PullProgress = Callable[[str, int, int], None]
 NO_ARTIFACTS = "no artifacts"
-STATE = "rgt's state ($RGT_HOME)"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _BAD_PARTS = frozenset({"", ".", ".."})  # "a//b", "./a", "a/", ".": no empty or dot part
 
@@ -200,18 +197,9 @@ def _record(
     ok: bool,
     report: dict[str, Any],
 ) -> None:
-    """Store the verdict; state.db on a full disk is rgt's DiskBudgetError, not sqlite's."""
-    try:
-        store.record_pull(job_id, where, files, manifest_sha, ok, report)
-    except sqlite3.OperationalError as exc:
-        if "full" not in str(exc):
-            raise StateError(
-                f"cannot record the pull of {job_id} in {store.path}: {exc}",
-                fix="check $RGT_HOME (permissions, a failing disk) and pull again",
-            ) from exc
-        size = len(json.dumps(files)) + len(json.dumps(report))
-        full = OSError(errno.ENOSPC, str(exc), store.path.name)
-        raise local_error(full, store.path.parent, Need(size, 0, 1), STATE) from exc
+    """Store the verdict. A state.db that cannot take it (a full disk, a read-only mount)
+    raises ``StateWriteError`` from the store, naming the mount and the re-run that records it."""
+    store.record_pull(job_id, where, files, manifest_sha, ok, report)
 
 
 def checked_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
