@@ -208,7 +208,7 @@ def proven_end(events: List[Dict[str, Any]], done: bool) -> Optional[Dict[str, A
             end = event
         elif event["kind"] == "attempt_started":
             end = None
-    attempts = [e["attempt"] for e in events if _is_int(e.get("attempt"))]
+    attempts = [e["attempt"] for e in events if type(e.get("attempt")) is int]  # not bool
     proven = {"attempt": max(attempts)} if attempts else {}  # type: Dict[str, Any]
     if end is not None:
         detail = _detail(end)
@@ -225,10 +225,6 @@ def ended_problem(problem: FileProblem, end: Dict[str, Any], job_id: str) -> Fil
     """The damaged status.json of an ended job: its fix never sends the user to resume it."""
     fix = FIX_STATUS_ENDED.format(state=end["state"], source=end["state_source"], job=job_id)
     return problem._replace(fix=fix)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _text(value: Any) -> Optional[str]:
