@@ -69,6 +69,25 @@ def test_rebuild_from_events() -> None:
     assert jobfiles.rebuild_status([{"kind": "agent_started"}], done=False) is None
 
 
+def test_proven_end_is_the_last_terminal_event_or_done() -> None:
+    started = {"kind": "attempt_started", "attempt": 1, "time": "t1"}
+    failed = {"kind": "failed", "time": "t2", "detail": {"label": "cuda_oom", "reason": 7}}
+    end = jobfiles.proven_end([started, failed], done=False)
+    assert end == {
+        "attempt": 1,
+        "state": "failed",
+        "state_source": "events.jsonl",
+        "ended": "t2",
+        "label": "cuda_oom",
+        "reason": None,  # a wrong type is dropped, never passed on
+    }
+    assert jobfiles.proven_end([started], done=False) is None
+    assert jobfiles.proven_end([failed, started], done=False) is None  # started again after
+    done = jobfiles.proven_end([started], done=True)
+    assert done is not None and (done["state"], done["state_source"]) == ("succeeded", "DONE")
+    assert jobfiles.proven_end([], done=False) is None
+
+
 LIVE = dict(GOOD, agent_alive=True, boot_id="b1", boot_id_now="b1", status_file="ok")
 
 
@@ -84,6 +103,12 @@ LIVE = dict(GOOD, agent_alive=True, boot_id="b1", boot_id_now="b1", status_file=
         ({"status_file": "corrupt", "state": None}, None),
         ({"status_file": "corrupt", "state": None, "agent_alive": False}, "unreadable"),
         ({"status_file": "missing", "state": "queued", "agent_alive": False}, None),
+        ({"status_file": "missing", "state": None, "problem": {"kind": "missing"}}, None),
+        (
+            {"status_file": "missing", "state": None, "problem": {"k": 1}, "agent_alive": False},
+            "status.json is missing",
+        ),
+        ({"status_file": "missing", "state": "succeeded", "problem": {"k": 1}}, None),
         (
             {"status_file": "missing", "state": "queued", "agent_alive": False, "spec_age_s": 200},
             "no agent ever wrote status.json",

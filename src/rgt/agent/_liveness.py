@@ -44,23 +44,44 @@ def lock_held(job_dir: str) -> bool:
 def status_doc(job_dir: str) -> Dict[str, Any]:
     """status.json plus what only a reader on the machine knows: is the agent alive (pid and
     lock), the boot id and the time now (a different boot id than the status's means the
-    host restarted), and whether status.json is ``ok``, ``missing`` or ``corrupt`` (then
-    ``problem`` says why and ``state`` is absent: a cut file is never read as a state)."""
+    host restarted), and whether status.json is ``ok``, ``missing`` or ``corrupt``.
+
+    Without a status.json to believe, ``state`` is only what the machine proves (``_derive``);
+    a cut file is never read as a state, and ``problem`` names it with its fix."""
     paths = JobPaths(job_dir, os.path.basename(job_dir))
     read = jobfiles.read_status(paths.status, paths.job_id)
     doc = {"job_id": paths.job_id, "exists": True}  # type: Dict[str, Any]
     if read.doc is not None:
         doc.update(read.doc, exists=True, status_file="ok")
-    elif read.problem is not None:
-        doc.update(status_file="corrupt", problem=read.problem.to_json())
-    else:
-        doc.update(state="queued", status_file="missing")
     doc["agent_alive"] = agent_alive(job_dir, doc.get("agent_pid"), paths.agent_pid)
+    if read.doc is None:
+        _derive(doc, paths, read.problem)
     doc["boot_id_now"] = _system.boot_id()
     doc["now"] = _system.now_iso()
     doc["done"] = os.path.exists(paths.done)
     doc["spec_age_s"] = _age_s(paths.spec)
     return doc
+
+
+def _derive(doc: Dict[str, Any], paths: JobPaths, problem: Optional[jobfiles.FileProblem]) -> None:
+    """No status.json to believe: the end that events.jsonl or DONE prove (``state_source``),
+    else ``running`` while an agent holds the job, else no state at all. A missing file is
+    legal (``queued``) until something shows that an agent ran the job."""
+    raw, _unreadable = jobfiles.read_bytes(paths.events)
+    events, _skipped = jobfiles.parse_events((raw or b"").decode("utf-8", "replace"))
+    end = jobfiles.proven_end(events, os.path.exists(paths.done))
+    doc["status_file"] = "missing" if problem is None else "corrupt"
+    if problem is None and end is None and (doc["agent_alive"] or not events):
+        doc["state"] = "running" if doc["agent_alive"] else "queued"
+        return
+    if problem is None:
+        problem = jobfiles.status_missing(paths.status, paths.job_id)
+    if end is not None:
+        doc.update(end)
+        problem = jobfiles.ended_problem(problem, end, paths.job_id)
+    elif doc["agent_alive"]:
+        doc.update(state="running", state_source="agent_alive")
+    doc["problem"] = problem.to_json()
 
 
 def agent_alive(job_dir: str, status_pid: Any, pid_file: str) -> bool:

@@ -40,6 +40,10 @@ FIX_JOB_DIR = (
     "the job's files were deleted or the disk was replaced: check the machine's durable root "
     "(`rgt status`); results not pulled before are lost, `rgt run` launches the job again"
 )
+FIX_STATUS_ENDED = (
+    "the job has ended ({state}, as {source} on the machine records), so no agent will "
+    "rewrite status.json and none is needed: its results are pulled as usual (`rgt pull {job}`)"
+)
 NEXT_RESUME = (
     "the job is not being supervised: `rgt resume {job}` starts its agent again (the next "
     "attempt runs the resume form from the newest checkpoint, or restarts from zero with a "
@@ -50,7 +54,7 @@ NEXT_RESUME = (
 class FileProblem(NamedTuple):
     """A state file that exists but cannot be believed (or a job dir that is gone)."""
 
-    kind: str  # "corrupt" | "unreadable" | "job_dir_missing"
+    kind: str  # "corrupt" | "unreadable" | "missing" | "job_dir_missing"
     path: str
     detail: str
     fix: str
@@ -69,6 +73,12 @@ class DocRead(NamedTuple):
 
 def job_dir_missing(path: str) -> FileProblem:
     return FileProblem("job_dir_missing", path, "job directory missing on the machine", FIX_JOB_DIR)
+
+
+def status_missing(path: str, job_id: str) -> FileProblem:
+    """status.json is gone although the job's other files show that an agent ran it."""
+    detail = "the file is missing, yet events.jsonl or DONE show that the job ran"
+    return FileProblem("missing", path, detail, FIX_STATUS.format(job=job_id))
 
 
 def parse_doc(raw: Optional[bytes], path: str, fix: str) -> DocRead:
@@ -188,6 +198,39 @@ def rebuild_status(events: List[Dict[str, Any]], done: bool) -> Optional[Dict[st
     return status
 
 
+def proven_end(events: List[Dict[str, Any]], done: bool) -> Optional[Dict[str, Any]]:
+    """The end that the job's other files prove, for a reader whose status.json is missing or
+    cannot be believed: the last terminal event (no attempt started after it), else DONE
+    (written only on success, after the manifest). None: nothing proves that the job ended."""
+    end = None  # type: Optional[Dict[str, Any]]
+    for event in events:
+        if event["kind"] in TERMINAL:
+            end = event
+        elif event["kind"] == "attempt_started":
+            end = None
+    attempts = [e["attempt"] for e in events if type(e.get("attempt")) is int]  # not bool
+    proven = {"attempt": max(attempts)} if attempts else {}  # type: Dict[str, Any]
+    if end is not None:
+        detail = _detail(end)
+        proven.update(state=end["kind"], state_source="events.jsonl", ended=_text(end.get("time")))
+        proven.update(label=_text(detail.get("label")), reason=_text(detail.get("reason")))
+        return proven
+    if done:
+        proven.update(state="succeeded", state_source="DONE", reason="DONE marker present")
+        return proven
+    return None
+
+
+def ended_problem(problem: FileProblem, end: Dict[str, Any], job_id: str) -> FileProblem:
+    """The damaged status.json of an ended job: its fix never sends the user to resume it."""
+    fix = FIX_STATUS_ENDED.format(state=end["state"], source=end["state_source"], job=job_id)
+    return problem._replace(fix=fix)
+
+
+def _text(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) else None
+
+
 def _detail(event: Dict[str, Any]) -> Dict[str, Any]:
     detail = event.get("detail")
     return detail if isinstance(detail, dict) else {}
@@ -235,6 +278,8 @@ def _why_lost(doc: Dict[str, Any], age: Optional[float], limit_s: float) -> Opti
     alive = doc.get("agent_alive")
     if doc.get("status_file") == "corrupt":
         return "status.json is unreadable and no agent runs for the job" if alive is False else None
+    if doc.get("status_file") == "missing" and doc.get("problem"):
+        return "status.json is missing and no agent runs for the job" if alive is False else None
     if doc.get("status_file") == "missing" and (doc.get("spec_age_s") or 0) > limit_s:
         return "no agent ever wrote status.json and none runs" if alive is False else None
     if doc.get("state") not in LIVE_STATES:

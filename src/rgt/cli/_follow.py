@@ -18,7 +18,7 @@ from rgt.backends.base import Backend
 from rgt.jobs import jobstatus
 from rgt.jobs.launch import refresh
 from rgt.jobs.store import Store
-from rgt.models import TERMINAL, JobState
+from rgt.models import JobState
 
 POLL_S = 1.0
 
@@ -36,7 +36,7 @@ def follow_log(
         if attempt is None and newest > which:  # a retry: the next attempt's log
             which, offset = newest, _emit(backend, job_id, newest, 0)
             continue
-        if JobState(status["state"]) in TERMINAL:
+        if jobstatus.ended(status):
             return 0 if status["state"] == JobState.SUCCEEDED.value else 1
         if jobstatus.stuck(status):
             _say_stuck(job_id, status)

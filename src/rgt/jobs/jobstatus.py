@@ -6,7 +6,8 @@ as a problem; this half turns that into the fields every view shows the same way
 - ``heartbeat_lost``: None, or why the job's agent is gone and what to do (``rgt resume``),
   judged by ``jobfiles.heartbeat_lost`` against ``watch.heartbeat_lost_s``;
 - ``problem``: a state file that cannot be believed, or a job directory that vanished, with
-  its path and the fix; the cached state is kept (never replaced by a guess) and marked so;
+  its path and the fix; the state shown is then only what the machine proves (``settle``),
+  never a guess and never the cached state passed off as the machine's;
 - ``alerts``: the short names of both, for tables and scripts.
 """
 
@@ -41,6 +42,40 @@ def judge(status: dict[str, Any], now: Any, limit_s: float) -> dict[str, Any]:
         alerts.append("state_file")
     status["alerts"] = alerts
     return status
+
+
+# Where a job's state comes from when its status.json is missing or damaged: the files that
+# prove an end (``jobfiles.proven_end``).
+PROVEN_BY = ("events.jsonl", "DONE")
+ENDED = ("succeeded", "failed", "cancelled")
+UNKNOWN = "unknown"
+
+
+def settle(status: dict[str, Any], record: JobRecord) -> bool:
+    """The state to show for a status with a ``problem`` (in place); True when it is proven
+    and may be cached. An end proven by events.jsonl or DONE is shown (and cached); a live
+    agent's job is running; a vanished job dir keeps its last known state, marked; anything
+    else is ``unknown`` (never the cached state, never ``queued``)."""
+    why = problem_reason(status)
+    if status.get("state") in ENDED and status.get("state_source") in PROVEN_BY:
+        if status.get("attempt") is None:
+            status["attempt"] = record.attempts
+        said = f"; {status['reason']}" if status.get("reason") else ""
+        status["reason"] = f"{status['state']} (from {status['state_source']}{said}); {why}"
+        return True
+    last = {"attempt": record.attempts, "label": record.label, "reason": why}
+    if (status.get("problem") or {}).get("kind") == "job_dir_missing":
+        status.update(last, state=record.state.value)
+    elif status.get("state") == "running" and status.get("agent_alive"):
+        status.update(last)
+    else:
+        status.update(last, state=UNKNOWN, reason=f"unknown: status file missing/corrupt: {why}")
+    return False
+
+
+def ended(status: dict[str, Any]) -> bool:
+    """The status says the job has ended (``unknown`` has not)."""
+    return status.get("state") in ENDED
 
 
 def reached_machine(record: JobRecord) -> bool:

@@ -133,7 +133,7 @@ def resume(store: Store, job_id: str) -> dict[str, Any]:
         raise UsageError(f"{why} ({record.machine})", fix="launch it again with `rgt run`")
     if status.get("agent_alive"):
         return {**status, "resumed": False, "ok": True, "reason": "its agent is running"}
-    if JobState(status["state"]) in TERMINAL and not status.get("problem"):
+    if jobstatus.ended(status):  # recorded, or proven by events.jsonl/DONE
         ended = {"resumed": False, "ok": True, "reason": f"the job has ended ({status['state']})"}
         return {**status, **ended}
     secrets = _read_secrets(record.spec.secret_env)
@@ -161,9 +161,10 @@ def _read_secrets(names: Sequence[str]) -> dict[str, str]:
 def refresh(store: Store, job_id: str, backend: Backend | None = None) -> dict[str, Any]:
     """Read the job's status from the machine and update the local cache.
 
-    Only a state the agent wrote is cached: a cut or garbled status.json, or a job directory
-    that vanished after the job reached the machine, keeps the last known state and says so
-    (``problem``, with the path and the fix). ``heartbeat_lost`` says whether its agent is gone
+    Only a proven state is cached: the agent's status.json, or, when that is missing or
+    damaged, an end proven by events.jsonl or DONE (``jobstatus.settle``); otherwise the job
+    is ``unknown`` (a vanished job dir: its last known state), with ``problem`` naming the
+    file and the fix. ``heartbeat_lost`` says whether its agent is gone
     (``jobstatus.judge``: the same rule as ``rgt watch``)."""
     record = store.job(job_id)
     backend = backend or backend_for(store, record.machine)
@@ -172,14 +173,12 @@ def refresh(store: Store, job_id: str, backend: Backend | None = None) -> dict[s
         status = jobstatus.missing_dir(record, backend.job_paths(job_id).root)
     elif status.get("exists") is False and _age_s(record.created) > NEVER_LAUNCHED_S:
         status.update(state=JobState.FAILED.value, reason=NEVER_LAUNCHED)
-    if status.get("problem") is None:
+    if status.get("problem") is None or jobstatus.settle(status, record):
         _cache(store, record, status)
-    else:
-        last = {"state": record.state.value, "attempt": record.attempts, "label": record.label}
-        status.update(last, reason=jobstatus.problem_reason(status))
     status.setdefault("job_id", job_id)
     status["machine"] = record.machine
-    status["state"] = JobState(status.get("state") or record.state.value).value
+    if status.get("state") != jobstatus.UNKNOWN:
+        status["state"] = JobState(status.get("state") or record.state.value).value
     return jobstatus.judge(status, status.get("now"), jobstatus.heartbeat_limit_s())
 
 
@@ -224,6 +223,8 @@ def probe(
         attempt = int(status.get("attempt") or 1)
         log = backend.log(job_id, attempt)
         head, tail = log[:HEAD_BYTES].decode("utf-8", "replace"), log_tail(log)
+        if status["state"] == jobstatus.UNKNOWN:
+            raise jobstatus.problem_error(status)
         state = JobState(status["state"])
         if on_tick:
             on_tick(status)
@@ -273,7 +274,7 @@ def wait(
             delay = min(delay * 2, 30.0)
         if on_tick:
             on_tick(status)
-        if JobState(status["state"]) in TERMINAL or jobstatus.stuck(status):
+        if jobstatus.ended(status) or jobstatus.stuck(status):
             return status
         if timeout is not None and time.monotonic() - start >= timeout:
             return status

@@ -18,9 +18,9 @@ from typing import Any
 
 from rgt.agent.jobfiles import parse_time
 from rgt.backends.base import Backend
+from rgt.jobs import jobstatus
 from rgt.jobs.launch import refresh
 from rgt.jobs.store import Store
-from rgt.models import TERMINAL, JobState
 
 STAY_S = 2.0
 DEFAULT_WAIT_S = 15.0
@@ -48,7 +48,7 @@ def confirm(store: Store, backend: Backend, job_id: str, since: Any = None) -> d
             up_since = up_since or now
             if now - up_since >= STAY_S:
                 return _up(status)
-        elif JobState(status["state"]) in TERMINAL and not status.get("problem"):
+        elif jobstatus.ended(status):  # recorded, or proven by events.jsonl/DONE
             return _ended(status)
         elif up_since is not None or now - start >= limit:
             return _down(backend, status, job_id, up_since is not None)

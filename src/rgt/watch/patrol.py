@@ -19,7 +19,7 @@ from rgt import _fs
 from rgt.backends import get_backend
 from rgt.config import rgt_home
 from rgt.errors import RgtError, TransportError, UnknownJobError, UnknownMachineError
-from rgt.jobs.jobstatus import judge, missing_dir, problem_reason, reached_machine
+from rgt.jobs.jobstatus import judge, missing_dir, problem_reason, reached_machine, settle
 from rgt.jobs.launch import NEVER_LAUNCHED, NEVER_LAUNCHED_S
 from rgt.jobs.paths import RootPaths
 from rgt.jobs.store import Store, utcnow
@@ -164,9 +164,7 @@ def merge_jobs(store: Store, machine: Machine, doc: dict[str, Any]) -> list[dict
         found = remote.pop(record.job_id, None)
         if found is not None and doc.get("reachable"):
             out.append(_remote_view(found, machine.name, now, known=True))
-            if out[-1].get("problem"):  # a cut status.json: the last known state, marked
-                out[-1].update(state=record.state.value, reason=problem_reason(out[-1]))
-            else:
+            if not out[-1].get("problem") or settle(out[-1], record):  # proven (jobstatus)
                 _sync(store, record, out[-1])
         else:
             out.append(_cached_view(store, record, doc))
@@ -196,6 +194,7 @@ def _remote_view(job: dict[str, Any], machine: str, now: datetime, known: bool) 
         "status_file",
         "problem",
         "spec_age_s",
+        "state_source",
         "events_skipped",
     )
     view: dict[str, Any] = {"job_id": job["job_id"], "machine": machine, "known": known}
