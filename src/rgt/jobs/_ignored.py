@@ -61,7 +61,7 @@ def reincluded(root: Path) -> list[str]:
     rels = _git_ignored(root)
     if rels is None:
         rels = _walk_ignored(root)
-    return [r for r in rels if not _always_skipped(r) and _matches(r, wanted)]
+    return [r for r in rels if not _always_skipped(r) and name_matches(r, wanted)]
 
 
 def _git_ignored(root: Path) -> list[str] | None:
@@ -86,7 +86,7 @@ def _walk_ignored(root: Path) -> list[str]:
         dirnames[:] = sorted(d for d in dirnames if not _always_skipped(prefix + d))
         for name in sorted(filenames):
             rel = prefix + name
-            if _matches(rel, patterns) and os.path.isfile(os.path.join(dirpath, name)):
+            if name_matches(rel, patterns) and os.path.isfile(os.path.join(dirpath, name)):
                 found.append(rel)
         if len(found) >= MAX_LISTED:
             break
@@ -100,7 +100,7 @@ def _lines(path: Path) -> list[str]:
     return [ln.strip().rstrip("/") for ln in text.splitlines() if ln.strip() and ln[0] != "#"]
 
 
-def _matches(rel: str, patterns: list[str]) -> bool:
+def name_matches(rel: str, patterns: list[str]) -> bool:
     """The name-pattern rule of ``rgt.jobs.snapshot``: a pattern with a slash is anchored at
     the root (and covers a folder's contents), one without matches any path component."""
     parts = rel.split("/")
@@ -117,7 +117,7 @@ def _matches(rel: str, patterns: list[str]) -> bool:
 def _always_skipped(rel: str) -> bool:
     from rgt.jobs.snapshot import ALWAYS_SKIP
 
-    return _matches(rel, list(ALWAYS_SKIP))
+    return name_matches(rel, list(ALWAYS_SKIP))
 
 
 def _size(path: Path) -> int:

@@ -9,7 +9,6 @@ but not ignored), else a walk that honours ``.gitignore``/``.rgtignore`` name pa
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import subprocess
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rgt.errors import UsageError
+from rgt.jobs._ignored import name_matches
 
 ALWAYS_SKIP = (
     ".git",
@@ -123,15 +123,7 @@ def _ignore_patterns(path: Path) -> list[str]:
 
 
 def _ignored(rel: str, patterns: list[str]) -> bool:
-    parts = rel.split("/")
-    for pattern in (*ALWAYS_SKIP, *patterns):
-        anchored = pattern.lstrip("/")
-        if "/" in anchored:
-            if fnmatch.fnmatch(rel, anchored) or rel.startswith(anchored + "/"):
-                return True
-        elif any(fnmatch.fnmatch(part, anchored) for part in parts):
-            return True
-    return False
+    return name_matches(rel, [*ALWAYS_SKIP, *patterns])
 
 
 def _describe(root: Path, rel: str) -> SnapshotFile:
