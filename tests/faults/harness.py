@@ -199,3 +199,18 @@ def _entry(path: str) -> tuple[Any, ...]:
 def assert_untouched(before: Snapshot, after: Snapshot, where: Path) -> None:
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     assert not changed, f"files outside the destination changed under {where}: {changed[:10]}"
+
+
+def kill_processes_of(job_dirs: Sequence[str]) -> None:
+    """SIGKILL the processes whose command line or environment names one of ``job_dirs``
+    (agents, trainers): a trial's own processes only, never another trial's."""
+    if not job_dirs:
+        return
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            seen = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
+            if any(job.encode() in seen for job in job_dirs):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(entry.name), signal.SIGKILL)

@@ -18,9 +18,6 @@ ever), success only with DONE and a manifest that verifies on pull, a failure la
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.faults.harness import PY, SRC, rgt, rng, wait_until
+from tests.faults.harness import PY, SRC, kill_processes_of, rgt, rng, wait_until
 
 BOUND_S = 12.0  # from the job's exit to a terminal state the CLI reports
 # A job that ended on a full disk waits for the user to free space (10 minutes by default)
@@ -120,15 +117,7 @@ def machine(small_tmpfs: Mount, tmp_path: Path) -> Iterator[dict[str, Path]]:
 def _stop_agents(root: Path) -> None:
     """The trial's own processes only: those whose command line or environment names one of
     its job directories (an agent on a full disk may wait for space for an hour)."""
-    jobs = [str(p) for p in (root / ".rgt" / "jobs").glob("*")]
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            seen = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
-            if any(job.encode() in seen for job in jobs):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(entry.name), signal.SIGKILL)
+    kill_processes_of([str(p) for p in (root / ".rgt" / "jobs").glob("*")])
 
 
 def _launch(m: dict[str, Path], plan: str, resource: str, left: int) -> str:

@@ -24,6 +24,7 @@ from tests.faults.harness import (
     PY,
     assert_pulled_exactly,
     assert_untouched,
+    kill_processes_of,
     rng,
     sha256,
     snapshot,
@@ -67,15 +68,8 @@ def _until_terminal(world: World, job_id: str) -> dict[str, Any]:
 
 def _stop_jobs(world: World) -> None:
     """Processes of the trial's own job directories only (never the world's finished job)."""
-    jobs = [str(p) for p in (world.root / ".rgt" / "jobs").glob("*") if p.name != world.job_id]
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            seen = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
-            if any(job.encode() in seen for job in jobs):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(entry.name), signal.SIGKILL)
+    jobs = (world.root / ".rgt" / "jobs").glob("*")
+    kill_processes_of([str(p) for p in jobs if p.name != world.job_id])
 
 
 @pytest.fixture
