@@ -9,7 +9,8 @@ can act on (host, job_id, path, returncode, stderr_tail).
     │   ├── SpecError                a malformed job spec / results.json / profile field
     │   ├── UnknownMachineError      no machine by that name in the state DB
     │   ├── UnknownJobError          no job by that id
-    │   └── AmbiguousJobError        a short job id that several jobs' ids start with
+    │   ├── AmbiguousJobError        a short job id that several jobs' ids start with
+    │   └── NotSupportedError        a verb this backend cannot do (names the backend and verb)
     ├── GateRefused                  exit 3: a gate (teardown, approval) said no, with reasons
     ├── StateError                   the local state DB is unusable (locked, newer schema)
     │   ├── StateWriteError          the state DB refused a write (disk full, I/O, read-only)
@@ -102,6 +103,17 @@ class AmbiguousJobError(UsageError):
         )
         self.prefix = prefix
         self.candidates = list(candidates)
+
+
+class NotSupportedError(UsageError):
+    """A verb the machine's backend cannot do (secrets on Slurm, a shell detach on Kubernetes).
+    Nothing was started or changed on the machine."""
+
+    def __init__(self, verb: str, backend: str, *, why: str = "", fix: str) -> None:
+        reason = f": {why}" if why else ""
+        super().__init__(f"{verb} is not supported on {backend}{reason}", fix=fix)
+        self.verb = verb
+        self.backend = backend
 
 
 class GateRefused(RgtError):

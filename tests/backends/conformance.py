@@ -1,16 +1,26 @@
-"""One job lifecycle that every backend must pass: push code → submit → status → logs →
-events → manifest → fetch. ``tests/backends/test_conformance.py`` runs it on each backend;
-a new backend adds itself there."""
+"""The backend contract as tests (like fsspec's abstract tests): ``BackendContract`` holds them,
+and each backend's test class subclasses it and provides a class-scoped ``backend`` fixture
+(``tests/backends/test_conformance.py``). A new backend adds one subclass there.
+
+One job runs per class (push code → submit → wait): every test then checks one promise of the
+contract on that run, so the suite costs one small job per backend.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+import pytest
 
 from rgt.backends.base import Backend
-from rgt.jobs.snapshot import take_snapshot
+from rgt.errors import BackendError, NotSupportedError
+from rgt.jobs.snapshot import Snapshot, take_snapshot
 from rgt.jobs.store import utcnow
 from rgt.models import TERMINAL, JobSpec, JobState
 
@@ -23,6 +33,7 @@ config = pathlib.Path("config.txt").read_text()
 print("hello from", os.environ["RGT_JOB_ID"], flush=True)
 """
 SECRET = "s3cr3t-conformance-value"
+HOSTILE_ROOT = "root 'q' $(touch PWNED) ü"
 
 
 def write_project(root: Path) -> Path:
@@ -41,12 +52,8 @@ def wait_terminal(backend: Backend, job_id: str, timeout: float = 120) -> dict[s
         time.sleep(0.2)
 
 
-def run_lifecycle(backend: Backend, project: Path, dest: Path, job_id: str) -> None:
-    snapshot = take_snapshot(project)
-    remote_code = backend.push_snapshot(snapshot)
-    assert remote_code == backend.root.snapshot(snapshot.digest)
-    assert backend.push_snapshot(snapshot) == remote_code  # idempotent: same tree, same folder
-    spec = JobSpec(
+def job_spec(backend: Backend, job_id: str, snapshot: Snapshot) -> JobSpec:
+    return JobSpec(
         job_id=job_id,
         machine=backend.machine.name,
         command=(backend.python, "job.py"),
@@ -54,23 +61,106 @@ def run_lifecycle(backend: Backend, project: Path, dest: Path, job_id: str) -> N
         secret_env=("TOKEN",),
         created=utcnow(),
     )
-    backend.submit(spec, {"TOKEN": SECRET})
-    status = wait_terminal(backend, job_id)
-    assert status["state"] == "succeeded", status
-    assert status["done"] is True
-    log = backend.log(job_id, int(status["attempt"]))
-    assert f"hello from {job_id}".encode() in log
-    assert backend.log(job_id, int(status["attempt"]), offset=len(log)) == b""
-    assert "succeeded" in {event.get("kind") for event in backend.events(job_id)}
-    found = backend.manifest(job_id)
-    assert found is not None
-    manifest, _raw = found
-    entry = {f["path"]: f for f in manifest["files"]}["outputs/result.json"]
-    target = dest / "result.json"
-    backend.fetch(job_id, "outputs/result.json", target)
-    data = target.read_bytes()
-    assert hashlib.sha256(data).hexdigest() == entry["sha256"]
-    assert data == b'{"config": "from the snapshot", "token_len": 24}'
-    assert SECRET.encode() not in (
-        backend.transport.read_bytes(backend.job_paths(job_id).spec) or b""
-    )
+
+
+@dataclass(frozen=True)
+class Run:
+    backend: Backend
+    snapshot: Snapshot
+    remote_code: str
+    spec: JobSpec
+    status: dict[str, Any]
+    scratch: Path
+
+
+class BackendContract:
+    """The promises every backend keeps. Subclasses override the ``backend`` fixture."""
+
+    carries_secrets: ClassVar[bool] = True
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def home(cls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+        """An RGT_HOME for the class's machine (the per-test one comes after class fixtures)."""
+        home = tmp_path_factory.mktemp("rh")  # short: ssh control sockets live here
+        with pytest.MonkeyPatch.context() as patch:
+            for key in [k for k in os.environ if k.startswith("RGT_")]:
+                patch.delenv(key)
+            patch.setenv("RGT_HOME", str(home))
+            yield home
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, home: Path, tmp_path_factory: pytest.TempPathFactory) -> Backend:
+        raise NotImplementedError("a backend's test class provides its `backend` fixture")
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def run(cls, backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Run:
+        scratch = tmp_path_factory.mktemp("conformance")
+        snapshot = take_snapshot(write_project(scratch / "project"))
+        remote_code = backend.push_snapshot(snapshot)
+        spec = job_spec(backend, f"conf-{backend.kind}-1", snapshot)
+        backend.submit(spec, {"TOKEN": SECRET} if cls.carries_secrets else None)
+        return Run(backend, snapshot, remote_code, spec, wait_terminal(backend, spec.job_id), scratch)
+
+    # -- code ------------------------------------------------------------------------------
+
+    def test_code_goes_to_its_digest_once(self, run: Run) -> None:
+        assert run.remote_code == run.backend.root.snapshot(run.snapshot.digest)
+        assert run.backend.push_snapshot(run.snapshot) == run.remote_code  # same tree, same dir
+
+    # -- the job ---------------------------------------------------------------------------
+
+    def test_the_job_succeeds_and_says_it_is_done(self, run: Run) -> None:
+        assert run.status["state"] == "succeeded", run.status
+        assert run.status["done"] is True
+        assert int(run.status["attempt"]) >= 1
+
+    def test_log_reads_whole_and_from_an_offset(self, run: Run) -> None:
+        attempt = int(run.status["attempt"])
+        log = run.backend.log(run.spec.job_id, attempt)
+        assert f"hello from {run.spec.job_id}".encode() in log
+        assert run.backend.log(run.spec.job_id, attempt, offset=len(log)) == b""
+        assert run.backend.log(run.spec.job_id, attempt, offset=1) == log[1:]
+
+    def test_events_record_the_end(self, run: Run) -> None:
+        assert "succeeded" in {event.get("kind") for event in run.backend.events(run.spec.job_id)}
+
+    def test_manifest_names_what_fetch_brings_back(self, run: Run) -> None:
+        found = run.backend.manifest(run.spec.job_id)
+        assert found is not None
+        entry = {f["path"]: f for f in found[0]["files"]}["outputs/result.json"]
+        target = run.scratch / "fetched" / "result.json"
+        run.backend.fetch(run.spec.job_id, "outputs/result.json", target)
+        data = target.read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"]
+        token_len = len(SECRET) if self.carries_secrets else 0
+        assert data == b'{"config": "from the snapshot", "token_len": %d}' % token_len
+
+    def test_the_spec_on_the_machine_holds_no_secret(self, run: Run) -> None:
+        target = run.scratch / "spec.json"
+        run.backend.fetch(run.spec.job_id, "spec.json", target)
+        assert run.spec.job_id.encode() in target.read_bytes()
+        assert SECRET.encode() not in target.read_bytes()
+
+    def test_a_job_id_is_submitted_once(self, run: Run) -> None:
+        with pytest.raises(BackendError, match="already exists"):
+            run.backend.submit(run.spec)
+
+    def test_a_job_never_launched_is_not_on_the_machine(self, backend: Backend) -> None:
+        status = backend.status("never-launched")
+        assert status["exists"] is False and status["state"] == "queued"
+
+
+class RefusesSecrets:
+    """Mixed into the contract of a backend that cannot carry secrets (``carries_secrets``)."""
+
+    def test_secrets_it_cannot_carry_are_refused_before_anything_starts(
+        self, run: Run, backend: Backend
+    ) -> None:
+        spec = job_spec(backend, f"conf-{backend.kind}-secret", run.snapshot)
+        with pytest.raises(NotSupportedError) as refused:
+            backend.submit(spec, {"TOKEN": SECRET})
+        assert refused.value.backend == backend.kind and refused.value.fix
+        assert backend.status(spec.job_id)["exists"] is False

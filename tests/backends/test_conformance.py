@@ -1,4 +1,6 @@
-"""The conformance lifecycle on every backend that can run here: local and ssh (real sshd)."""
+"""The backend contract (``conformance.BackendContract``) on every backend: the in-memory fake,
+this machine, a real sshd, a real single-node Slurm and Kubernetes (a fake API server on
+loopback that runs pods on this host, ``k8s_fake.py``)."""
 
 from __future__ import annotations
 
@@ -8,25 +10,55 @@ import pytest
 
 from rgt.backends import get_backend
 from rgt.backends.base import Backend
+from rgt.backends.slurm import SlurmBackend
 from rgt.jobs.store import Store
 from rgt.machines import register_local
-from tests.backends.conformance import run_lifecycle, write_project
+from rgt.models import Machine
+from tests.backends.conformance import HOSTILE_ROOT, BackendContract, RefusesSecrets
+from tests.backends.fake import FakeBackend
+from tests.slurm import SlurmCluster, slurm_cluster  # noqa: F401  (the fixture)
 from tests.sshd import SshServer, register
 
-HOSTILE_ROOT = "root 'q' $(touch PWNED) ü"
+
+class TestFake(BackendContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, home: Path, tmp_path_factory: pytest.TempPathFactory) -> Backend:
+        root = tmp_path_factory.mktemp("fake") / HOSTILE_ROOT
+        return FakeBackend(Machine("fk", "fake", "local", {}, str(root)))
 
 
-@pytest.fixture(params=["local", "ssh"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    root = tmp_path / HOSTILE_ROOT
-    if request.param == "local":
-        machine = register_local(Store.open(), "here", root).machine
-    else:
-        server: SshServer = request.getfixturevalue("sshd_server")
-        machine = register(server, "box", root)
-    return get_backend(machine)
+class TestLocal(BackendContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, home: Path, tmp_path_factory: pytest.TempPathFactory) -> Backend:
+        root = tmp_path_factory.mktemp("local") / HOSTILE_ROOT
+        return get_backend(register_local(Store.open(), "here", root).machine)
 
 
-def test_job_lifecycle(backend: Backend, tmp_path: Path) -> None:
-    project = write_project(tmp_path / "project")
-    run_lifecycle(backend, project, tmp_path / "fetched", job_id=f"conf-{backend.kind}-1")
+class TestSsh(BackendContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(
+        cls, home: Path, tmp_path_factory: pytest.TempPathFactory, sshd_server: SshServer
+    ) -> Backend:
+        root = tmp_path_factory.mktemp("ssh") / HOSTILE_ROOT
+        return get_backend(register(sshd_server, "box", root))
+
+
+@pytest.mark.slow
+class TestSlurm(BackendContract, RefusesSecrets):
+    carries_secrets = False
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(
+        cls,
+        home: Path,
+        tmp_path_factory: pytest.TempPathFactory,
+        slurm_cluster: SlurmCluster,  # noqa: F811
+    ) -> Backend:
+        root = tmp_path_factory.mktemp("slurm") / HOSTILE_ROOT
+        root.mkdir()
+        connection = {"slurm": {"grace_s": 30}}
+        return SlurmBackend(Machine("cluster", "slurm", "slurm", connection, str(root)))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.backends.fake import FakeBackend
+from tests.backends.fake import FakeBackend
 from rgt.gate import evaluate
 from rgt.jobs.pull import pull
 from rgt.jobs.store import Store, utcnow

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.backends.fake import FakeBackend
+from tests.backends.fake import FakeBackend
 from rgt.cli import main
 from rgt.errors import DiskBudgetError
 from rgt.jobs.pull import pull

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.backends.fake import FakeBackend
+from tests.backends.fake import FakeBackend
 from rgt.errors import GateRefused
 from rgt.jobs.pull import pull
 from rgt.jobs.store import Store, utcnow

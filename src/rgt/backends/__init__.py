@@ -15,10 +15,14 @@ if TYPE_CHECKING:
 REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "local": ("rgt.backends.local", "LocalBackend", None),
     "ssh": ("rgt.backends.ssh", "SshBackend", None),
-    "fake": ("rgt.backends.fake", "FakeBackend", None),
     "slurm": ("rgt.backends.slurm", "SlurmBackend", None),
     "kubernetes": ("rgt.backends.kubernetes", "KubernetesBackend", "kubernetes"),
 }
+
+
+def register_backend(name: str, module: str, class_name: str, extra: str | None = None) -> None:
+    """Add a backend by name (the tests' in-memory fake registers itself this way)."""
+    REGISTRY[name] = (module, class_name, extra)
 
 
 def get_backend(machine: Machine) -> Backend:

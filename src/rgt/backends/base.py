@@ -3,12 +3,16 @@
 A backend binds rgt's verbs to one kind of machine. Its primitives are:
 
 - ``transport`` (run a command, copy files) — given at construction;
-- ``detach(argv, stdin)`` — start the agent so it outlives this process and the connection
-  (``setsid`` here, ``tmux`` or ``sbatch`` elsewhere);
+- ``detach(argv, job=, stdin=, resources=)`` — start the agent on ``job`` so it outlives this
+  process and the connection (``setsid`` here, ``tmux`` or ``sbatch`` elsewhere). Everything a
+  backend needs is passed in: the job's paths, the secrets' bytes for the agent's stdin (never
+  argv, never a file), the job's resources; nothing is handed over through attributes;
 - ``stop_meter()`` — the profile's meter-stop action; only ever called behind the teardown gate.
 
-Job submission, status, logs, cancel and the manifest are all derived: they talk to the agent's
-files through the transport, so every backend behaves the same (tests/backends/conformance.py).
+Job submission (``submit(spec, secrets, resources)``), status, logs, cancel and the manifest are
+all derived: they talk to the agent's files through the transport, so every backend behaves the
+same (the contract's tests: tests/backends/conformance.py). A backend that cannot carry secrets
+says so with ``carries_secrets = False``: ``submit`` then refuses them before anything is made.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rgt.config import rgt_home
-from rgt.errors import BackendError, RgtError
+from rgt.errors import BackendError, NotSupportedError, RgtError
 from rgt.jobs.paths import JobPaths, RootPaths
 from rgt.jobs.snapshot import Snapshot, materialize, retire_damaged_argv
 from rgt.models import JobSpec, Machine
+from rgt.resources import Resources
 from rgt.transport.base import ProgressFn, Transport
 
 
@@ -40,6 +45,8 @@ def staging_path(remote: str) -> str:
 
 class Backend(abc.ABC):
     kind: ClassVar[str]
+    # False where the agent cannot get the secrets over a private stdin (sbatch, a k8s Job).
+    carries_secrets: ClassVar[bool] = True
 
     def __init__(self, machine: Machine, transport: Transport) -> None:
         self.machine = machine
@@ -50,8 +57,17 @@ class Backend(abc.ABC):
     # -- primitives ------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def detach(self, argv: Sequence[str], *, stdin: bytes | None = None) -> None:
-        """Start ``argv`` on the machine so that it survives this process and connection."""
+    def detach(
+        self,
+        argv: Sequence[str],
+        *,
+        job: JobPaths,
+        stdin: bytes | None = None,
+        resources: Resources | None = None,
+    ) -> None:
+        """Start ``argv`` (the agent on ``job``) on the machine so that it survives this process
+        and connection. ``resources`` is the job's request; None means the machine's defaults,
+        or, for a job started before (``rgt resume``), what that job was given."""
 
     @abc.abstractmethod
     def stop_meter(self) -> str:
@@ -155,19 +171,45 @@ class Backend(abc.ABC):
         self.transport.write_bytes(job.spec, json.dumps(spec.to_json(), indent=2).encode())
         return job
 
-    def submit(self, spec: JobSpec, secrets: dict[str, str] | None = None) -> JobPaths:
-        """Prepare the job and start its agent detached."""
+    def submit(
+        self,
+        spec: JobSpec,
+        secrets: dict[str, str] | None = None,
+        resources: Resources | None = None,
+    ) -> JobPaths:
+        """Prepare the job and start its agent detached, with ``resources`` (None: the
+        machine's defaults)."""
+        self.refuse_secrets(secrets)
         agent = self.install_agent()
         job = self.prepare(spec)
-        self.start_agent(agent, job, secrets)
+        self.start_agent(agent, job, secrets, resources)
         return job
 
-    def start_agent(self, agent: str, job: JobPaths, secrets: dict[str, str] | None) -> None:
+    def refuse_secrets(self, secrets: dict[str, str] | None) -> None:
+        if secrets and not self.carries_secrets:
+            raise NotSupportedError(
+                "--secret",
+                self.kind,
+                why="the agent cannot receive them over a private stdin here, and rgt never "
+                "puts a secret in argv, the environment the scheduler stores, or a file",
+                fix="drop --secret for this job, or have the job read the secret from a file "
+                "only you can read",
+            )
+
+    def start_agent(
+        self,
+        agent: str,
+        job: JobPaths,
+        secrets: dict[str, str] | None,
+        resources: Resources | None = None,
+    ) -> None:
         """Detach ``agent run JOB_DIR``; secrets go over stdin, never argv or a file."""
+        self.refuse_secrets(secrets)
         argv = [self.python, agent, "run", job.root]
         if secrets:
             argv.append("--secrets-stdin")
-        self.detach(argv, stdin=json.dumps(secrets).encode() if secrets else None)
+        stdin = json.dumps(secrets).encode() if secrets else None
+        self.detach(argv, job=job, stdin=stdin, resources=resources)
 
     def status(self, job_id: str) -> dict[str, Any]:
         """The agent's status.json plus liveness (``agent_alive``), read on the machine.

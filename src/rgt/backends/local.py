@@ -9,8 +9,10 @@ from pathlib import Path
 
 from rgt.backends.base import Backend, staging_path
 from rgt.errors import BackendError
+from rgt.jobs.paths import JobPaths
 from rgt.jobs.snapshot import Snapshot, materialize, retire_damaged_argv
 from rgt.models import Machine
+from rgt.resources import Resources
 from rgt.transport.base import ProgressFn
 from rgt.transport.local import LocalTransport
 
@@ -24,7 +26,16 @@ class LocalBackend(Backend):
             # The agent is stdlib-only: the interpreter running rgt can run it too.
             self.python = sys.executable
 
-    def detach(self, argv: Sequence[str], *, stdin: bytes | None = None) -> None:
+    def detach(
+        self,
+        argv: Sequence[str],
+        *,
+        job: JobPaths,
+        stdin: bytes | None = None,
+        resources: Resources | None = None,
+    ) -> None:
+        # This machine has no scheduler: `resources` is not enforced here (it is for Slurm and
+        # Kubernetes); the job gets what the machine has.
         # `setsid -f` forks: the agent gets a new session (no controlling terminal, immune to
         # the CLI's death and its SIGHUP) and is re-parented to init, so nobody must reap it.
         proc = subprocess.Popen(

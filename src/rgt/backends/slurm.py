@@ -6,7 +6,8 @@ login node over SSH. Its durable root must be on a filesystem every compute node
 and the agent live there, and a requeued job may restart on another node.
 
 ``detach`` writes the rendered script (``_render/sbatch.py``) into the job directory as
-``slurm.sbatch``, submits it, and records Slurm's job id in ``slurm.json``; status merges
+``slurm.sbatch``, submits it, and records Slurm's job id and the job's resources in
+``slurm.json`` (``rgt resume`` submits again with them); status merges
 ``scontrol show job`` with the agent's ``status.json`` (``_slurm_state.py``). Nothing bills
 per machine here: the allocation is the meter, and it ends with the job.
 """
@@ -40,46 +41,48 @@ RECORD_NAME = "slurm.json"
 class SlurmBackend(Backend):
     kind = "slurm"
 
+    carries_secrets = False  # sbatch has no private stdin; the controller stores the env
+
     def __init__(self, machine: Machine) -> None:
         super().__init__(machine, _transport(machine))
         slurm = dict(machine.connection.get("slurm") or {})
         self.grace_s = int(slurm.get("grace_s") or DEFAULT_GRACE_S)
         self.defaults = Resources.from_mapping(slurm.get("resources") or {})
-        self.next_resources = self.defaults
         if "host" not in machine.connection and not machine.connection.get("python"):
             self.python = sys.executable  # this host: rgt's own interpreter runs the agent
 
     # -- primitives ------------------------------------------------------------------------
 
-    def submit(
+    def detach(
         self,
-        spec: JobSpec,
-        secrets: dict[str, str] | None = None,
+        argv: Sequence[str],
+        *,
+        job: JobPaths,
+        stdin: bytes | None = None,
         resources: Resources | None = None,
-    ) -> JobPaths:
-        """``Backend.submit`` with this job's resources (the machine's defaults otherwise)."""
-        if secrets:
-            raise UsageError(
-                "secrets cannot be handed to a Slurm job yet: sbatch has no private stdin, and "
-                "the job's environment is stored by the controller",
-                fix="drop --secret for this job, or read the secret from a file only you can read",
-            )
-        self.next_resources = self.defaults.merged(resources or Resources())
-        return super().submit(spec, None)
-
-    def detach(self, argv: Sequence[str], *, stdin: bytes | None = None) -> None:
-        job_dir = _job_dir_of(argv)
-        job = SbatchJob(
-            name=f"rgt-{posixpath.basename(job_dir)}",
+    ) -> None:
+        """sbatch the agent on ``job``. Resources: the ones given, else the ones this job was
+        submitted with before (its ``slurm.json``: `rgt resume`), else the machine's defaults."""
+        if len(argv) < 2:
+            raise BackendError("the Slurm backend only detaches the agent", backend=self.kind)
+        res = self.defaults.merged(resources) if resources else self._recorded(job)
+        sbatch = SbatchJob(
+            name=f"rgt-{job.job_id}",
             python=argv[0],
             agent=argv[1],
-            job_dirs=(job_dir,),
-            resources=self.next_resources,
+            job_dirs=(job.root,),
+            resources=res,
             grace_s=self.grace_s,
         )
-        output = posixpath.join(job_dir, "logs", "slurm.out")
-        slurm_id = self._sbatch(job, posixpath.join(job_dir, SCRIPT_NAME), output, job_dir)
-        self._record(job_dir, slurm_id, self.next_resources)
+        output = posixpath.join(job.root, "logs", "slurm.out")
+        slurm_id = self._sbatch(sbatch, posixpath.join(job.root, SCRIPT_NAME), output, job.root)
+        self._record(job.root, slurm_id, res)
+
+    def _recorded(self, job: JobPaths) -> Resources:
+        raw = self.transport.read_bytes(posixpath.join(job.root, RECORD_NAME))
+        if not raw:
+            return self.defaults
+        return Resources.from_mapping(json.loads(raw).get("resources") or {})
 
     def stop_meter(self) -> str:
         return (
@@ -178,13 +181,6 @@ class SlurmBackend(Backend):
         }
         data = json.dumps(record, indent=2).encode()
         self.transport.write_bytes(posixpath.join(job_dir, RECORD_NAME), data)
-
-
-def _job_dir_of(argv: Sequence[str]) -> str:
-    """``Backend.submit`` detaches ``[python, agent, "run", JOB_DIR, …]``."""
-    if len(argv) < 4 or argv[2] != "run":
-        raise BackendError("the Slurm backend only detaches the agent", backend="slurm")
-    return argv[3]
 
 
 def _transport(machine: Machine) -> Transport:

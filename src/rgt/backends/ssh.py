@@ -26,9 +26,11 @@ from typing import Any
 
 from rgt.backends.base import Backend, staging_path
 from rgt.errors import BackendError, RgtError, UsageError
+from rgt.jobs.paths import JobPaths
 from rgt.jobs.snapshot import Snapshot, retire_damaged_argv
 from rgt.jobs.store import Store, utcnow
 from rgt.models import Machine
+from rgt.resources import Resources
 from rgt.transport.base import ProgressFn
 from rgt.transport.ssh import SshTarget, SshTransport, known_hosts_path, parse_ssh_line
 
@@ -76,9 +78,17 @@ class SshBackend(Backend):
         self.ssh = SshTransport(target)
         super().__init__(machine, self.ssh)
 
-    def detach(self, argv: Sequence[str], *, stdin: bytes | None = None) -> None:
+    def detach(
+        self,
+        argv: Sequence[str],
+        *,
+        job: JobPaths,
+        stdin: bytes | None = None,
+        resources: Resources | None = None,
+    ) -> None:
+        # An SSH machine has no scheduler: `resources` is not enforced (the box is the job's).
         if _detach_primitive(self.machine.profile) == "tmux":
-            script, words = _TMUX, self._tmux_words(argv, stdin is not None)
+            script, words = _TMUX, self._tmux_words(argv, job, stdin is not None)
         else:
             log = f"{self.root.agent_dir}/detach.log"
             script, words = _SETSID, ["1" if stdin is not None else "0", log, *argv]
@@ -94,9 +104,8 @@ class SshBackend(Backend):
                 else None,
             )
 
-    def _tmux_words(self, argv: Sequence[str], has_secrets: bool) -> list[str]:
-        job = argv[argv.index("run") + 1] if "run" in argv else secrets.token_hex(4)
-        session = "rgt-" + job.rstrip("/").rsplit("/", 1)[-1].replace(".", "_").replace(":", "_")
+    def _tmux_words(self, argv: Sequence[str], job: JobPaths, has_secrets: bool) -> list[str]:
+        session = "rgt-" + job.job_id.replace(".", "_").replace(":", "_")
         fifo = f"/tmp/rgt-secrets-{secrets.token_hex(8)}"
         source = shlex.quote(fifo) if has_secrets else "/dev/null"
         # Not `exec`: the pane's shell must keep the pty open. The agent points its own stdio

@@ -1,0 +1,151 @@
+"""An in-memory backend for fast tests of the logic above the backend (the gate, pull, status).
+
+Job states, files and manifests live in dicts. ``submit`` runs the job's command at once, in a
+scratch copy of the snapshot on this host, and keeps only what the machine would keep (its log,
+events, outputs and manifest): so it passes the conformance suite, and ``set_job`` still puts a
+job in any state for truth tables (16 gate combinations don't each need a training job).
+
+Importing this module registers it as the ``fake`` backend (tests only: it is not in the
+production registry).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rgt.backends import register_backend
+from rgt.backends.base import Backend
+from rgt.errors import BackendError, NotSupportedError
+from rgt.jobs.paths import JobPaths
+from rgt.jobs.snapshot import Snapshot
+from rgt.jobs.store import utcnow
+from rgt.models import JobSpec, Machine
+from rgt.resources import Resources
+from rgt.transport.base import ProgressFn
+from rgt.transport.local import LocalTransport
+
+register_backend("fake", "tests.backends.fake", "FakeBackend")
+
+
+class FakeBackend(Backend):
+    kind = "fake"
+    # Shared across instances (get_backend builds a new one per call), keyed by machine name.
+    jobs: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {}
+    files: ClassVar[dict[str, dict[str, bytes]]] = {}
+    logs: ClassVar[dict[str, bytes]] = {}
+    job_events: ClassVar[dict[str, list[dict[str, Any]]]] = {}
+    snapshots: ClassVar[dict[str, dict[str, bytes]]] = {}
+    meter_stops: ClassVar[list[str]] = []
+
+    def __init__(self, machine: Machine) -> None:
+        super().__init__(machine, LocalTransport())
+        self.jobs.setdefault(machine.name, {})
+
+    def detach(
+        self,
+        argv: Sequence[str],
+        *,
+        job: JobPaths,
+        stdin: bytes | None = None,
+        resources: Resources | None = None,
+    ) -> None:
+        raise NotSupportedError(
+            "detaching an agent", self.kind, fix="submit() runs the job; set_job() sets a state"
+        )
+
+    def stop_meter(self) -> str:
+        self.meter_stops.append(self.machine.name)
+        return "fake meter stopped"
+
+    def set_job(self, job_id: str, state: str, files: dict[str, bytes] | None = None) -> None:
+        """Put a job in a state; with ``files``, also write its manifest."""
+        done = state in ("succeeded", "failed", "cancelled")
+        status = {"job_id": job_id, "state": state, "attempt": 1, "done": done}
+        self.jobs[self.machine.name][job_id] = status
+        if files is not None:
+            entries = [
+                {"path": p, "bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
+                for p, b in sorted(files.items())
+            ]
+            manifest = {"schema": "rgt.manifest/1", "job_id": job_id, "state": state}
+            self.files.setdefault(job_id, {}).update(files)
+            self.files[job_id]["manifest.json"] = json.dumps({**manifest, "files": entries}).encode()
+
+    # -- the lifecycle, in memory ------------------------------------------------------------
+
+    def push_snapshot(self, snapshot: Snapshot, progress: ProgressFn | None = None) -> str:
+        if snapshot.digest not in self.snapshots:
+            self.snapshots[snapshot.digest] = {
+                f.rel: (snapshot.root / f.rel).read_bytes() for f in snapshot.files
+            }
+        return self.root.snapshot(snapshot.digest)
+
+    def submit(
+        self,
+        spec: JobSpec,
+        secrets: dict[str, str] | None = None,
+        resources: Resources | None = None,
+    ) -> JobPaths:
+        if spec.job_id in self.jobs[self.machine.name]:
+            raise BackendError(f"job {spec.job_id} already exists", backend=self.kind)
+        self.set_job(spec.job_id, "running")
+        self.files[spec.job_id] = {"spec.json": json.dumps(spec.to_json(), indent=2).encode()}
+        with tempfile.TemporaryDirectory(prefix="rgt-fake-") as scratch:
+            returncode, outputs = self._run(spec, secrets or {}, Path(scratch))
+        state = "succeeded" if returncode == 0 else "failed"
+        self.set_job(spec.job_id, state, outputs)
+        self.job_events[spec.job_id] = [
+            {"kind": "attempt_started", "ts": utcnow(), "detail": {"attempt": 1}},
+            {"kind": state, "ts": utcnow(), "detail": {"exit_code": returncode}},
+        ]
+        return self.job_paths(spec.job_id)
+
+    def _run(
+        self, spec: JobSpec, secrets: dict[str, str], scratch: Path
+    ) -> tuple[int, dict[str, bytes]]:
+        code, out = scratch / "code", scratch / "outputs"
+        for rel, data in self.snapshots.get(spec.code_snapshot or "", {}).items():
+            (code / rel).parent.mkdir(parents=True, exist_ok=True)
+            (code / rel).write_bytes(data)
+        code.mkdir(exist_ok=True)
+        out.mkdir()
+        env = {**os.environ, **spec.env, "RGT_JOB_ID": spec.job_id, "RGT_OUTPUT_DIR": str(out)}
+        env.update({k: v for k, v in secrets.items() if k in spec.secret_env})
+        proc = subprocess.run(
+            spec.command, cwd=code, env=env, capture_output=True, timeout=60, check=False
+        )
+        self.logs[spec.job_id] = proc.stdout + proc.stderr
+        found = {f"outputs/{p.relative_to(out).as_posix()}": p for p in out.rglob("*")}
+        return proc.returncode, {rel: p.read_bytes() for rel, p in found.items() if p.is_file()}
+
+    def status(self, job_id: str) -> dict[str, Any]:
+        found = self.jobs[self.machine.name].get(job_id)
+        return dict(found) if found else {"job_id": job_id, "state": "queued", "exists": False}
+
+    def machine_jobs(self) -> dict[str, dict[str, Any]]:
+        return {job_id: dict(status) for job_id, status in self.jobs[self.machine.name].items()}
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        self.jobs[self.machine.name][job_id]["state"] = "cancelled"
+        return {"job_id": job_id, "state": "cancelled"}
+
+    def events(self, job_id: str) -> list[dict[str, Any]]:
+        return list(self.job_events.get(job_id, []))
+
+    def log(self, job_id: str, attempt: int, offset: int = 0) -> bytes:
+        return self.logs.get(job_id, b"")[offset:]
+
+    def manifest(self, job_id: str) -> tuple[dict[str, Any], bytes] | None:
+        raw = self.files.get(job_id, {}).get("manifest.json")
+        return (json.loads(raw), raw) if raw else None
+
+    def fetch(self, job_id: str, rel: str, dest: Path, progress: ProgressFn | None = None) -> None:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(self.files[job_id][rel])
