@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rgt.backends import get_backend
+from rgt.backends._k8s_up import KubeUp, register_kubernetes
 from rgt.backends.base import Backend
 from rgt.backends.slurm import SlurmBackend
 from rgt.jobs.store import Store
@@ -16,6 +17,7 @@ from rgt.machines import register_local
 from rgt.models import Machine
 from tests.backends.conformance import HOSTILE_ROOT, BackendContract, RefusesSecrets
 from tests.backends.fake import FakeBackend
+from tests.backends.k8s_fake import FakeApi, k8s_api  # noqa: F401  (the fixture)
 from tests.slurm import SlurmCluster, slurm_cluster  # noqa: F401  (the fixture)
 from tests.sshd import SshServer, register
 
@@ -62,3 +64,25 @@ class TestSlurm(BackendContract, RefusesSecrets):
         root.mkdir()
         connection = {"slurm": {"grace_s": 30}}
         return SlurmBackend(Machine("cluster", "slurm", "slurm", connection, str(root)))
+
+
+class TestKubernetes(BackendContract, RefusesSecrets):
+    carries_secrets = False
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(
+        cls,
+        home: Path,
+        tmp_path_factory: pytest.TempPathFactory,
+        k8s_api: FakeApi,  # noqa: F811
+    ) -> Backend:
+        root = tmp_path_factory.mktemp("k8s") / HOSTILE_ROOT
+        root.mkdir()  # the claim, as the fake cluster mounts it
+        up = KubeUp(
+            context=k8s_api.context,
+            namespace="ml",
+            pvc="rgt-claim",
+            kubeconfig=str(k8s_api.kubeconfig),
+        )
+        return get_backend(register_kubernetes(Store.open(), "kube", up, str(root)))

@@ -1,0 +1,280 @@
+"""A fake Kubernetes API server on loopback, for the endpoints rgt's Kubernetes backend uses.
+
+It answers the official client over plain HTTP (bearer token checked) and runs "pods" as
+processes on this host: the claim's mount path is a real directory here, so a pod sees the
+claim where the manifest mounts it. Implemented:
+
+- pods: create, read, list by ``job-name=`` label, delete; exec over a websocket speaking the
+  v5 channel protocol (channels 0-3, CLOSE of stdin, the ``Status`` on the error channel);
+- configmaps: create; jobs: create (the init container's script, then the ``agent``
+  container, as processes; the ConfigMap's mount is a temp dir put in place of its path in the
+  scripts), read status (``Complete``/``Failed`` conditions from the exit code), delete
+  (SIGTERM to the pod's process group).
+
+Not a Kubernetes: no scheduling, images, limits, retries of pods or admission.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from rgt.backends._render.k8s import INPUT_MOUNT
+from tests.backends import _ws
+
+TOKEN = "fake-cluster-token"
+NOW = "2026-12-01T00:00:00Z"
+
+
+@dataclass
+class Cluster:
+    """What the fake API server holds (one namespace is enough; names are per namespace)."""
+
+    root: Path  # scratch for ConfigMap mounts
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    configmaps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start_job(self, job: dict[str, Any]) -> None:
+        name = job["metadata"]["name"]
+        job["metadata"].update(uid=name, creationTimestamp=NOW)
+        job["status"] = {"active": 1, "startTime": NOW}
+        pod_spec = job["spec"]["template"]["spec"]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{name}-0", "labels": {"job-name": name}, "uid": name},
+            "spec": pod_spec,
+            "status": {"phase": "Running"},
+        }
+        self.jobs[name] = job
+        self.pods[pod["metadata"]["name"]] = pod
+        threading.Thread(target=self._run_pod, args=(job, pod), daemon=True).start()
+
+    def _run_pod(self, job: dict[str, Any], pod: dict[str, Any]) -> None:
+        spec = pod["spec"]
+        inputs = self._mount_config_map(spec)
+        for init in spec.get("initContainers") or []:
+            subprocess.run(_in_pod(init["command"], inputs), check=True, timeout=60)
+        agent = spec["containers"][0]
+        log = self.root / f"{pod['metadata']['name']}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                _in_pod(agent["command"], inputs),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            self.procs[pod["metadata"]["name"]] = proc
+            code = proc.wait()
+        with self.lock:
+            _ended(job, pod, code)
+
+    def _mount_config_map(self, spec: dict[str, Any]) -> Path:
+        name = next(v["configMap"]["name"] for v in spec["volumes"] if "configMap" in v)
+        found = self.configmaps[name]
+        directory = Path(tempfile.mkdtemp(prefix="cm-", dir=self.root))
+        for key, text in (found.get("data") or {}).items():
+            (directory / key).write_text(text)
+        for key, b64 in (found.get("binaryData") or {}).items():
+            (directory / key).write_bytes(base64.b64decode(b64))
+        return directory
+
+    def stop_job(self, name: str) -> None:
+        self.jobs.pop(name, None)
+        for pod_name in [p for p, pod in self.pods.items() if _job_of(pod) == name]:
+            self.pods.pop(pod_name)
+            proc = self.procs.pop(pod_name, None)
+            if proc and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+
+    def close(self) -> None:
+        for name in list(self.jobs):
+            self.stop_job(name)
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _in_pod(command: list[str], inputs: Path) -> list[str]:
+    return [part.replace(INPUT_MOUNT, str(inputs)) for part in command]
+
+
+def _job_of(pod: dict[str, Any]) -> str | None:
+    return (pod["metadata"].get("labels") or {}).get("job-name")
+
+
+def _ended(job: dict[str, Any], pod: dict[str, Any], code: int) -> None:
+    ok = code == 0
+    terminated = {"exitCode": code, "reason": "Completed" if ok else "Error"}
+    pod["status"] = {
+        "phase": "Succeeded" if ok else "Failed",
+        "containerStatuses": [
+            {
+                "name": "agent",
+                "image": "fake",
+                "imageID": "fake",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"terminated": terminated},
+            }
+        ],
+    }
+    condition = {"type": "Complete" if ok else "Failed", "status": "True"}
+    if not ok:
+        condition.update(reason="PodFailurePolicy", message=f"container agent exited {code}")
+    job["status"] = {"succeeded" if ok else "failed": 1, "conditions": [condition]}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    cluster: Cluster  # set on the subclass made per server
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _parts(self) -> tuple[list[str], dict[str, list[str]]]:
+        url = urlparse(self.path)
+        return [p for p in url.path.split("/") if p], parse_qs(url.query)
+
+    def _authorized(self) -> bool:
+        if self.headers.get("Authorization") == f"Bearer {TOKEN}":
+            return True
+        self._send(401, _status(401, "Unauthorized", "no or wrong bearer token"))
+        return False
+
+    def _send(self, code: int, doc: dict[str, Any]) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _body(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        return data
+
+    def do_GET(self) -> None:
+        if not self._authorized():
+            return
+        parts, query = self._parts()
+        with self.cluster.lock:
+            kind, name, sub = _route(parts)
+            if kind == "pods" and sub == "exec":
+                pod = self.cluster.pods.get(name or "")
+            elif kind == "pods" and name:
+                found = self.cluster.pods.get(name)
+                return self._send(*_found(found, "pods", name))
+            elif kind == "pods":
+                selector = query.get("labelSelector", [""])[0].removeprefix("job-name=")
+                items = [p for p in self.cluster.pods.values() if _job_of(p) == selector]
+                return self._send(200, {"kind": "PodList", "apiVersion": "v1", "items": items})
+            elif kind == "jobs" and name:
+                return self._send(*_found(self.cluster.jobs.get(name), "jobs", name))
+            else:
+                return self._send(404, _status(404, "NotFound", self.path))
+        if pod is None or pod["status"]["phase"] != "Running":
+            return self._send(400, _status(400, "BadRequest", f"pod {name} is not running"))
+        _ws.serve_exec(self, query)
+
+    def do_POST(self) -> None:
+        if not self._authorized():
+            return
+        kind, _, _ = _route(self._parts()[0])
+        doc = self._body()
+        name = doc["metadata"]["name"]
+        store = {"pods": self.cluster.pods, "configmaps": self.cluster.configmaps}
+        with self.cluster.lock:
+            if name in store.get(kind, self.cluster.jobs):
+                return self._send(409, _status(409, "AlreadyExists", f"{kind} {name!r}"))
+            if kind == "jobs":
+                self.cluster.start_job(doc)
+            elif kind == "pods":
+                doc["status"] = {"phase": "Running"}
+                self.cluster.pods[name] = doc
+            else:
+                self.cluster.configmaps[name] = doc
+        self._send(201, doc)
+
+    def do_DELETE(self) -> None:
+        if not self._authorized():
+            return
+        kind, name, _ = _route(self._parts()[0])
+        with self.cluster.lock:
+            if kind == "jobs":
+                self.cluster.stop_job(name or "")
+            else:
+                self.cluster.pods.pop(name or "", None)
+        self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+
+
+def _route(parts: list[str]) -> tuple[str, str | None, str | None]:
+    """``…/namespaces/NS/KIND[/NAME[/SUB]]`` -> (KIND, NAME, SUB)."""
+    rest = parts[parts.index("namespaces") + 2 :] if "namespaces" in parts else parts[-1:]
+    return rest[0], (rest[1] if len(rest) > 1 else None), (rest[2] if len(rest) > 2 else None)
+
+
+def _found(doc: dict[str, Any] | None, kind: str, name: str) -> tuple[int, dict[str, Any]]:
+    return (200, doc) if doc is not None else (404, _status(404, "NotFound", f"{kind} {name}"))
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+            "reason": reason, "message": message}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FakeApi:
+    url: str
+    kubeconfig: Path
+    context: str
+    cluster: Cluster
+
+
+def kubeconfig(path: Path, url: str, context: str) -> Path:
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": url}}],
+        "users": [{"name": "rgt-test", "user": {"token": TOKEN}}],
+        "contexts": [{"name": context, "context": {"cluster": "fake", "user": "rgt-test"}}],
+        "current-context": context,
+    }
+    path.write_text(json.dumps(doc))  # JSON is YAML
+    return path
+
+
+@pytest.fixture(scope="session")
+def k8s_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeApi]:
+    root = tmp_path_factory.mktemp("k8s")
+    cluster = Cluster(root)
+    handler = type("BoundHandler", (Handler,), {"cluster": cluster})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    context = "ctx-" + hashlib.sha256(url.encode()).hexdigest()[:6]
+    try:
+        yield FakeApi(url, kubeconfig(root / "kubeconfig", url, context), context, cluster)
+    finally:
+        server.shutdown()
+        server.server_close()
+        cluster.close()
