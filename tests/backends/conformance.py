@@ -102,7 +102,9 @@ class BackendContract:
         remote_code = backend.push_snapshot(snapshot)
         spec = job_spec(backend, f"conf-{backend.kind}-1", snapshot)
         backend.submit(spec, {"TOKEN": SECRET} if cls.carries_secrets else None)
-        return Run(backend, snapshot, remote_code, spec, wait_terminal(backend, spec.job_id), scratch)
+        return Run(
+            backend, snapshot, remote_code, spec, wait_terminal(backend, spec.job_id), scratch
+        )
 
     # -- code ------------------------------------------------------------------------------
 

@@ -76,7 +76,9 @@ class FakeBackend(Backend):
             ]
             manifest = {"schema": "rgt.manifest/1", "job_id": job_id, "state": state}
             self.files.setdefault(job_id, {}).update(files)
-            self.files[job_id]["manifest.json"] = json.dumps({**manifest, "files": entries}).encode()
+            self.files[job_id]["manifest.json"] = json.dumps(
+                {**manifest, "files": entries}
+            ).encode()
 
     # -- the lifecycle, in memory ------------------------------------------------------------
 

@@ -221,9 +221,9 @@ class Handler(BaseHTTPRequestHandler):
         with self.cluster.lock:
             if kind == "jobs":
                 self.cluster.stop_job(name or "")
-            else:
-                self.cluster.pods.pop(name or "", None)
-        self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+                return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+            pod = self.cluster.pods.pop(name or "", None)
+        self._send(*_found(pod, "pods", name or ""))  # the API answers with the deleted pod
 
 
 def _route(parts: list[str]) -> tuple[str, str | None, str | None]:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends.fake import FakeBackend
 from rgt.gate import evaluate
 from rgt.jobs.pull import pull
 from rgt.jobs.store import Store, utcnow
 from rgt.models import JobSpec, Machine
+from tests.backends.fake import FakeBackend
 
 GOOD = {
     "outputs/metrics.json": json.dumps({"loss": 0.5}).encode(),

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends.fake import FakeBackend
 from rgt.cli import main
 from rgt.errors import DiskBudgetError
 from rgt.jobs.pull import pull
 from rgt.jobs.store import Store, utcnow
 from rgt.models import JobSpec, Machine
+from tests.backends.fake import FakeBackend
 from tests.conftest import TmpfsMount
 
 MIB = 1 << 20

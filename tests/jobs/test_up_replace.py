@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends.fake import FakeBackend
 from rgt.errors import GateRefused
 from rgt.jobs.pull import pull
 from rgt.jobs.store import Store, utcnow
 from rgt.machines import register
 from rgt.models import JobSpec, Machine
 from rgt.teardown import record_approval
+from tests.backends.fake import FakeBackend
 
 GOOD = {"outputs/metrics.json": json.dumps({"loss": 0.5}).encode()}
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 from rich.markup import escape
 
@@ -9,6 +13,28 @@ from rgt.cli._jobref import job_ids
 from rgt.cli._output import Output, output_options
 from rgt.cli.vendors import vendor_up_options
 from rgt.jobs.store import Store
+
+F = TypeVar("F", bound=Callable[..., Any])
+_KUBE = ("context", "namespace", "pvc", "kubeconfig", "k8s_image")
+
+
+def kube_up_options(func: F) -> F:
+    """`rgt up kubernetes` options, handed over as one ``kube`` dict."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["kube"] = {key: kwargs.pop(key) for key in _KUBE}
+        return func(*args, **kwargs)
+
+    for option in (
+        click.option("--k8s-image", help="kubernetes: the jobs' image (python3 and tar in it)."),
+        click.option("--kubeconfig", help="kubernetes: kubeconfig file (default: ~/.kube/config)."),
+        click.option("--pvc", help="kubernetes: the PersistentVolumeClaim for durable files."),
+        click.option("--namespace", help="kubernetes: the namespace (default: default)."),
+        click.option("--context", help="kubernetes: the kubeconfig context (default: current)."),
+    ):
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]
 
 
 @click.command()
@@ -25,6 +51,7 @@ from rgt.jobs.store import Store
     help="NAME is an active machine with jobs: release it through the gate first.",
 )
 @vendor_up_options
+@kube_up_options
 @output_options
 def up(
     profile: str,
@@ -34,16 +61,23 @@ def up(
     root: str | None,
     replace: bool,
     vendor: object,
+    kube: dict[str, str | None],
     out: Output,
 ) -> None:
-    """Register a machine (PROFILE: local, generic-ssh, autodl, …); with --gpu, rent it through
-    the vendor's API (runpod, vastai, lambda, paperspace)."""
+    """Register a machine (PROFILE: local, generic-ssh, autodl, slurm, kubernetes, …); with
+    --gpu, rent it through the vendor's API (runpod, vastai, lambda, paperspace)."""
     from rgt.machines import register
 
     store = Store.open()
-    result = register(
-        store, profile, name, ssh=ssh_line, price=price, root=root, replace=replace, vendor=vendor
-    )
+    if profile == "kubernetes":
+        from rgt.backends._k8s_up import up_kubernetes
+
+        result = up_kubernetes(store, name, kube, root=root, replace=replace)
+    else:
+        result = register(
+            store, profile, name, ssh=ssh_line, price=price, root=root, replace=replace,
+            vendor=vendor,
+        )  # fmt: skip
     data = {
         "machine": result.machine.name,
         "backend": result.machine.backend,
