@@ -107,7 +107,8 @@ def test_help_and_ckpt_never_import_the_kubernetes_client() -> None:
     code = (
         "import sys, rgt.ckpt, rgt.backends.kubernetes, rgt.backends._k8s_up\n"
         "from rgt.cli import cli\n"
-        "try:\n    cli.main(['up', '--help'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+        "try:\n    cli.main(['up', '--help'], standalone_mode=False)\n"
+        "except SystemExit:\n    pass\n"
         "print('kubernetes' in sys.modules)"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
