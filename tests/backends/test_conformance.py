@@ -4,6 +4,7 @@ loopback that runs pods on this host, ``k8s_fake.py``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,15 @@ from rgt.backends.slurm import SlurmBackend
 from rgt.jobs.store import Store
 from rgt.machines import register_local
 from rgt.models import Machine
-from tests.backends.conformance import HOSTILE_ROOT, BackendContract, RefusesSecrets
+from rgt.resources import Resources
+from tests.backends.conformance import (
+    HOSTILE_ROOT,
+    BackendContract,
+    RefusesSecrets,
+    Run,
+    job_spec,
+    wait_terminal,
+)
 from tests.backends.fake import FakeBackend
 from tests.backends.k8s_fake import FakeApi, k8s_api  # noqa: F401  (the fixture)
 from tests.slurm import SlurmCluster, slurm_cluster  # noqa: F401  (the fixture)
@@ -65,6 +74,26 @@ class TestSlurm(BackendContract, RefusesSecrets):
         connection = {"slurm": {"grace_s": 30}}
         return SlurmBackend(Machine("cluster", "slurm", "slurm", connection, str(root)))
 
+    def test_resources_reach_sbatch_and_a_resume_reuses_them(
+        self,
+        run: Run,
+        slurm_cluster: SlurmCluster,  # noqa: F811
+    ) -> None:
+        backend = run.backend
+        assert isinstance(backend, SlurmBackend)
+        spec = job_spec(backend, "conf-slurm-res", run.snapshot)
+        spec = replace(spec, command=(backend.python, "-c", "import time; time.sleep(60)"))
+        job = backend.submit(spec, None, Resources(timeout_min=3))
+        first = backend.slurm_id(spec.job_id)
+        backend.start_agent(backend.install_agent(), job, None)  # what `rgt resume` does
+        second = backend.slurm_id(spec.job_id)
+        try:
+            assert first and second and first != second
+            for slurm_id in (first, second):
+                assert slurm_cluster.job(slurm_id).time_limit == "00:03:00"
+        finally:
+            slurm_cluster.run("scancel", str(first), str(second), check=False)
+
 
 class TestKubernetes(BackendContract, RefusesSecrets):
     carries_secrets = False
@@ -86,3 +115,12 @@ class TestKubernetes(BackendContract, RefusesSecrets):
             kubeconfig=str(k8s_api.kubeconfig),
         )
         return get_backend(register_kubernetes(Store.open(), "kube", up, str(root)))
+
+    def test_resources_reach_the_job(self, run: Run, k8s_api: FakeApi) -> None:  # noqa: F811
+        spec = job_spec(run.backend, "conf-k8s-res", run.snapshot)
+        run.backend.submit(spec, None, Resources(timeout_min=3, cpus=2))
+        job = k8s_api.cluster.jobs["rgt-conf-k8s-res"]
+        assert job["spec"]["activeDeadlineSeconds"] == 180
+        container = job["spec"]["template"]["spec"]["containers"][0]
+        assert container["resources"]["requests"] == {"cpu": "2"}
+        wait_terminal(run.backend, spec.job_id)

@@ -25,6 +25,7 @@ from rgt.jobs.snapshot import take_snapshot
 from rgt.jobs.store import Store, utcnow
 from rgt.machines import backend_for
 from rgt.models import TERMINAL, JobRecord, JobSpec, JobState, RetryPolicy
+from rgt.resources import Resources
 
 TRACEBACK_MARK = "Traceback (most recent call last)"
 
@@ -45,6 +46,7 @@ class LaunchOptions:
         None  # an earlier job on the same machine whose checkpoints seed this one
     )
     resume: dict[str, str] | None = None  # --resume-with / --ckpt (rgt.jobs.resume_form)
+    resources: Resources | None = None  # None: the machine's defaults (Slurm, Kubernetes)
 
 
 # What the probe keeps of the log: its head (what the job is doing) and, bounded, its tail (the
@@ -103,7 +105,7 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
     try:
         if options.resume_from:
             backend.seed_checkpoints(spec.job_id, options.resume_from)
-        backend.submit(spec, secret_values or None)
+        backend.submit(spec, secret_values or None, options.resources)
     except BaseException:
         store.update_job(spec.job_id, state=JobState.FAILED, attempts=0, ended=utcnow())
         raise
