@@ -12,7 +12,7 @@ import hashlib
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -149,6 +149,19 @@ class BackendContract:
     def test_a_job_id_is_submitted_once(self, run: Run) -> None:
         with pytest.raises(BackendError, match="already exists"):
             run.backend.submit(run.spec)
+
+    def test_cancel_ends_a_running_job_as_cancelled(self, run: Run) -> None:
+        backend = run.backend
+        spec = job_spec(backend, f"conf-{backend.kind}-cancel", run.snapshot)
+        spec = replace(spec, command=(backend.python, "-c", "import time; time.sleep(120)"))
+        backend.submit(spec)
+        deadline = time.monotonic() + 120
+        while backend.status(spec.job_id)["state"] != "running" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        backend.cancel(spec.job_id)
+        status = wait_terminal(backend, spec.job_id)
+        assert status["state"] == "cancelled", status
+        assert "cancelled" in {event.get("kind") for event in backend.events(spec.job_id)}
 
     def test_a_job_never_launched_is_not_on_the_machine(self, backend: Backend) -> None:
         status = backend.status("never-launched")

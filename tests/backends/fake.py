@@ -17,6 +17,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -34,6 +35,45 @@ from rgt.transport.local import LocalTransport
 register_backend("fake", "tests.backends.fake", "FakeBackend")
 
 
+@dataclass
+class Running:
+    """A job's process, in a scratch copy of its snapshot (the "machine" of the fake)."""
+
+    proc: subprocess.Popen[bytes]
+    scratch: tempfile.TemporaryDirectory[str]
+
+    @classmethod
+    def start(
+        cls, spec: JobSpec, secrets: dict[str, str], snapshots: dict[str, dict[str, bytes]]
+    ) -> Running:
+        scratch = tempfile.TemporaryDirectory(prefix="rgt-fake-")
+        code, out = Path(scratch.name) / "code", Path(scratch.name) / "outputs"
+        for rel, data in snapshots.get(spec.code_snapshot or "", {}).items():
+            (code / rel).parent.mkdir(parents=True, exist_ok=True)
+            (code / rel).write_bytes(data)
+        code.mkdir(exist_ok=True)
+        out.mkdir()
+        env = {**os.environ, **spec.env, "RGT_JOB_ID": spec.job_id, "RGT_OUTPUT_DIR": str(out)}
+        env.update({k: v for k, v in secrets.items() if k in spec.secret_env})
+        log = (Path(scratch.name) / "log").open("wb")
+        proc = subprocess.Popen(spec.command, cwd=code, env=env, stdout=log, stderr=log)
+        log.close()
+        return cls(proc, scratch)
+
+    def finish(self) -> tuple[int, bytes, dict[str, bytes]]:
+        """Kill the process if it still runs; its exit code, log and outputs; scratch gone."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        returncode = self.proc.wait()
+        root = Path(self.scratch.name)
+        out = root / "outputs"
+        found = {f"outputs/{p.relative_to(out).as_posix()}": p for p in out.rglob("*")}
+        outputs = {rel: p.read_bytes() for rel, p in found.items() if p.is_file()}
+        log = (root / "log").read_bytes()
+        self.scratch.cleanup()
+        return returncode, log, outputs
+
+
 class FakeBackend(Backend):
     kind = "fake"
     # Shared across instances (get_backend builds a new one per call), keyed by machine name.
@@ -42,6 +82,7 @@ class FakeBackend(Backend):
     logs: ClassVar[dict[str, bytes]] = {}
     job_events: ClassVar[dict[str, list[dict[str, Any]]]] = {}
     snapshots: ClassVar[dict[str, dict[str, bytes]]] = {}
+    running: ClassVar[dict[str, Running]] = {}
     meter_stops: ClassVar[list[str]] = []
 
     def __init__(self, machine: Machine) -> None:
@@ -99,35 +140,25 @@ class FakeBackend(Backend):
             raise BackendError(f"job {spec.job_id} already exists", backend=self.kind)
         self.set_job(spec.job_id, "running")
         self.files[spec.job_id] = {"spec.json": json.dumps(spec.to_json(), indent=2).encode()}
-        with tempfile.TemporaryDirectory(prefix="rgt-fake-") as scratch:
-            returncode, outputs = self._run(spec, secrets or {}, Path(scratch))
-        state = "succeeded" if returncode == 0 else "failed"
-        self.set_job(spec.job_id, state, outputs)
-        self.job_events[spec.job_id] = [
-            {"kind": "attempt_started", "ts": utcnow(), "detail": {"attempt": 1}},
-            {"kind": state, "ts": utcnow(), "detail": {"exit_code": returncode}},
-        ]
+        self.job_events[spec.job_id] = [{"kind": "attempt_started", "ts": utcnow()}]
+        self.running[spec.job_id] = Running.start(spec, secrets or {}, self.snapshots)
         return self.job_paths(spec.job_id)
 
-    def _run(
-        self, spec: JobSpec, secrets: dict[str, str], scratch: Path
-    ) -> tuple[int, dict[str, bytes]]:
-        code, out = scratch / "code", scratch / "outputs"
-        for rel, data in self.snapshots.get(spec.code_snapshot or "", {}).items():
-            (code / rel).parent.mkdir(parents=True, exist_ok=True)
-            (code / rel).write_bytes(data)
-        code.mkdir(exist_ok=True)
-        out.mkdir()
-        env = {**os.environ, **spec.env, "RGT_JOB_ID": spec.job_id, "RGT_OUTPUT_DIR": str(out)}
-        env.update({k: v for k, v in secrets.items() if k in spec.secret_env})
-        proc = subprocess.run(
-            spec.command, cwd=code, env=env, capture_output=True, timeout=60, check=False
-        )
-        self.logs[spec.job_id] = proc.stdout + proc.stderr
-        found = {f"outputs/{p.relative_to(out).as_posix()}": p for p in out.rglob("*")}
-        return proc.returncode, {rel: p.read_bytes() for rel, p in found.items() if p.is_file()}
+    def _settle(self, job_id: str, cancelled: bool = False) -> None:
+        """An ended (or, with ``cancelled``, killed) process becomes the job's end state."""
+        running = self.running.get(job_id)
+        if running is None or (running.proc.poll() is None and not cancelled):
+            return
+        del self.running[job_id]
+        returncode, log, outputs = running.finish()
+        state = "cancelled" if cancelled else "succeeded" if returncode == 0 else "failed"
+        self.logs[job_id] = log
+        self.set_job(job_id, state, outputs)
+        detail = {"exit_code": returncode}
+        self.job_events[job_id].append({"kind": state, "ts": utcnow(), "detail": detail})
 
     def status(self, job_id: str) -> dict[str, Any]:
+        self._settle(job_id)
         found = self.jobs[self.machine.name].get(job_id)
         return dict(found) if found else {"job_id": job_id, "state": "queued", "exists": False}
 
@@ -135,7 +166,10 @@ class FakeBackend(Backend):
         return {job_id: dict(status) for job_id, status in self.jobs[self.machine.name].items()}
 
     def cancel(self, job_id: str) -> dict[str, Any]:
-        self.jobs[self.machine.name][job_id]["state"] = "cancelled"
+        if job_id in self.running:
+            self._settle(job_id, cancelled=True)
+        else:
+            self.set_job(job_id, "cancelled")
         return {"job_id": job_id, "state": "cancelled"}
 
     def events(self, job_id: str) -> list[dict[str, Any]]:

@@ -95,6 +95,7 @@ class TestSlurm(BackendContract, RefusesSecrets):
             slurm_cluster.run("scancel", str(first), str(second), check=False)
 
 
+@pytest.mark.slow
 class TestKubernetes(BackendContract, RefusesSecrets):
     carries_secrets = False
 
