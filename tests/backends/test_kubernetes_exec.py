@@ -113,3 +113,16 @@ def test_help_and_ckpt_never_import_the_kubernetes_client() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "--pvc" in proc.stdout and proc.stdout.splitlines()[-1] == "False"
+
+
+def test_an_unknown_context_is_a_usage_error_naming_the_fix(
+    k8s_api: FakeApi,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["up", "kubernetes", "--name", "nope", "--context", "no-such-context", "--pvc", "c"]
+    argv += ["--kubeconfig", str(k8s_api.kubeconfig), "--root", str(tmp_path), "--json"]
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    doc = json.loads(capsys.readouterr().out)
+    assert ended.value.code == 2 and "--context" in doc["fix"]

@@ -63,10 +63,11 @@ class ExecTransport(Transport):
             socket.close()
 
     def _open(self, command: list[str], *, stdin: bool) -> Any:
+        api = self.api()  # first: a missing client raises the error that names the extra
         from kubernetes import client
         from kubernetes.stream import stream
 
-        core = client.CoreV1Api(self.api())
+        core = client.CoreV1Api(api)
         try:
             return stream(
                 core.connect_get_namespaced_pod_exec,

@@ -98,12 +98,13 @@ def files_pod(backend: KubernetesBackend) -> dict[str, Any]:
 
 def start_files_pod(backend: KubernetesBackend) -> None:
     """Create the files pod unless it is there (a second `rgt up` of the same name)."""
+    api = backend.api()
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
     from rgt.backends.kubernetes import to_model
 
-    core = client.CoreV1Api(backend.api())
+    core = client.CoreV1Api(api)
     try:
         core.create_namespaced_pod(backend.namespace, to_model(files_pod(backend)))
     except ApiException as exc:

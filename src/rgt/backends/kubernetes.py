@@ -63,14 +63,27 @@ class KubernetesBackend(Backend):
     def api(self) -> Any:
         """The official client, configured once from the machine's kubeconfig and context."""
         if self._api is None:
-            from kubernetes import client, config
+            try:
+                from kubernetes import client, config
+            except ImportError as exc:  # an optional extra: say which
+                raise UsageError(
+                    f"the Kubernetes backend needs the {exc.name!r} package",
+                    fix="pip install 'remote-gpu-trainer[kubernetes]'",
+                ) from exc
 
             configuration = client.Configuration()
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=self.machine.connection.get("kubeconfig"),
-                context=self.machine.connection.get("context"),
-                client_configuration=configuration,
-            )
+            conn = self.machine.connection
+            try:
+                config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=conn.get("kubeconfig"),
+                    context=conn.get("context"),
+                    client_configuration=configuration,
+                )
+            except (config.ConfigException, OSError) as exc:
+                raise UsageError(
+                    f"cannot use kubeconfig context {conn.get('context')!r}: {exc}",
+                    fix="check --context and --kubeconfig (`kubectl config get-contexts`)",
+                ) from exc
             self._api = client.ApiClient(configuration)
         return self._api
 
@@ -91,9 +104,10 @@ class KubernetesBackend(Backend):
 
     def stop_meter(self) -> str:
         """Delete the files pod rgt started; the claim and the cluster's nodes stay."""
+        api = self.api()
         from kubernetes import client
 
-        client.CoreV1Api(self.api()).delete_namespaced_pod(self.files_pod, self.namespace)
+        client.CoreV1Api(api).delete_namespaced_pod(self.files_pod, self.namespace)
         return (
             f"deleted rgt's files pod {self.files_pod}; the cluster bills its nodes, not rgt's "
             f"jobs, and every rgt Job has ended; the claim "
@@ -138,9 +152,10 @@ class KubernetesBackend(Backend):
         resources: Resources | None = None,
     ) -> JobPaths:
         """Put the job's dir on the claim (code link, spec, agent), then apply the Job."""
+        self.refuse_secrets(secrets)
+        self.api()  # the client is there and configured (or the error names the extra)
         from kubernetes import client
 
-        self.refuse_secrets(secrets)
         self.install_agent()
         job = self.prepare(spec)
         config_map, k8s_job = (to_model(m) for m in self.manifests(spec, resources))
@@ -150,6 +165,7 @@ class KubernetesBackend(Backend):
 
     def _read(self, job_id: str) -> dict[str, Any] | None:
         """The Job and its pods as rgt sees them; None when the Job is not there."""
+        self.api()
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
