@@ -14,7 +14,7 @@ import pytest
 
 from rgt import _fs
 from rgt.agent.build import build_agent
-from rgt.jobs.paths import RootPaths
+from rgt.agent.paths import RootPaths
 from rgt.models import JobSpec, RetryPolicy
 
 PY38 = sorted(Path.home().glob(".pyenv/versions/3.8*/bin/python3.8"))

@@ -18,7 +18,7 @@ from rgt.agent import _manifest, _resume, _system, _webhook, jobfiles
 from rgt.agent._attempt import AttemptRunner
 from rgt.agent._classify import REMEDY_PREEMPTED, Decision
 from rgt.agent._record import JobRecorder, log, previous_status
-from rgt.jobs.paths import JobPaths
+from rgt.agent.paths import JobPaths
 
 # How long a job that ended waits for a full disk to take its manifest and terminal status
 # (the user may be freeing space) before it is failed as disk_full. RGT_AGENT_TERMINAL_WAIT_S
