@@ -217,8 +217,8 @@ class Supervisor(object):
             label, remedy = "unknown", "check what else writes into the job directory, rerun"
         else:
             reason = "%s; no manifest: %s" % (reason, result.reason)
-        if label is None and self.rec.status.get("label"):  # the last failure, kept
-            label = self.rec.status["label"]
+        if label is None and state != "succeeded" and self.rec.status.get("label"):
+            label = self.rec.status["label"]  # the last failure, kept; a success has no label
         self.rec.status.update(state=state, ended=_system.now_iso(), reason=reason, label=label)
         self._land_terminal_state()
         self.rec.event(

@@ -192,6 +192,8 @@ def _run_with_kill(
     )
     final = wait(store, record.job_id, poll=0.5)
     report.job = {k: final.get(k) for k in ("state", "attempt", "label", "reason")}
+    ended = [e for e in backend.events(record.job_id) if e.get("kind") == "attempt_ended"]
+    report.job["interrupted_label"] = ended[0]["detail"].get("label") if ended else None
     resumed_from = _resume_step(backend.log(record.job_id, 2))
     report.steps_lost = at_kill - resumed_from if resumed_from is not None else None
     say(
