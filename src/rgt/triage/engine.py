@@ -23,6 +23,7 @@ from rgt.triage.rules import Rule, load_rules
 DEFAULT_TAIL_BYTES = 256 * 1024
 MAX_EVIDENCE = 6
 MAX_EVIDENCE_CHARS = 300
+AT_END_LINES = 3  # what an ``at_end`` rule reads: the last lines before the log fell silent
 
 # A Python traceback or an uncaught C++ exception means the program itself saw the failure; a
 # process that died with neither was killed from outside (OOM killer, scheduler, platform).
@@ -142,6 +143,7 @@ class _Facts:
         self.haystack = Haystack(text)
         self._uncaught: Uncaught | bool | None = False  # False: not looked for yet
         self._lines: dict[Pattern[str], list[tuple[int, str]]] = {}
+        self.end_lines = last_lines(text, AT_END_LINES)
 
     def fire(self, rule: Rule) -> list[str] | None:
         """The evidence lines if the rule fires (none for a status-only rule), else None."""
@@ -170,11 +172,19 @@ class _Facts:
         return not rule.signals or self.signal in rule.signals
 
     def _pattern_evidence(self, rule: Rule) -> list[str] | None:
+        if rule.at_end:
+            return self._end_evidence(rule)
         found = [self._matches(pattern) for pattern in rule.patterns]
         if rule.patterns and (not all(found) if rule.match_all else not any(found)):
             return None
         merged = sorted({pos_line for lines in found for pos_line in lines})
         return [line for _, line in merged][-MAX_EVIDENCE:]
+
+    def _end_evidence(self, rule: Rule) -> list[str] | None:
+        hits = [[ln for ln in self.end_lines if p.search(ln)] for p in rule.patterns]
+        if not (all(hits) if rule.match_all else any(hits)):
+            return None
+        return [ln for ln in self.end_lines if any(ln in h for h in hits)]
 
     def _matches(self, pattern: Pattern[str]) -> list[tuple[int, str]]:
         if pattern not in self._lines:
