@@ -5,7 +5,8 @@ header line ``=== <source URL> [exit_code=N] [signal=N]`` and runs to the next h
 is the relevant tail of what was posted (machine-printed lines only, never hand-written). The
 split is by source repository (``owner/name`` of a GitHub URL, the host of any other page), so
 two logs from one project never land on both sides: ``dev`` is where rules are written and tuned,
-``validation`` is only measured.
+``validation`` is only measured. A log whose source the rule base was first written from (cited in
+``tests/triage/corpus/``) is not measured at all: it would score memory, not generalization.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PUBLIC = Path(__file__).parent / "public"
+WRITTEN_FROM = Path(__file__).parent / "corpus"
 _HEADER = re.compile(r"^=== (\S+)((?: \w+=-?\d+)*)\s*$", re.M)
 _GITHUB = re.compile(r"https?://github\.com/([^/]+/[^/#?]+)")
 
@@ -60,6 +62,18 @@ def parse_label_file(path: Path) -> list[PublicLog]:
     return logs
 
 
-def load_public(half: str | None = None) -> list[PublicLog]:
+def written_from() -> set[str]:
+    """Sources cited by the corpus the rules were first written from."""
+    cited = re.compile(r"^# source: (https?://\S+)", re.M)
+    return {
+        m.group(1).split("#")[0]
+        for path in WRITTEN_FROM.glob("*/*.log")
+        for m in cited.finditer(path.read_text(encoding="utf-8", errors="replace"))
+    }
+
+
+def load_public(half: str | None = None, measured: bool = True) -> list[PublicLog]:
+    """The logs of one half (or both); ``measured`` leaves out those the rules were written from."""
     logs = [log for path in sorted(PUBLIC.glob("*.txt")) for log in parse_label_file(path)]
-    return [log for log in logs if half is None or log.half == half]
+    seen = written_from() if measured else set()
+    return [log for log in logs if (half is None or log.half == half) and log.source not in seen]

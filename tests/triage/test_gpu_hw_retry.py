@@ -6,6 +6,7 @@ from pathlib import Path
 
 from rgt.agent._classify import RETRIED_ELSEWHERE, AttemptFacts, decide
 from rgt.triage import default_rules
+from rgt.triage.labels import RETRY_ELSEWHERE
 from tests.agent.conftest import agent_pyz, make_job  # noqa: F401 - fixtures of the real agent
 
 XID_79 = "NVRM: Xid (PCI:0000:41:00): 79, pid=1, GPU has fallen off the bus.\n"
@@ -27,7 +28,7 @@ def test_gpu_hw_is_not_retried_in_place_and_keeps_its_remedy() -> None:
 
 def test_every_rule_whose_remedy_is_another_machine_is_not_retried_in_place() -> None:
     elsewhere = {r.label for r in default_rules() if "another machine" in r.remedy}
-    assert elsewhere == set(RETRIED_ELSEWHERE)
+    assert elsewhere == set(RETRIED_ELSEWHERE) == set(RETRY_ELSEWHERE)
 
 
 def test_agent_ends_a_gpu_hw_attempt_as_failed_without_a_retry(make_job) -> None:  # noqa: F811

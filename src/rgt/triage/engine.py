@@ -77,16 +77,15 @@ def classify(
     rules: Sequence[Rule] | None = None,
 ) -> Verdict:
     """One verdict for a failed job; ``label`` is ``unknown`` when no rule fires."""
-    exit_code, signal = normalize_status(exit_code, signal)
-    facts = _Facts(log_tail, exit_code, signal, context or {})
     ranked = sorted(rules, key=lambda r: -r.priority) if rules is not None else default_rules()
-    fired = [
-        (rule, lines) for rule, lines in ((r, facts.fire(r)) for r in ranked) if lines is not None
-    ]
+    fired = fired_rules(log_tail, exit_code, signal, context or {}, ranked)
+    exit_code, signal = normalize_status(exit_code, signal)
     fired_labels = {rule.label for rule, _ in fired}
     fired = [(r, lines) for r, lines in fired if not fired_labels.intersection(r.yields_to)]
     if not fired:
-        return Verdict(label="unknown", evidence=last_lines(log_tail))
+        return Verdict(
+            label="unknown", cause=unknown_cause(log_tail), evidence=last_lines(log_tail)
+        )
     winner, lines = fired[0]
     return Verdict(
         label=winner.label,
@@ -97,6 +96,31 @@ def classify(
         evidence=lines or _status_evidence(exit_code, signal, context or {}),
         rule_id=winner.id,
     )
+
+
+def fired_rules(
+    log_tail: str,
+    exit_code: int | None,
+    signal: int | None,
+    context: dict[str, Any],
+    ranked: Sequence[Rule],
+) -> list[tuple[Rule, list[str]]]:
+    """Every rule whose conditions hold, highest priority first, with the lines it matched."""
+    exit_code, signal = normalize_status(exit_code, signal)
+    facts = _Facts(log_tail, exit_code, signal, context)
+    found = ((rule, facts.fire(rule)) for rule in ranked)
+    return [(rule, lines) for rule, lines in found if lines is not None]
+
+
+def unknown_cause(log_tail: str) -> str:
+    """Why no rule could match: an empty or binary log says so instead of a generic shrug."""
+    if not log_tail.strip():
+        return UNKNOWN_CAUSE + "; the log is empty (the job printed nothing it kept)"
+    sample = log_tail[-65536:]
+    odd = sum(1 for ch in sample if ch == "\ufffd" or (ch < " " and ch not in "\t\r\n"))
+    if odd * 10 > len(sample):
+        return UNKNOWN_CAUSE + "; the log is mostly binary or not UTF-8 text"
+    return UNKNOWN_CAUSE
 
 
 def normalize_status(exit_code: int | None, signal: int | None) -> tuple[int | None, int | None]:
@@ -226,7 +250,7 @@ def read_tail(path: str, max_bytes: int = DEFAULT_TAIL_BYTES) -> str:
         size = handle.seek(0, os.SEEK_END)
         start = max(0, size - max_bytes)
         handle.seek(start)
-        data = handle.read()
+        data = handle.read(max_bytes)  # a log still growing never makes this read unbounded
     if start > 0:
         cut = data.find(b"\n")
         data = data[cut + 1 :] if 0 <= cut < len(data) - 1 else data
