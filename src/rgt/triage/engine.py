@@ -65,8 +65,11 @@ class Verdict:
 
 @lru_cache(maxsize=1)  # functools.cache is Python 3.9+; the agent runs on 3.8
 def default_rules() -> tuple[Rule, ...]:
-    """The packaged rule base, loaded once per process."""
-    return tuple(sorted(load_rules(), key=lambda rule: -rule.priority))
+    """The packaged rule base plus the user's learned rules ($RGT_TRIAGE_RULES), loaded once."""
+    from rgt.triage.learned import load_user_rules, user_rule_dir
+
+    rules = load_rules() + load_user_rules(user_rule_dir())
+    return tuple(sorted(rules, key=lambda rule: -rule.priority))
 
 
 def classify(
