@@ -170,7 +170,7 @@ class _Facts:
         self.haystack = Haystack(text)
         self._uncaught: Uncaught | bool | None = False  # False: not looked for yet
         self._lines: dict[Pattern[str], list[tuple[int, str]]] = {}
-        self.end_lines = last_lines(text, AT_END_LINES)
+        self.end_lines = last_lines(text[-16384:], AT_END_LINES)  # the end, not the whole tail
 
     def fire(self, rule: Rule) -> list[str] | None:
         """The evidence lines if the rule fires (none for a status-only rule), else None."""
