@@ -7,12 +7,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rgt.triage import classify
 from rgt.triage.learned import generalize, load_user_rules, propose, save
 from rgt.triage.rules import RuleFileError
+from tests.agent.conftest import agent_pyz, make_job  # noqa: F401 - the real agent's fixtures
 
 # A failure no bundled rule knows: a vendor's watchdog line.
 FIRST = "step 88 loss 1.21\nfabric-agent: FATAL link 3 lost on node gpu-017 (code 0x1f)\n"
@@ -95,3 +97,31 @@ def test_a_learned_rule_may_not_make_a_bug_retryable_silently(tmp_path: Path) ->
     rule["note"] = "retryable because the vendor's license server flaps"
     (tmp_path / "learned.json").write_text(json.dumps({"family": "learned", "rules": [rule]}))
     assert [r.id for r in load_user_rules(str(tmp_path))] == ["learned.1"]
+
+
+AGENT_JOB = """
+    import sys
+    print("step 88 loss 1.21", flush=True)
+    sys.stderr.write("fabric-agent: FATAL link 7 lost on node gpu-101 (code 0x3c)\\n")
+    sys.exit(1)
+"""
+
+
+def test_the_agent_carries_learned_rules_to_the_machine(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make_job: Any,  # noqa: F811
+) -> None:
+    from rgt.agent.build import build_agent
+
+    monkeypatch.setenv("RGT_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("RGT_TRIAGE_RULES", raising=False)
+    rule = propose(FIRST, "host_oom", classify(FIRST), [], remedy="lower the batch size")
+    save(str(tmp_path / "home" / "rules"), rule)
+    pyz = build_agent(tmp_path / "agent")
+    job = make_job(pyz=pyz).write(AGENT_JOB)
+    job.start()
+    assert job.finish() == 1, job.agent_log()
+    status = job.status()
+    assert (status["state"], status["label"]) == ("failed", "host_oom"), status
+    assert job.events("attempt_ended")[0]["detail"]["remedy"] == "lower the batch size"

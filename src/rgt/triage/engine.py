@@ -66,9 +66,11 @@ class Verdict:
 @lru_cache(maxsize=1)  # functools.cache is Python 3.9+; the agent runs on 3.8
 def default_rules() -> tuple[Rule, ...]:
     """The packaged rule base plus the user's learned rules ($RGT_TRIAGE_RULES), loaded once."""
-    from rgt.triage.learned import load_user_rules, user_rule_dir
+    from rgt.triage.learned import bundled_user_rules, load_user_rules, user_rule_dir
 
-    rules = load_rules() + load_user_rules(user_rule_dir())
+    directory = user_rule_dir()  # a directory named by the user wins over the copy in the agent
+    learned = load_user_rules(directory) if directory else bundled_user_rules()
+    rules = load_rules() + learned
     return tuple(sorted(rules, key=lambda rule: -rule.priority))
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import pkgutil
 import re
 from re import Match
 from typing import Any
@@ -27,6 +28,7 @@ from rgt.triage.rules import Rule, RuleFileError, parse_family
 
 ENV_DIR = "RGT_TRIAGE_RULES"
 LEARNED_FILE = "learned.json"
+BUNDLED_FILE = "user_rules.json"  # the learned rules the agent zipapp carries
 FAMILY = "learned"
 MIN_PRIORITY = 20
 _ERRORISH = re.compile(
@@ -69,6 +71,34 @@ def load_user_rules(directory: str | None) -> list[Rule]:
         for rule in parse_family(doc, path):
             _check_retry(rule, path, doc)
             rules.append(rule)
+    return rules
+
+
+def merged_document(directory: str | None) -> str | None:
+    """Every learned rule in ``directory`` as one family file (JSON text), or None if none."""
+    rules = load_user_rules(directory)  # validated before anything is shipped
+    if not rules or not directory:
+        return None
+    raw: list[Any] = []
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".json") and not name.startswith("."):
+            with open(os.path.join(directory, name), encoding="utf-8") as handle:
+                raw.extend(json.load(handle)["rules"])
+    return json.dumps({"family": FAMILY, "rules": raw}, indent=2, sort_keys=True)
+
+
+def bundled_user_rules(package: str = "rgt.triage") -> list[Rule]:
+    """The learned rules built into the agent (``user_rules.json`` in the package), if any."""
+    try:
+        data = pkgutil.get_data(package, BUNDLED_FILE)
+    except OSError:
+        return []
+    if data is None:
+        return []
+    doc = json.loads(data.decode("utf-8"))
+    rules = parse_family(doc, BUNDLED_FILE)
+    for rule in rules:
+        _check_retry(rule, BUNDLED_FILE, doc)
     return rules
 
 
