@@ -20,9 +20,9 @@ import pytest
 
 from rgt.backends.base import Backend
 from rgt.errors import BackendError, NotSupportedError
-from rgt.jobs.snapshot import Snapshot, take_snapshot
-from rgt.jobs.store import utcnow
 from rgt.models import TERMINAL, JobSpec, JobState
+from rgt.state.store import utcnow
+from rgt.transport.snapshot import Snapshot, take_snapshot
 
 JOB = """
 import json, os, pathlib, sys

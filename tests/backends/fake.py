@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rgt.agent.paths import JobPaths
 from rgt.backends import register_backend
 from rgt.backends.base import Backend
 from rgt.errors import BackendError, NotSupportedError
-from rgt.jobs.paths import JobPaths
-from rgt.jobs.snapshot import Snapshot
-from rgt.jobs.store import utcnow
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
+from rgt.state.store import utcnow
 from rgt.transport.base import ProgressFn
 from rgt.transport.local import LocalTransport
+from rgt.transport.snapshot import Snapshot
 
 register_backend("fake", "tests.backends.fake", "FakeBackend")
 

@@ -13,10 +13,10 @@ from rgt.backends import get_backend
 from rgt.backends._k8s_up import KubeUp, register_kubernetes
 from rgt.backends.base import Backend
 from rgt.backends.slurm import SlurmBackend
-from rgt.jobs.store import Store
 from rgt.machines import register_local
 from rgt.models import Machine
 from rgt.resources import Resources
+from rgt.state.store import Store
 from tests.backends.conformance import (
     HOSTILE_ROOT,
     BackendContract,

@@ -18,7 +18,7 @@ from rgt.backends import get_backend
 from rgt.backends.kubernetes import KubernetesBackend
 from rgt.cli import main
 from rgt.errors import NotSupportedError, TransportError
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 from tests.backends.k8s_fake import FakeApi, k8s_api  # noqa: F401  (the fixture)
 
 

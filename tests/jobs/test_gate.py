@@ -10,8 +10,8 @@ import pytest
 
 from rgt.errors import GateRefused
 from rgt.jobs.pull import pull
-from rgt.jobs.store import Store, utcnow
 from rgt.models import JobSpec, Machine
+from rgt.state.store import Store, utcnow
 from rgt.teardown import record_approval, teardown
 from tests.backends.fake import FakeBackend
 

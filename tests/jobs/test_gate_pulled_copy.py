@@ -11,8 +11,8 @@ import pytest
 
 from rgt.gate import evaluate
 from rgt.jobs.pull import pull
-from rgt.jobs.store import Store, utcnow
 from rgt.models import JobSpec, Machine
+from rgt.state.store import Store, utcnow
 from tests.backends.fake import FakeBackend
 
 GOOD = {

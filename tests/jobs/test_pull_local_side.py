@@ -12,8 +12,8 @@ import pytest
 from rgt.cli import main
 from rgt.errors import DiskBudgetError
 from rgt.jobs.pull import pull
-from rgt.jobs.store import Store, utcnow
 from rgt.models import JobSpec, Machine
+from rgt.state.store import Store, utcnow
 from tests.backends.fake import FakeBackend
 from tests.conftest import TmpfsMount
 

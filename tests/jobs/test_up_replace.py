@@ -10,9 +10,9 @@ import pytest
 
 from rgt.errors import GateRefused
 from rgt.jobs.pull import pull
-from rgt.jobs.store import Store, utcnow
 from rgt.machines import register
 from rgt.models import JobSpec, Machine
+from rgt.state.store import Store, utcnow
 from rgt.teardown import record_approval
 from tests.backends.fake import FakeBackend
 

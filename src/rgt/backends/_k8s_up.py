@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rgt.backends.kubernetes import FILES_CONTAINER, KubernetesBackend, files_pod_name
+from rgt.backends.kubernetes import FILES_CONTAINER, KubernetesBackend
 from rgt.errors import BackendError, UsageError
-from rgt.jobs.store import Store, utcnow
 from rgt.models import Machine
-
-if TYPE_CHECKING:
-    from rgt.machines import UpResult
+from rgt.state.store import Store, utcnow
 
 DEFAULT_IMAGE = "python:3.12-slim"  # the jobs' image too: it needs python3 and tar
 READY_TIMEOUT_S = 300.0  # an image pull on a fresh node takes minutes
@@ -138,20 +135,12 @@ def wait_running(backend: KubernetesBackend, timeout: float) -> None:
         time.sleep(1.0)
 
 
-def up_kubernetes(
-    store: Store, name: str, options: dict[str, str | None], *, root: str | None, replace: bool
-) -> UpResult:
-    """The CLI's entry: the same name guard as every `rgt up`, then ``register_kubernetes``."""
-    from rgt.machines import UpResult, guard_replacement, validate_name
-
-    guard_replacement(store, validate_name(name), replace=replace)
-    up = KubeUp(
+def kube_up(options: dict[str, str | None]) -> KubeUp:
+    """The CLI's `--context/--namespace/--pvc/--kubeconfig/--k8s-image` values."""
+    return KubeUp(
         context=options.get("context"),
         namespace=options.get("namespace") or "default",
         pvc=options.get("pvc") or "",
         kubeconfig=options.get("kubeconfig"),
         image=options.get("k8s_image") or DEFAULT_IMAGE,
     )
-    machine = register_kubernetes(store, name, up, root)
-    notes = (f"files pod {files_pod_name(name)} runs in namespace {up.namespace}",)
-    return UpResult(machine=machine, notes=notes)

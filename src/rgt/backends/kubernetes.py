@@ -27,12 +27,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from rgt.agent.paths import JobPaths
 from rgt.backends._k8s_exec import ExecTransport
 from rgt.backends._k8s_state import job_state, merge
 from rgt.backends._render.k8s import K8sJob, render_input, render_job
 from rgt.backends.base import Backend
 from rgt.errors import BackendError, NotSupportedError, UsageError
-from rgt.jobs.paths import JobPaths
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
 

@@ -7,14 +7,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from rgt.agent.paths import JobPaths
 from rgt.backends.base import Backend, staging_path
 from rgt.errors import BackendError
-from rgt.jobs.paths import JobPaths
-from rgt.jobs.snapshot import Snapshot, materialize, retire_damaged_argv
 from rgt.models import Machine
 from rgt.resources import Resources
 from rgt.transport.base import ProgressFn
 from rgt.transport.local import LocalTransport
+from rgt.transport.snapshot import Snapshot, materialize, retire_damaged_argv
 
 
 class LocalBackend(Backend):

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rgt.cli._jobref import job_ids
 from rgt.cli._output import Output, output_options
 from rgt.cli.vendors import vendor_up_options
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 _KUBE = ("context", "namespace", "pvc", "kubeconfig", "k8s_image")
@@ -70,9 +70,7 @@ def up(
 
     store = Store.open()
     if profile == "kubernetes":
-        from rgt.backends._k8s_up import up_kubernetes
-
-        result = up_kubernetes(store, name, kube, root=root, replace=replace)
+        result = _up_kubernetes(store, name, kube, root, replace)
     else:
         result = register(
             store, profile, name, ssh=ssh_line, price=price, root=root, replace=replace,
@@ -96,6 +94,19 @@ def up(
             o.line(f"  • {escape(note)}")
 
     out.result(data, human)
+
+
+def _up_kubernetes(
+    store: Store, name: str, kube: dict[str, str | None], root: str | None, replace: bool
+) -> Any:
+    from rgt.backends._k8s_up import kube_up, register_kubernetes
+    from rgt.backends.kubernetes import files_pod_name
+    from rgt.machines import UpResult, guard_replacement, validate_name
+
+    guard_replacement(store, validate_name(name), replace=replace)
+    machine = register_kubernetes(store, name, kube_up(kube), root)
+    note = f"rgt's files pod {files_pod_name(name)} runs in {machine.connection['namespace']}"
+    return UpResult(machine=machine, notes=(note,))
 
 
 @click.command()
