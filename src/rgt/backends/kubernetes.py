@@ -29,6 +29,7 @@ from rgt.backends.base import Backend
 from rgt.errors import BackendError, UsageError
 from rgt.jobs.paths import JobPaths
 from rgt.jobs.snapshot import Snapshot, materialize
+from rgt.jobs.statusdoc import JobStatus
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
 from rgt.transport.base import CommandResult, ProgressFn, Transport
@@ -181,6 +182,17 @@ class KubernetesBackend(Backend):
     def status(self, job_id: str) -> dict[str, Any]:
         job, pods = self._read(job_id)
         return job_state(job, pods)
+
+    def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """The API server decides liveness: an active pod runs the agent; a queued Job's pod
+        will start it (no heartbeat is due meanwhile)."""
+        out = {}
+        for job_id in job_ids:
+            doc = self.status(job_id)
+            said = {"liveness": "kubernetes", "agent_alive": doc["state"] == "running"}
+            doc.update(said, waiting=doc["state"] == "queued", job_id=job_id)
+            out[job_id] = JobStatus.from_doc(doc, job_id)
+        return out
 
     def log(self, job_id: str, attempt: int, offset: int = 0) -> bytes:
         """The newest pod's log (the container streams every attempt log there)."""
