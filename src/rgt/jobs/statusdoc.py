@@ -54,7 +54,7 @@ class JobStatus:
     step: int | None = None
     manifest_sha256: str | None = None
     scheduler: Mapping[str, Any] | None = None
-    extra: Mapping[str, Any] = field(default=EMPTY, compare=False)
+    extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY, compare=False)
 
     @property
     def has_ended(self) -> bool:
