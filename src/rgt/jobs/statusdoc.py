@@ -53,7 +53,7 @@ class JobStatus:
     problem: Mapping[str, str] | None = None
     step: int | None = None
     manifest_sha256: str | None = None
-    scheduler: Mapping[str, Any] | None = None
+    scheduler: Mapping[str, Any] | None = None  # Slurm's or Kubernetes' view (also in extra)
     extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY, compare=False)
 
     @property
@@ -76,7 +76,7 @@ class JobStatus:
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any], job_id: str | None = None) -> JobStatus:
-        known = {f.name for f in fields(cls)} | {"progress", "slurm", "kubernetes"}
+        known = {f.name for f in fields(cls)} | {"progress"}  # a scheduler's view stays too
         progress = _mapping(doc.get("progress"))
         return cls(
             job_id=str(doc.get("job_id") or job_id or ""),
@@ -114,8 +114,6 @@ class JobStatus:
                 out[f.name] = getattr(self, f.name)
         out["state"] = self.state_name
         out["problem"] = dict(self.problem) if self.problem else None
-        if self.scheduler is not None:
-            out[self.liveness if self.liveness != "agent" else "scheduler"] = dict(self.scheduler)
         return out
 
     def with_(self, **changes: Any) -> JobStatus:
