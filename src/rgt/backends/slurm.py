@@ -144,17 +144,18 @@ class SlurmBackend(Backend):
 
     def interpret(self, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, JobStatus]:
         """The agent's word merged with the controller's (``_slurm_state.merge``), asked for
-        every job the agent has not ended in one round trip. Slurm decides liveness: the agent
+        every job in one round trip. Slurm decides liveness: the agent
         runs on a compute node whose processes the host that answers cannot see."""
-        open_ids = [j for j, d in docs.items() if d.get("state") not in AGENT_TERMINAL]
-        views = self._scheduler_views(open_ids) if open_ids else {}
+        ids = [j for j, d in docs.items() if d.get("exists") is not False]
+        views = self._scheduler_views(ids) if ids else {}
         out = super().interpret(docs)
         for job_id, (slurm_id, job) in views.items():
             agent = dict(docs[job_id])
             merged = merge(agent, job, slurm_id)
             # A plain `scancel` killed the agent before it could write the end: record it
             # now, with the agent's own code, so the answer survives Slurm forgetting the job.
-            if merged["state"] == "cancelled" and not agent.get("agent_alive"):
+            unrecorded = agent.get("state") not in AGENT_TERMINAL and not agent.get("agent_alive")
+            if merged["state"] == "cancelled" and unrecorded:
                 super().cancel(job_id)
             out[job_id] = JobStatus.from_doc(merged, job_id)
         return out
