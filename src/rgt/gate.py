@@ -26,12 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rgt.backends.base import Backend
+from rgt.backends.statusdoc import JobStatus
 from rgt.jobs import status_cache
 from rgt.jobs.pulled import failure_reasons, recheck
-from rgt.jobs.statusdoc import JobStatus
-from rgt.jobs.store import Store
-
-ACTION_DOWN = "down"
+from rgt.models import ACTION_DOWN
+from rgt.state.store import Store
 
 
 def abandon_action(job_id: str) -> str:

@@ -35,6 +35,9 @@ class JobState(str, Enum):
 
 TERMINAL = frozenset(JobState(s) for s in jobfiles.TERMINAL)  # the agent's one spelling
 
+# The approval action that releases a machine (`rgt approve NAME`, then `rgt down NAME`).
+ACTION_DOWN = "down"
+
 
 @dataclass(frozen=True)
 class RetryPolicy:

@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 
 from rgt import gate
+from rgt.backends import backend_for
 from rgt.backends.slurm import SlurmBackend
-from rgt.jobs import _sweep_state, status_cache
+from rgt.jobs import status_cache
 from rgt.jobs.launch import LaunchOptions, launch, refresh, resume
-from rgt.jobs.store import Store, utcnow
-from rgt.machines import backend_for
 from rgt.models import JobState, Machine
+from rgt.state.store import Store, utcnow
+from rgt.sweep import _state as _sweep_state
 from rgt.watch.patrol import PatrolOptions, patrol
 from tests.slurm import SlurmCluster, slurm_cluster  # noqa: F401  (the fixture)
 

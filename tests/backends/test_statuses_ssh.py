@@ -15,9 +15,9 @@ from jsonschema import Draft202012Validator
 
 from rgt.backends import get_backend
 from rgt.backends.ssh import SshBackend
-from rgt.jobs.statusdoc import JobStatus
-from rgt.jobs.store import utcnow
+from rgt.backends.statusdoc import JobStatus
 from rgt.models import JobSpec, JobState
+from rgt.state.store import utcnow
 from tests.sshd import SshServer, register
 
 SCHEMAS = Path(__file__).parents[2] / "src" / "rgt" / "schemas"

@@ -5,7 +5,7 @@ source, so an edited agent gets a new file name and a machine never runs a stale
 the name of a new one. The archive is deterministic (sorted entries, fixed timestamps and
 modes): the same sources always give the same bytes, so re-uploading can be skipped by hash.
 
-Bundled: ``rgt/__init__.py``, ``rgt/_fs.py``, ``rgt/jobs/{__init__,paths}.py``, every module of
+Bundled: ``rgt/__init__.py``, ``rgt/_fs.py``, every module of
 ``rgt/agent/`` except this one, ``rgt/probes/``, and ``rgt/triage/`` with its JSON rules.
 """
 
@@ -20,7 +20,7 @@ import rgt
 from rgt import _fs
 
 PACKAGE_ROOT = Path(rgt.__file__).resolve().parent
-SINGLE_FILES = ("__init__.py", "_fs.py", "jobs/__init__.py", "jobs/paths.py")
+SINGLE_FILES = ("__init__.py", "_fs.py")
 PACKAGES = {"agent": ("*.py",), "probes": ("*.py",), "triage": ("*.py", "rules/*.json")}
 NOT_BUNDLED = frozenset({"agent/build.py"})  # CLI-side, modern Python
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)

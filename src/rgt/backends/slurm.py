@@ -21,15 +21,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rgt.agent.paths import JobPaths
 from rgt.backends._render.sbatch import SbatchJob, render_script, sbatch_argv
 from rgt.backends._slurm_state import AGENT_TERMINAL, SlurmJob, merge, parse_scontrol
 from rgt.backends.base import Backend
+from rgt.backends.statusdoc import JobStatus
 from rgt.errors import BackendError, UsageError
-from rgt.jobs.paths import JobPaths
-from rgt.jobs.statusdoc import JobStatus
-from rgt.jobs.store import Store, utcnow
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
+from rgt.state.store import Store, utcnow
 from rgt.transport.base import Transport
 from rgt.transport.local import LocalTransport
 

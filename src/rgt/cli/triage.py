@@ -47,7 +47,7 @@ def _resolve_target(target: str, exit_code: int | None, signal: int | None) -> T
 def _from_job(target: str, exit_code: int | None, signal: int | None) -> TriageInput:
     from rgt.errors import UnknownJobError
     from rgt.jobs.diagnose import job_evidence
-    from rgt.jobs.store import Store
+    from rgt.state.store import Store
 
     store = Store.open()
     try:

@@ -22,11 +22,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from rgt.backends import jobstatus
 from rgt.backends.base import Backend
-from rgt.jobs import jobstatus
-from rgt.jobs.statusdoc import JobStatus, absent_doc
-from rgt.jobs.store import Store, utcnow
+from rgt.backends.statusdoc import JobStatus, absent_doc
 from rgt.models import JobRecord, JobState
+from rgt.state.store import Store, utcnow
 
 # A record with no job directory on the machine this long after its creation was never
 # launched: the rgt process that created it ended (crash, kill) before submitting it.

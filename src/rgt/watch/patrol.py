@@ -16,17 +16,17 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rgt import _fs
+from rgt.agent.paths import RootPaths
 from rgt.backends import get_backend
+from rgt.backends.jobstatus import judge, problem_reason
+from rgt.backends.remote import machine_call
+from rgt.backends.statusdoc import JobStatus
 from rgt.config import rgt_home
 from rgt.errors import RgtError, TransportError, UnknownJobError, UnknownMachineError
 from rgt.jobs import status_cache
-from rgt.jobs.jobstatus import judge, problem_reason
-from rgt.jobs.paths import RootPaths
-from rgt.jobs.statusdoc import JobStatus
-from rgt.jobs.store import Store, utcnow
 from rgt.models import JobRecord, Machine
+from rgt.state.store import Store, utcnow
 from rgt.watch import events as ev
-from rgt.watch.remote import machine_call
 
 MAX_THREADS = 16
 

@@ -20,13 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from rgt.backends.statusdoc import JobStatus
 from rgt.errors import RgtError
 from rgt.jobs import status_cache
-from rgt.jobs._sweep_file import Cell, Sweep
 from rgt.jobs.status_cache import NEVER_LAUNCHED_S, age_s
-from rgt.jobs.statusdoc import JobStatus
-from rgt.jobs.store import Store
 from rgt.models import TERMINAL, JobRecord, JobState
+from rgt.state.store import Store
+from rgt.sweep._file import Cell, Sweep
 
 ACTIVE = ("running", "retrying")
 # Cell states, in the order the table shows them.
@@ -145,7 +145,7 @@ def read_machine(
 ) -> dict[str, JobStatus] | str:
     """job id -> status for ``records`` on machine ``name`` (the one status path, which also
     caches what the machine proves), or why it could not be read."""
-    from rgt.machines import backend_for
+    from rgt.backends import backend_for
 
     try:
         return status_cache.observe(store, backend_for(store, name), records)
