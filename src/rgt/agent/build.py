@@ -42,7 +42,17 @@ def bundled_sources() -> list[tuple[str, bytes]]:
             for path in (PACKAGE_ROOT / package).glob(pattern):
                 rels.add(path.relative_to(PACKAGE_ROOT).as_posix())
     rels -= NOT_BUNDLED
-    return [(f"rgt/{rel}", (PACKAGE_ROOT / rel).read_bytes()) for rel in sorted(rels)]
+    files = [(f"rgt/{rel}", (PACKAGE_ROOT / rel).read_bytes()) for rel in sorted(rels)]
+    return files + _learned_rules()
+
+
+def _learned_rules() -> list[tuple[str, bytes]]:
+    """The user's learned triage rules, one family file, so the agent's verdicts use them too."""
+    from rgt.config import rgt_home
+    from rgt.triage.learned import merged_document
+
+    doc = merged_document(str(rgt_home() / "rules"))
+    return [("rgt/triage/user_rules.json", doc.encode())] if doc else []
 
 
 def _content_hash(files: list[tuple[str, bytes]]) -> str:
