@@ -91,6 +91,7 @@ def our_slurm_jobs(cluster: SlurmCluster, job_id: str) -> list[str]:
     return out.split("\n")[:-1]
 
 
+@pytest.mark.slow
 def test_views_agree_and_slurm_decides_liveness(
     machine: str, cluster: SlurmCluster, tmp_path: Path
 ) -> None:

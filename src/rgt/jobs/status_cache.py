@@ -1,7 +1,7 @@
 """The one read path of a job's status, and the only writer of its copy in the state DB.
 
 Every reader of a job's state — `rgt status` and `rgt run`'s probe (``launch.refresh``), `rgt
-watch` (``watch.patrol``), a sweep's cells (``_sweep_state``) and the teardown gate — gets the
+watch` (``watch.patrol``), a sweep's cells (``sweep._state``) and the teardown gate — gets the
 machine's word from ``Backend.statuses`` (one round trip per machine; the backend decides
 liveness: the agent's pid and lock, or Slurm's and Kubernetes' own state) and passes it
 through ``settle`` here, which says what to show and caches what the machine proves:
