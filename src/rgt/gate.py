@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rgt.backends.base import Backend
+from rgt.backends.statusdoc import JobStatus
+from rgt.jobs import status_cache
 from rgt.jobs.pulled import failure_reasons, recheck
-from rgt.models import ACTION_DOWN, TERMINAL, JobState
+from rgt.models import ACTION_DOWN
 from rgt.state.store import Store
 
 
@@ -86,14 +88,13 @@ def evaluate(store: Store, backend: Backend, *, rehash: bool = False) -> GateVer
         if job_id not in {r.job_id for r in records}
     ]
     rows = []
+    shown = status_cache.observe(store, backend, records, read=on_machine)  # the one path
     for record in records:
-        status = on_machine.get(record.job_id) if backend.kind != "slurm" else None
-        status = status or backend.status(record.job_id)
-        if status.get("exists") is False:
+        status = shown[record.job_id]
+        if not status.exists:
             row = _missing_row(name, record.job_id)
         else:
-            state = JobState(status.get("state", record.state.value))
-            row = _job_row(store, record.job_id, state, backend.manifest(record.job_id), rehash)
+            row = _job_row(store, status, backend.manifest(record.job_id), rehash)
         abandoned = store.pending_approval(name, abandon_action(record.job_id))
         if abandoned and not row["verified"]:
             # A human at a terminal chose to lose this job's artifacts (a failed run with
@@ -165,21 +166,21 @@ def _missing_row(machine: str, job_id: str) -> dict[str, Any]:
 
 def _job_row(
     store: Store,
-    job_id: str,
-    state: JobState,
+    status: JobStatus,
     found: tuple[dict[str, Any], bytes] | None,
     rehash: bool,
 ) -> dict[str, Any]:
+    job_id = status.job_id
     manifest_sha = hashlib.sha256(found[1]).hexdigest() if found else None
     row: dict[str, Any] = {
         "job": job_id,
-        "state": state.value,
-        "ended": state in TERMINAL,
+        "state": status.state_name,
+        "ended": status.has_ended,
         "manifest": manifest_sha is not None,
         "pulled": False,
         "verified": False,
     }
-    if found and state in TERMINAL and found[0].get("files") == []:
+    if found and status.has_ended and found[0].get("files") == []:
         return dict(row, pulled=True, verified=True, note="no artifacts")
     pull = store.last_pull(job_id)
     if pull is None or manifest_sha is None or pull["manifest_sha256"] != manifest_sha:

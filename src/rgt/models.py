@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from rgt.agent import jobfiles
 from rgt.errors import SpecError
 
 SPEC_SCHEMA = "rgt.spec/1"
@@ -32,7 +33,7 @@ class JobState(str, Enum):
         return self in TERMINAL
 
 
-TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+TERMINAL = frozenset(JobState(s) for s in jobfiles.TERMINAL)  # the agent's one spelling
 
 # The approval action that releases a machine (`rgt approve NAME`, then `rgt down NAME`).
 ACTION_DOWN = "down"

@@ -25,7 +25,7 @@ from rgt.agent._record import read_status
 from rgt.agent.paths import JobPaths
 from rgt.probes import cgroup, disk, gpu, host, progress
 
-TERMINAL = ("succeeded", "failed", "cancelled")
+TERMINAL = jobfiles.TERMINAL
 EVENTS_TAIL_BYTES = 32 * 1024
 TORCH_PROBE = (
     "import json, torch; print(json.dumps({'torch': torch.__version__, "

@@ -24,7 +24,7 @@ from rgt.agent._record import JobRecorder, log, read_status
 from rgt.agent.paths import JobPaths
 
 SPEC_SCHEMA = "rgt.spec/1"
-TERMINAL = ("succeeded", "failed", "cancelled")  # as rgt.agent.supervisor.TERMINAL
+TERMINAL = jobfiles.TERMINAL
 AGENT_LOG = "agent.log"
 
 

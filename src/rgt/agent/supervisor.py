@@ -29,7 +29,7 @@ REMEDY_DISK_FULL = (
     "`rgt audit NAME` shows every tier's free bytes and inodes"
 )
 DISK_REFUSED = "the disk refused"  # how a manifest the disk would not take is reported
-TERMINAL = ("succeeded", "failed", "cancelled")
+TERMINAL = jobfiles.TERMINAL
 MAX_BACKOFF_S = 300.0
 MISSING_ARTIFACT_REMEDY = (
     "check the --artifact glob (relative to the job's work/ directory) against what the script "

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from rgt.agent import jobfiles
+
 # Keys read from `scontrol show job -o`. Only the part before `Command=` is parsed: that is
 # where user-controlled text (command, work dir, output paths) starts.
 FIELD_RE = re.compile(r"(?:^|\s)(JobId|ArrayJobId|ArrayTaskId|JobState|Reason|Restarts|ExitCode"
@@ -33,7 +35,7 @@ SLURM_FAILURES = {
     "OUT_OF_MEMORY": "host_oom",
     "FAILED": "unknown",
 }
-AGENT_TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+AGENT_TERMINAL = frozenset(jobfiles.TERMINAL)
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,20 @@ def merge(agent: dict[str, Any], slurm: SlurmJob | None, slurm_id: str) -> dict[
                              "it ended without recording how (see logs/slurm.out)")  # fmt: skip
         return out
     out.update(_from_slurm(slurm, state, int(agent.get("attempt") or 0)))
+    out.update(liveness(slurm))
     return out
+
+
+def liveness(slurm: SlurmJob) -> dict[str, Any]:
+    """Slurm decides whether the job is supervised, not a pid check on the host that answers
+    (on a multi-node cluster the agent runs on a compute node the login node cannot see): an
+    active allocation runs its agent; a queued one will start it (``waiting``: no heartbeat
+    is due, and nobody may start a second agent)."""
+    return {
+        "liveness": "slurm",
+        "agent_alive": slurm.state in ACTIVE,
+        "waiting": slurm.state in WAITING,
+    }
 
 
 def _from_slurm(slurm: SlurmJob, agent_state: str, attempt: int) -> dict[str, Any]:

@@ -24,11 +24,12 @@ import os
 import secrets
 import shlex
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from rgt.agent.paths import JobPaths, RootPaths
+from rgt.backends.statusdoc import JobStatus, absent_doc
 from rgt.config import rgt_home
 from rgt.errors import BackendError, NotSupportedError, RgtError
 from rgt.models import JobSpec, Machine
@@ -225,6 +226,18 @@ class Backend(abc.ABC):
 
         doc = machine_call(self, "patrol", ["--events", "0", "--no-gpu"], timeout=60)
         return {str(j.get("job_id")): j for j in doc.get("jobs") or [] if isinstance(j, dict)}
+
+    def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """job id -> status for every one of ``job_ids``, in one round trip to the machine
+        (the agent's ``patrol``); a job with no directory there has ``exists`` False. What the
+        machine says is judged by ``interpret``, where a backend decides liveness."""
+        found = self.machine_jobs()
+        return self.interpret({j: found.get(j) or absent_doc(j) for j in job_ids})
+
+    def interpret(self, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, JobStatus]:
+        """The agent's documents (``status``/``patrol``) as statuses. Here the agent decides
+        liveness (its pid and lock on the machine); a scheduler backend overrides this."""
+        return {job_id: JobStatus.from_doc(doc, job_id) for job_id, doc in docs.items()}
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         return self.agent_call("cancel", job_id, timeout=120)

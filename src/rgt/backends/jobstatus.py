@@ -31,8 +31,9 @@ def heartbeat_limit_s() -> float:
 
 
 def judge(status: dict[str, Any], now: Any, limit_s: float) -> dict[str, Any]:
-    """Add ``heartbeat_lost`` and ``alerts`` to a status read from the machine (in place)."""
-    lost = jobfiles.heartbeat_lost(status, now, limit_s)
+    """Add ``heartbeat_lost`` and ``alerts`` to a status read from the machine (in place).
+    A job its scheduler holds in the queue (``waiting``) owes no heartbeat."""
+    lost = None if status.get("waiting") else jobfiles.heartbeat_lost(status, now, limit_s)
     status["heartbeat_lost"] = lost
     status["heartbeat_age_s"] = jobfiles.age_s(status.get("heartbeat"), now)
     alerts = [a for a in status.get("alerts") or [] if a not in ("heartbeat_lost", "state_file")]
@@ -47,7 +48,7 @@ def judge(status: dict[str, Any], now: Any, limit_s: float) -> dict[str, Any]:
 # Where a job's state comes from when its status.json is missing or damaged: the files that
 # prove an end (``jobfiles.proven_end``).
 PROVEN_BY = ("events.jsonl", "DONE")
-ENDED = ("succeeded", "failed", "cancelled")
+ENDED = jobfiles.TERMINAL  # the one spelling (the agent ships it; models.TERMINAL is its enum)
 UNKNOWN = "unknown"
 
 

@@ -32,6 +32,7 @@ from rgt.backends._k8s_exec import ExecTransport
 from rgt.backends._k8s_state import job_state, merge
 from rgt.backends._render.k8s import K8sJob, render_input, render_job
 from rgt.backends.base import Backend
+from rgt.backends.statusdoc import JobStatus
 from rgt.errors import BackendError, NotSupportedError, UsageError
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
@@ -187,6 +188,17 @@ class KubernetesBackend(Backend):
         if agent.get("exists") is False:
             return agent
         return merge(agent, self._read(job_id))
+
+    def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """The API server decides liveness: an active pod runs the agent; a queued Job's pod
+        will start it (no heartbeat is due meanwhile). One status read per job."""
+        out = {}
+        for job_id in job_ids:
+            doc = self.status(job_id)
+            said = {"liveness": "kubernetes", "agent_alive": doc.get("state") == "running"}
+            doc.update(said, waiting=doc.get("state") == "queued", job_id=job_id)
+            out[job_id] = JobStatus.from_doc(doc, job_id)
+        return out
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Ask the agent to end the job (its CANCEL file on the claim: it records

@@ -18,14 +18,15 @@ import json
 import posixpath
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rgt.agent.paths import JobPaths
 from rgt.backends._render.sbatch import SbatchJob, render_script, sbatch_argv
-from rgt.backends._slurm_state import AGENT_TERMINAL, merge, parse_scontrol
+from rgt.backends._slurm_state import AGENT_TERMINAL, SlurmJob, merge, parse_scontrol
 from rgt.backends.base import Backend
+from rgt.backends.statusdoc import JobStatus
 from rgt.errors import BackendError, UsageError
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
@@ -36,6 +37,16 @@ from rgt.transport.local import LocalTransport
 DEFAULT_GRACE_S = 120
 SCRIPT_NAME = "slurm.sbatch"
 RECORD_NAME = "slurm.json"
+# One round trip for N jobs: each job's Slurm id (from the slurm.json rgt wrote) and what
+# the controller says of it, after a marker line. Job ids are arguments, never code.
+SCONTROL_EACH = r"""jobs=$1; shift
+for job in "$@"; do
+  id=$(sed -n 's/^ *"slurm_job_id": *"\([0-9_]*\)".*/\1/p' "$jobs/$job/slurm.json" 2>/dev/null)
+  [ -n "$id" ] || continue
+  printf '@@rgt %s %s\n' "$job" "$id"
+  scontrol show job -o "$id" 2>/dev/null
+done
+"""
 
 
 class SlurmBackend(Backend):
@@ -132,18 +143,37 @@ class SlurmBackend(Backend):
         return str(json.loads(raw)["slurm_job_id"]) if raw else None
 
     def status(self, job_id: str) -> dict[str, Any]:
-        agent = super().status(job_id)
-        slurm_id = self.slurm_id(job_id)
-        if slurm_id is None:
-            return agent
-        result = self.transport.run(["scontrol", "show", "job", "-o", slurm_id])
-        merged = merge(agent, parse_scontrol(result.text()) if result.ok else None, slurm_id)
-        # A plain `scancel` killed the agent before it could write the end: record it now,
-        # with the agent's own code, so the answer survives Slurm forgetting the job.
-        unrecorded = agent.get("state") not in AGENT_TERMINAL and not agent.get("agent_alive")
-        if merged["state"] == "cancelled" and unrecorded:
-            super().cancel(job_id)
-        return merged
+        return self.interpret({job_id: super().status(job_id)})[job_id].to_doc()
+
+    def interpret(self, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, JobStatus]:
+        """The agent's word merged with the controller's (``_slurm_state.merge``), asked for
+        every job in one round trip. Slurm decides liveness: the agent
+        runs on a compute node whose processes the host that answers cannot see."""
+        ids = [j for j, d in docs.items() if d.get("exists") is not False]
+        views = self._scheduler_views(ids) if ids else {}
+        out = super().interpret(docs)
+        for job_id, (slurm_id, job) in views.items():
+            agent = dict(docs[job_id])
+            merged = merge(agent, job, slurm_id)
+            # A plain `scancel` killed the agent before it could write the end: record it
+            # now, with the agent's own code, so the answer survives Slurm forgetting the job.
+            unrecorded = agent.get("state") not in AGENT_TERMINAL and not agent.get("agent_alive")
+            if merged["state"] == "cancelled" and unrecorded:
+                super().cancel(job_id)
+            out[job_id] = JobStatus.from_doc(merged, job_id)
+        return out
+
+    def _scheduler_views(self, job_ids: Sequence[str]) -> dict[str, tuple[str, SlurmJob | None]]:
+        """job id -> (Slurm id, what ``scontrol`` says or None) for the jobs submitted here."""
+        jobs_dir = posixpath.join(self.root.root, "jobs")
+        argv = ["sh", "-c", SCONTROL_EACH, "sh", jobs_dir, *job_ids]
+        result = self.transport.run(argv, timeout=120)
+        out: dict[str, tuple[str, SlurmJob | None]] = {}
+        for section in result.text().split("@@rgt ")[1:]:
+            head, _, text = section.partition("\n")
+            job_id, _, slurm_id = head.partition(" ")
+            out[job_id] = (slurm_id, parse_scontrol(text))
+        return out
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """The agent ends the job and records ``cancelled``; then Slurm drops the allocation

@@ -9,11 +9,10 @@ from typing import Any
 import click
 from rich.markup import escape
 
+from rgt.agent.jobfiles import TERMINAL
 from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, output_options
 from rgt.state.store import Store
-
-TERMINAL = ("succeeded", "failed", "cancelled")
 
 
 def _options(events: int, no_gpu: bool) -> Any:

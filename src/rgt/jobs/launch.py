@@ -20,6 +20,7 @@ from typing import Any
 from rgt.backends import backend_for, jobstatus
 from rgt.backends.base import Backend
 from rgt.errors import TransportError, UsageError
+from rgt.jobs import status_cache
 from rgt.jobs.notify import Webhook, reread
 from rgt.models import TERMINAL, JobRecord, JobSpec, JobState, RetryPolicy
 from rgt.resources import Resources
@@ -132,8 +133,10 @@ def resume(store: Store, job_id: str) -> dict[str, Any]:
     if status.get("exists") is False:
         why = (status.get("problem") or {}).get("detail") or f"job {job_id} is not on the machine"
         raise UsageError(f"{why} ({record.machine})", fix="launch it again with `rgt run`")
-    if status.get("agent_alive"):
-        return {**status, "resumed": False, "ok": True, "reason": "its agent is running"}
+    if status.get("agent_alive") or status.get("waiting"):
+        said = "its agent is running" if status.get("agent_alive") else "it waits in the queue"
+        said += f" ({status['liveness']} says so)" if status.get("liveness") != "agent" else ""
+        return {**status, "resumed": False, "ok": True, "reason": said}
     if jobstatus.ended(status):  # recorded, or proven by events.jsonl/DONE
         ended = {"resumed": False, "ok": True, "reason": f"the job has ended ({status['state']})"}
         return {**status, **ended}
@@ -162,49 +165,17 @@ def _read_secrets(names: Sequence[str]) -> dict[str, str]:
 def refresh(store: Store, job_id: str, backend: Backend | None = None) -> dict[str, Any]:
     """Read the job's status from the machine and update the local cache.
 
-    Only a proven state is cached: the agent's status.json, or, when that is missing or
-    damaged, an end proven by events.jsonl or DONE (``jobstatus.settle``); otherwise the job
-    is ``unknown`` (a vanished job dir: its last known state), with ``problem`` naming the
-    file and the fix. ``heartbeat_lost`` says whether its agent is gone
-    (``jobstatus.judge``: the same rule as ``rgt watch``)."""
+    The read goes through the one status path (``status_cache.observe``: the backend's
+    batched ``statuses``, which decides liveness, then the one cache writer): only a proven
+    state is cached, a vanished job dir keeps its last known state, a damaged status.json
+    shows ``unknown`` with ``problem`` naming the file and the fix. ``heartbeat_lost`` says
+    whether its agent is gone (``jobstatus.judge``: the same rule as ``rgt watch``)."""
     record = store.job(job_id)
     backend = backend or backend_for(store, record.machine)
-    status = backend.status(job_id)
-    if status.get("exists") is False and jobstatus.reached_machine(record):
-        status = jobstatus.missing_dir(record, backend.job_paths(job_id).root)
-    elif status.get("exists") is False and _age_s(record.created) > NEVER_LAUNCHED_S:
-        status.update(state=JobState.FAILED.value, reason=NEVER_LAUNCHED)
-    if status.get("problem") is None or jobstatus.settle(status, record):
-        _cache(store, record, status)
-    status.setdefault("job_id", job_id)
-    status["machine"] = record.machine
-    if status.get("state") != jobstatus.UNKNOWN:
-        status["state"] = JobState(status.get("state") or record.state.value).value
-    return jobstatus.judge(status, status.get("now"), jobstatus.heartbeat_limit_s())
-
-
-def _cache(store: Store, record: JobRecord, status: dict[str, Any]) -> None:
-    store.update_job(
-        record.job_id,
-        state=JobState(status.get("state") or record.state.value),
-        attempts=int(status.get("attempt") or 0),
-        label=status.get("label"),
-        ended=status.get("ended"),
-    )
-
-
-# A record with no job directory on the machine this long after its creation was never
-# launched: the rgt process that created it ended (crash, kill) before submitting it.
-NEVER_LAUNCHED_S = 120.0
-NEVER_LAUNCHED = "the launch never reached the machine (the launching rgt process ended first)"
-
-
-def _age_s(stamp: str) -> float:
-    try:
-        created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
-    except ValueError:
-        return 0.0
-    return (datetime.now(timezone.utc) - created).total_seconds()
+    status = status_cache.observe(store, backend, [record])[job_id]
+    doc = status.to_doc()
+    doc["machine"] = record.machine
+    return jobstatus.judge(doc, status.now, jobstatus.heartbeat_limit_s())
 
 
 def probe(

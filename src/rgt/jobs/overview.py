@@ -82,6 +82,8 @@ LIVE_FIELDS = (
     "heartbeat",
     "heartbeat_age_s",
     "agent_alive",
+    "liveness",
+    "waiting",
     "exit_code",
     "signal",
     "heartbeat_lost",

@@ -2,8 +2,8 @@
 
 The state DB says which jobs belong to which cell (every sweep job carries ``RGT_SWEEP`` and
 ``RGT_CELL_ID`` in its spec) and which were pulled and verified; the machines say what each
-job is now. Each machine is read in one agent round trip (``patrol``); on Slurm the jobs the
-agent has not ended are also asked of the controller, which knows a pending array task.
+job is now, read through the one status path (``status_cache.observe``: the backend's batched
+``statuses``, where Slurm's controller, which knows a pending array task, has its say).
 
 A machine that cannot be read says nothing about its jobs. Their last state is kept only when
 the agent itself recorded an end (a terminal ``status.json`` is final: the agent never runs a
@@ -15,13 +15,15 @@ machine that answered, to have ended without success or never to have started.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from rgt.backends.statusdoc import JobStatus
 from rgt.errors import RgtError
-from rgt.jobs.launch import NEVER_LAUNCHED_S, _age_s
+from rgt.jobs import status_cache
+from rgt.jobs.status_cache import NEVER_LAUNCHED_S, age_s
 from rgt.models import TERMINAL, JobRecord, JobState
 from rgt.state.store import Store
 from rgt.sweep._file import Cell, Sweep
@@ -121,7 +123,7 @@ def observe(store: Store, sweep: Sweep) -> Observation:
     names = sorted(set(by_machine) | set(sweep.machines))
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(names)))) as pool:
         answers = list(pool.map(lambda n: read_machine(store, n, by_machine.get(n, [])), names))
-    statuses: dict[str, dict[str, Any]] = {}
+    statuses: dict[str, JobStatus] = {}
     unreachable: dict[str, str] = {}
     for name, answer in zip(names, answers, strict=True):
         if isinstance(answer, str):
@@ -140,48 +142,19 @@ def observe(store: Store, sweep: Sweep) -> Observation:
 
 def read_machine(
     store: Store, name: str, records: Sequence[JobRecord]
-) -> dict[str, dict[str, Any]] | str:
-    """job id -> status for ``records`` on machine ``name``, or why it could not be read."""
+) -> dict[str, JobStatus] | str:
+    """job id -> status for ``records`` on machine ``name`` (the one status path, which also
+    caches what the machine proves), or why it could not be read."""
     from rgt.backends import backend_for
-    from rgt.backends.remote import machine_call
 
     try:
-        backend = backend_for(store, name)
-        doc = machine_call(backend, "patrol", ["--events", "0", "--no-gpu"], timeout=60)
-        found = {str(j.get("job_id")): j for j in doc.get("jobs") or []}
-        out = {r.job_id: found.get(r.job_id) or {"exists": False} for r in records}
-        if backend.kind == "slurm":  # the controller knows pending and vanished tasks
-            for job_id, status in out.items():
-                if status.get("state") not in {s.value for s in TERMINAL}:
-                    out[job_id] = backend.status(job_id)
+        return status_cache.observe(store, backend_for(store, name), records)
     except RgtError as exc:
         return exc.message
-    _cache(store, records, out)
-    return out
-
-
-def _cache(store: Store, records: Iterable[JobRecord], statuses: dict[str, dict[str, Any]]) -> None:
-    """Copy the machine's word into the local cache (what `rgt status` shows)."""
-    for record in records:
-        status = statuses[record.job_id]
-        if status.get("exists") is False and "slurm" not in status:
-            continue
-        if status.get("problem"):  # a cut status.json is never cached as a state
-            continue
-        state = JobState(status.get("state") or record.state.value)
-        attempts = int(status.get("attempt") or 0)
-        if (state, attempts, status.get("label")) != (record.state, record.attempts, record.label):
-            store.update_job(
-                record.job_id,
-                state=state,
-                attempts=attempts,
-                label=status.get("label"),
-                ended=status.get("ended"),
-            )
 
 
 def _job_view(
-    store: Store, record: JobRecord, status: dict[str, Any] | None, unreachable: bool
+    store: Store, record: JobRecord, status: JobStatus | None, unreachable: bool
 ) -> JobView:
     pull = store.last_pull(record.job_id)
     pulled = bool(pull and pull["verified"])
@@ -190,19 +163,15 @@ def _job_view(
         final = record.state in TERMINAL and (record.attempts > 0 or record.label is not None)
         state = record.state.value if final else "unreachable"
         return JobView(record.job_id, record.machine, state, record.label, None, pulled)
-    if status.get("exists") is False and "slurm" not in status:
+    if not status.exists:
         launch_failed = record.state == JobState.FAILED and record.attempts == 0
-        absent = launch_failed or _age_s(record.created) > NEVER_LAUNCHED_S
+        absent = launch_failed or age_s(record.created) > NEVER_LAUNCHED_S
         state = "absent" if absent else "queued"
         return JobView(record.job_id, record.machine, state, None, None, pulled)
-    return JobView(
-        record.job_id,
-        record.machine,
-        str(status.get("state") or "queued"),
-        status.get("label"),
-        status.get("reason"),
-        pulled,
-    )
+    # A status nothing proves (a damaged status.json, no agent) is in doubt, like a machine
+    # that did not answer: the cell is never launched again meanwhile.
+    state = status.state.value if status.state is not None else "unreachable"
+    return JobView(record.job_id, record.machine, state, status.label, status.reason, pulled)
 
 
 def classify(cell: Cell, jobs: Sequence[JobView]) -> CellView:

@@ -18,12 +18,13 @@ from typing import Any
 from rgt import _fs
 from rgt.agent.paths import RootPaths
 from rgt.backends import get_backend
-from rgt.backends.jobstatus import judge, missing_dir, problem_reason, reached_machine, settle
+from rgt.backends.jobstatus import judge, problem_reason
 from rgt.backends.remote import machine_call
+from rgt.backends.statusdoc import JobStatus
 from rgt.config import rgt_home
 from rgt.errors import RgtError, TransportError, UnknownJobError, UnknownMachineError
-from rgt.jobs.launch import NEVER_LAUNCHED, NEVER_LAUNCHED_S
-from rgt.models import JobRecord, JobState, Machine
+from rgt.jobs import status_cache
+from rgt.models import JobRecord, Machine
 from rgt.state.store import Store, utcnow
 from rgt.watch import events as ev
 
@@ -58,13 +59,16 @@ def poll(machine: Machine, options: PatrolOptions) -> dict[str, Any]:
     """One machine's patrol document, or the reason it could not be read."""
     start = time.monotonic()
     args = ["--events", str(options.events)] + ([] if options.gpu else ["--no-gpu"])
+    backend = get_backend(machine)
     try:
-        doc = machine_call(get_backend(machine), "patrol", args, timeout=60)
+        doc = machine_call(backend, "patrol", args, timeout=60)
+        jobs = {str(j.get("job_id")): j for j in doc.get("jobs") or [] if isinstance(j, dict)}
+        statuses = backend.interpret(jobs)  # the backend decides liveness (Slurm: its state)
     except TransportError as exc:
         return {"reachable": False, "error": exc.message, "poll_s": _since(start)}
     except RgtError as exc:
         return {"reachable": True, "error": exc.message, "poll_s": _since(start), "jobs": []}
-    doc.update(reachable=True, error=None, poll_s=_since(start))
+    doc.update(reachable=True, error=None, poll_s=_since(start), statuses=statuses)
     return doc
 
 
@@ -155,75 +159,91 @@ def cost(machine: Machine, now: datetime | None = None) -> dict[str, Any]:
 
 
 def merge_jobs(store: Store, machine: Machine, doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The machine's view of every job (the truth) over the local cache; jobs found on the
+    """The machine's view of every job (the truth, as its backend judges it) over the local
+    cache, each through the one status path (``status_cache.settle``); jobs found on the
     machine that this state DB does not know are listed too (``known`` False)."""
     remote = {j["job_id"]: j for j in doc.get("jobs") or []}
+    statuses: dict[str, JobStatus] = doc.get("statuses") or {}
     now = ev.parse_time(doc.get("time")) or datetime.now(timezone.utc)
+    root = RootPaths(machine.durable_root)
     out = []
     for record in store.jobs(machine.name):
         found = remote.pop(record.job_id, None)
-        if found is not None and doc.get("reachable"):
-            out.append(_remote_view(found, machine.name, now, known=True))
-            if not out[-1].get("problem") or settle(out[-1], record):  # proven (jobstatus)
-                _sync(store, record, out[-1])
+        if not doc.get("reachable") or doc.get("error"):
+            out.append(_cached_view(record, doc))
+            continue
+        said = statuses.get(record.job_id) or JobStatus.absent(record.job_id)
+        shown = status_cache.settle(store, record, said, root.job(record.job_id).root)
+        if found is not None:
+            out.append(_remote_view(found, shown, machine.name, now, known=True))
         else:
-            out.append(_cached_view(store, record, doc))
-    out += [_remote_view(j, machine.name, now, known=False) for j in remote.values()]
+            out.append(_absent_view(record, shown))
+    for job_id, job in remote.items():
+        said = statuses.get(job_id) or JobStatus.from_doc(job, job_id)
+        out.append(_remote_view(job, said, machine.name, now, known=False))
     return out
 
 
-def _remote_view(job: dict[str, Any], machine: str, now: datetime, known: bool) -> dict[str, Any]:
+KEEP = (
+    "state",
+    "attempt",
+    "label",
+    "reason",
+    "exit_code",
+    "signal",
+    "heartbeat",
+    "agent_alive",
+    "liveness",
+    "waiting",
+    "boot_id",
+    "boot_id_now",
+    "started",
+    "ended",
+    "done",
+    "log_age_s",
+    "exists",
+    "retries_left",
+    "status_file",
+    "problem",
+    "spec_age_s",
+    "state_source",
+    "events_skipped",
+    "slurm",
+)
+
+
+def _remote_view(
+    job: dict[str, Any], status: JobStatus, machine: str, now: datetime, known: bool
+) -> dict[str, Any]:
     progress = job.get("progress") or {}
-    keep = (
-        "state",
-        "attempt",
-        "label",
-        "reason",
-        "exit_code",
-        "signal",
-        "heartbeat",
-        "agent_alive",
-        "boot_id",
-        "boot_id_now",
-        "started",
-        "ended",
-        "done",
-        "log_age_s",
-        "exists",
-        "retries_left",
-        "status_file",
-        "problem",
-        "spec_age_s",
-        "state_source",
-        "events_skipped",
-    )
-    view: dict[str, Any] = {"job_id": job["job_id"], "machine": machine, "known": known}
-    view.update({k: job.get(k) for k in keep})
-    view.update(reachable=True, heartbeat_age_s=ev.age_s(job.get("heartbeat"), now))
+    shown = status.to_doc()
+    view: dict[str, Any] = {"job_id": status.job_id, "machine": machine, "known": known}
+    view.update({k: shown.get(k) for k in KEEP})
+    view.update(reachable=True, heartbeat_age_s=ev.age_s(status.heartbeat, now))
     view.update({k: progress.get(k) for k in ("step", "epoch", "loss", "nonfinite")})
     view["progress_source"] = progress.get("source")
     view["events"] = job.get("events") or []
     view["_now"] = now.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    if view["state"] is None:  # an unknown job whose status.json is cut
-        view.update(state="unknown", reason=problem_reason(view))
+    if status.state is None and not view["reason"]:  # e.g. an unknown job, status.json cut
+        view["reason"] = problem_reason(view)
     return view
 
 
-def _cached_view(store: Store, record: JobRecord, doc: dict[str, Any]) -> dict[str, Any]:
-    """What the state DB last knew. A reachable machine without the job directory means the
-    launch never got there (after a grace period), or, for a job it had reached, that the
-    directory vanished (marked, never a new state); an unreachable one means nothing."""
-    reachable = bool(doc.get("reachable")) and not doc.get("error")
-    if reachable and reached_machine(record):
-        root = RootPaths(store.machine(record.machine).durable_root).job(record.job_id).root
-        return {
-            **missing_dir(record, root),
-            "machine": record.machine,
-            "known": True,
-            "reachable": True,
-            "ended": record.ended,
-            "events": [],
-        }
+def _absent_view(record: JobRecord, shown: JobStatus) -> dict[str, Any]:
+    """A reachable machine without the job directory: the launch never got there (after a
+    grace period), or, for a job it had reached, the directory vanished (its last known
+    state, marked, never a new one; ``status_cache.settle``)."""
+    view = {k: v for k, v in shown.to_doc().items() if k in (*KEEP, "job_id")}
+    view.update(machine=record.machine, known=True, reachable=True, events=[])
+    view["ended"] = view.get("ended") or record.ended
+    if shown.problem is None and shown.state is not None and not shown.has_ended:
+        view["state"] = record.state.value  # young: the launch may still be on its way
+    return view
+
+
+def _cached_view(record: JobRecord, doc: dict[str, Any]) -> dict[str, Any]:
+    """What the state DB last knew, for a machine that could not be read: that says
+    nothing about the job (not evidence of death)."""
     view: dict[str, Any] = {
         "job_id": record.job_id,
         "machine": record.machine,
@@ -237,30 +257,7 @@ def _cached_view(store: Store, record: JobRecord, doc: dict[str, Any]) -> dict[s
     }
     if not doc.get("reachable"):
         view["reason"] = "machine unreachable: last known state shown (not evidence of death)"
-    elif reachable and not record.state.ended and _age(record.created) > NEVER_LAUNCHED_S:
-        view.update(state=JobState.FAILED.value, reason=NEVER_LAUNCHED, exists=False)
-        store.update_job(record.job_id, state=JobState.FAILED, attempts=0, ended=utcnow())
     return view
-
-
-def _age(stamp: str) -> float:
-    return ev.age_s(stamp, datetime.now(timezone.utc)) or 0.0
-
-
-def _sync(store: Store, record: JobRecord, view: dict[str, Any]) -> None:
-    """Copy the machine's truth into the cache (only when it changed: one short write)."""
-    try:
-        state = JobState(view.get("state") or record.state.value)
-    except ValueError:
-        return
-    attempts, label, ended = int(view.get("attempt") or 0), view.get("label"), view.get("ended")
-    if (state, attempts, label, ended) != (
-        record.state,
-        record.attempts,
-        record.label,
-        record.ended,
-    ):
-        store.update_job(record.job_id, state=state, attempts=attempts, label=label, ended=ended)
 
 
 def _state_file() -> Any:

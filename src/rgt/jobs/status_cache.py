@@ -1,0 +1,93 @@
+"""The one read path of a job's status, and the only writer of its copy in the state DB.
+
+Every reader of a job's state — `rgt status` and `rgt run`'s probe (``launch.refresh``), `rgt
+watch` (``watch.patrol``), a sweep's cells (``sweep._state``) and the teardown gate — gets the
+machine's word from ``Backend.statuses`` (one round trip per machine; the backend decides
+liveness: the agent's pid and lock, or Slurm's and Kubernetes' own state) and passes it
+through ``settle`` here, which says what to show and caches what the machine proves:
+
+- the job dir is gone from a machine the job had reached: its last known state, marked with
+  ``problem`` (``jobstatus.missing_dir``), never a new state, never cached;
+- no job dir long after the launch: the launch never got there, cached as ``failed``;
+- a status.json that cannot be believed: only an end proven by events.jsonl or DONE is
+  cached (``jobstatus.settle``); otherwise the job shows ``unknown``.
+
+So the views agree: they read one path and one cache. (``launch`` still marks a submission
+that failed before the machine saw it; that is a launch result, not a status read.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from rgt.backends import jobstatus
+from rgt.backends.base import Backend
+from rgt.backends.statusdoc import JobStatus, absent_doc
+from rgt.models import JobRecord, JobState
+from rgt.state.store import Store, utcnow
+
+# A record with no job directory on the machine this long after its creation was never
+# launched: the rgt process that created it ended (crash, kill) before submitting it.
+NEVER_LAUNCHED_S = 120.0
+NEVER_LAUNCHED = "the launch never reached the machine (the launching rgt process ended first)"
+
+
+def observe(
+    store: Store,
+    backend: Backend,
+    records: Sequence[JobRecord],
+    read: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, JobStatus]:
+    """job id -> what to show for each of ``records`` (all on ``backend``'s machine), read
+    in one batched call (``read``: the agent's documents already fetched in this call, e.g.
+    the gate's roster); proven states are cached on the way."""
+    ids = [r.job_id for r in records]
+    if read is None:
+        found = backend.statuses(ids)
+    else:
+        found = backend.interpret({j: read.get(j) or absent_doc(j) for j in ids})
+    root = backend.job_paths
+    return {r.job_id: settle(store, r, found[r.job_id], root(r.job_id).root) for r in records}
+
+
+def settle(store: Store, record: JobRecord, status: JobStatus, job_root: str) -> JobStatus:
+    """What to show for ``record`` given the machine's ``status`` (``job_root``: where its
+    directory is on the machine); caches a state the machine proves."""
+    doc = status.to_doc()
+    proven = status.exists
+    if not status.exists and jobstatus.reached_machine(record):
+        doc.update(jobstatus.missing_dir(record, job_root))
+    elif not status.exists and age_s(record.created) > NEVER_LAUNCHED_S:
+        doc.update(state=JobState.FAILED.value, reason=NEVER_LAUNCHED, attempt=0, label=None)
+        doc["ended"], proven = record.ended or utcnow(), True
+    if proven and (doc.get("problem") is None or jobstatus.settle(doc, record)):
+        write(store, record, JobStatus.from_doc(doc, record.job_id))
+    return JobStatus.from_doc(doc, record.job_id)
+
+
+def write(store: Store, record: JobRecord, status: JobStatus) -> bool:
+    """Copy a state the machine proves into the cache, only when it changed (one short
+    write). An unknown state is never written. True when the cache changed."""
+    if status.state is None:
+        return False
+    new = (status.state, status.attempt, status.label, status.ended)
+    if new == (record.state, record.attempts, record.label, record.ended):
+        return False
+    store.update_job(
+        record.job_id,
+        state=status.state,
+        attempts=status.attempt,
+        label=status.label,
+        ended=status.ended,
+    )
+    return True
+
+
+def age_s(stamp: str) -> float:
+    try:
+        created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return 0.0
+    return (datetime.now(timezone.utc) - created).total_seconds()
