@@ -68,7 +68,9 @@ COLLECTIVES = {
     "reduce_scatter_tensor",
 }
 MOVES = ("os.replace", "os.rename", "shutil.move")
-LOADS = {"load_state_dict", "load_checkpoint", "resume", "from_pretrained", "load"}
+# Words that show a way back from a checkpoint (anywhere in the linted files).
+LOADS = {"load_state_dict", "load_checkpoint", "resume", "from_pretrained", "auto_resume",
+         "resume_from_checkpoint", "load_from_checkpoint", "restore"}
 
 
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
@@ -85,11 +87,19 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
 
 
 def _periodic(facts: Facts, call: ast.Call) -> bool:
-    """A save that overwrites a checkpoint over and over: in a loop, or in a save helper."""
+    """A save that overwrites a checkpoint over and over: in a loop, in a save helper, or in a
+    function that a loop calls (``def test(epoch): ... torch.save(state, "ckpt.pth")``)."""
+    if any(isinstance(a, ast.For | ast.While) for a in facts.ancestors(call)):
+        return True
     scope = facts.scope_of(call)
-    name = getattr(scope, "name", "").lower()
-    in_loop = any(isinstance(a, ast.For | ast.While) for a in facts.ancestors(call))
-    return in_loop or any(w in name for w in ("save", "checkpoint", "ckpt"))
+    name = getattr(scope, "name", "")
+    if any(w in name.lower() for w in ("save", "checkpoint", "ckpt")):
+        return True
+    return any(
+        dotted(c.func) in (name, f"self.{name}")
+        and any(isinstance(a, ast.For | ast.While) for a in facts.ancestors(c))
+        for c in facts.calls
+    )
 
 
 def _moved_after(facts: Facts, call: ast.Call) -> bool:
