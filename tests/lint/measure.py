@@ -51,9 +51,7 @@ def measure(half: str) -> Tally:
         entry = labels.get(path.name, {})
         true = {(c, str(line)) for c, line in entry.get("true", [])}
         judged_false = {(c, str(line)) for c, line, _why in entry.get("not", [])}
-        found = {
-            (f.code, f"{f.cell}:{f.line}" if f.cell else str(f.line)) for f in report.findings
-        }
+        found = {(f.code, f"{f.cell}:{f.line}" if f.cell else str(f.line)) for f in report.findings}
         for code, line in found:
             if (code, line) in true:
                 tally.tp[code] += 1
@@ -75,7 +73,9 @@ def report(half: str, tally: Tally) -> list[str]:
     lines = [f"{half}: {tally.files} files ({tally.skipped} skipped as unparsable)"]
     for name, codes in tiers.items():
         tp, fp, fn, p, r = tally.score(codes)
-        lines.append(f"  {name:12} TP {tp:3}  FP {fp:3}  FN {fn:3}  precision {p:.2f}  recall {r:.2f}")
+        lines.append(
+            f"  {name:12} TP {tp:3}  FP {fp:3}  FN {fn:3}  precision {p:.2f}  recall {r:.2f}"
+        )
     for code in sorted(set(tally.tp) | set(tally.fp) | set(tally.fn)):
         tp, fp, fn, p, r = tally.score({code})
         lines.append(f"    {code} TP {tp:3}  FP {fp:3}  FN {fn:3}")

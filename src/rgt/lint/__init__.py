@@ -28,7 +28,7 @@ RULES: dict[str, Rule] = {
 def lint_paths(
     paths: Iterable[str], select: Iterable[str] = (), ignore: Iterable[str] = ()
 ) -> LintReport:
-    """Lint files and folders; ``select``/``ignore`` take codes or prefixes (``RGT1``, ``RGT501``)."""
+    """Lint files and folders; ``select``/``ignore`` take codes or prefixes (``RGT1``)."""
     wanted = _codes(select) or set(RULES)
     wanted -= _codes(ignore)
     sources, skipped = _read(expand(list(paths)))

@@ -1,4 +1,4 @@
-"""Reading what `rgt lint` is given: files, folders, notebooks, and the local modules a script imports.
+"""Reading what `rgt lint` is given: files, folders, notebooks, and a script's local imports.
 
 Every file either parses (a ``Source``) or gets one line saying why it was skipped (a
 ``FileNote``): a syntax error with its line, a Python 2 file, a notebook that is not JSON, a
@@ -43,7 +43,7 @@ class Source:
 
 
 def expand(paths: list[str]) -> list[Path]:
-    """Files named, and ``.py``/``.ipynb`` files under folders named (sorted, hidden dirs skipped)."""
+    """Files named, and ``.py``/``.ipynb`` files under folders named (sorted, no hidden dirs)."""
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
@@ -95,8 +95,12 @@ def _parse(path: str, text: str) -> Source | FileNote:
         line = getattr(exc, "lineno", None) or 0
         if PY2.search(text):
             return FileNote(path, "skipped: Python 2 code (print statement or old except syntax)")
-        if ASYNC_NAME.search(text.splitlines()[line - 1] if 0 < line <= text.count("\n") + 1 else ""):
-            return FileNote(path, f"skipped: Python < 3.7 code (`async` used as a name, line {line})")
+        if ASYNC_NAME.search(
+            text.splitlines()[line - 1] if 0 < line <= text.count("\n") + 1 else ""
+        ):
+            return FileNote(
+                path, f"skipped: Python < 3.7 code (`async` used as a name, line {line})"
+            )
         msg = getattr(exc, "msg", str(exc))
         return FileNote(path, f"skipped: syntax error at line {line}: {msg}")
     except RecursionError:

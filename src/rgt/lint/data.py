@@ -108,9 +108,9 @@ def _worker_seed(facts: Facts) -> Iterator[Hit]:
                     n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)
                 }
         for call in (n for n in ast.walk(func) if isinstance(n, ast.Call)):
-            if facts.call_name(call) in SEEDS and call.args:
-                if not _mentions_any(call.args[0], varying):
-                    yield Hit("RGT301", call)
+            seeds = facts.call_name(call) in SEEDS and call.args
+            if seeds and not _mentions_any(call.args[0], varying):
+                yield Hit("RGT301", call)
 
 
 def _mentions_any(node: ast.AST, names: set[str]) -> bool:

@@ -273,8 +273,8 @@ def _accumulates(loop: ast.AST) -> bool:
 
 
 def _sets_grad_none(tree: ast.AST) -> bool:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            if any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets):
-                return True
-    return False
+    return any(
+        isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets)
+        for node in ast.walk(tree)
+    )

@@ -102,7 +102,8 @@ def _under_no_grad(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -
 
 
 def _mentions_head(node: ast.With | ast.FunctionDef) -> bool:
-    heads: list[ast.AST] = list(node.items) if isinstance(node, ast.With) else node.decorator_list
+    heads: list[ast.AST] = []
+    heads.extend(node.items if isinstance(node, ast.With) else node.decorator_list)
     return any(_mentions(h, NO_GRAD) for h in heads)
 
 
@@ -151,9 +152,13 @@ def _accumulated(facts: Facts) -> Iterator[Hit]:
 
 def _accumulator(node: ast.AST, backed: set[str | None]) -> str | None:
     """``total += loss`` or ``losses.append(loss)`` with a loss that had ``.backward()``."""
-    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
-        if isinstance(node.value, ast.Name) and node.value.id in backed:
-            return dotted(node.target)
+    if (
+        isinstance(node, ast.AugAssign)
+        and isinstance(node.op, ast.Add)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in backed
+    ):
+        return dotted(node.target)
     if isinstance(node, ast.Call) and method(node) == "append" and len(node.args) == 1:
         arg = node.args[0]
         if isinstance(arg, ast.Name) and arg.id in backed:

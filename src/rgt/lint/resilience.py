@@ -69,8 +69,17 @@ COLLECTIVES = {
 }
 MOVES = ("os.replace", "os.rename", "shutil.move")
 # Words that show a way back from a checkpoint (anywhere in the linted files).
-LOADS = {"load_state_dict", "load_checkpoint", "resume", "from_pretrained", "auto_resume",
-         "resume_from_checkpoint", "load_from_checkpoint", "restore"}
+LOADS = {
+    "load_state_dict",
+    "load_checkpoint",
+    "resume",
+    "from_pretrained",
+    "auto_resume",
+    "resume_from_checkpoint",
+    "load_from_checkpoint",
+    "restore",
+    "restart_from_checkpoint",
+}
 
 
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
@@ -80,7 +89,7 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
             if _moved_after(facts, call) or _temporary(call):
                 continue
             yield Hit("RGT401", call)
-    if saves and not words & LOADS:
+    if saves and training_loops(facts) and not words & LOADS:
         yield Hit("RGT402", saves[0])
     yield from _collectives(facts)
     yield from _spawn(facts)
@@ -106,7 +115,7 @@ def _moved_after(facts: Facts, call: ast.Call) -> bool:
     scope = facts.scope_of(call)
     for inner in calls_in(scope):
         name = facts.call_name(inner) or ""
-        if name in MOVES or method(inner) in ("replace", "rename") and len(inner.args) == 1:
+        if name in MOVES or (method(inner) in ("replace", "rename") and len(inner.args) == 1):
             return True
     return False
 
@@ -164,9 +173,10 @@ def _collectives(facts: Facts) -> Iterator[Hit]:
             continue
         for call in (c for stmt in node.body for c in calls_in(stmt)):
             name = facts.call_name(call) or ""
-            if method(call) in COLLECTIVES and name.startswith(("torch.distributed.", "dist.")):
-                if not _paired(facts, node, method(call) or ""):
-                    yield Hit("RGT403", call)
+            collective = method(call) or ""
+            distributed = name.startswith(("torch.distributed.", "dist."))
+            if collective in COLLECTIVES and distributed and not _paired(facts, node, collective):
+                yield Hit("RGT403", call)
 
 
 def _rank_zero(test: ast.AST) -> bool:
@@ -182,13 +192,14 @@ def _rank_zero(test: ast.AST) -> bool:
 
 
 def _paired(facts: Facts, branch: ast.If, collective: str) -> bool:
-    """The same collective on the other ranks (the else branch or a `rank != 0` branch)."""
-    scope = facts.scope_of(branch)
-    inside = {id(c) for s in branch.body for c in calls_in(s)}
-    for call in calls_in(scope):
-        if method(call) == collective and id(call) not in inside:
-            return True
-    return False
+    """The same collective for the other ranks: in the ``else``, or under another rank test
+    (``if rank != 0: dist.barrier()`` ... ``if rank == 0: dist.barrier()`` is the usual
+    "rank 0 downloads first" idiom, and every rank runs one barrier)."""
+    other = [c for s in branch.orelse for c in calls_in(s)]
+    for test in (n for n in ast.walk(facts.scope_of(branch)) if isinstance(n, ast.If)):
+        if test is not branch and "rank" in ast.unparse(test.test).lower():
+            other += [c for s in test.body + test.orelse for c in calls_in(s)]
+    return any(method(c) == collective for c in other)
 
 
 def _spawn(facts: Facts) -> Iterator[Hit]:
