@@ -166,6 +166,9 @@ class Facts:
                     cached.add(node.name)
                 elif isinstance(node, ast.keyword) and node.arg:
                     cached.add(node.arg)
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    if node.value.startswith("cuda"):  # torch.device("cuda:0")
+                        cached.add("cuda")
             self._words = cached
         return cached
 

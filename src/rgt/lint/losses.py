@@ -249,6 +249,8 @@ def _is_optimizer(facts: Facts, call: ast.Call) -> bool:
     assert isinstance(call.func, ast.Attribute)
     key = dotted(call.func.value) or ""
     made = facts.bound_calls(key)
+    if made and any("lr_scheduler" in n for n in made):
+        return False
     if made and all(n.startswith(OPTIMIZERS) for n in made):
         return True
     return key.split(".")[-1].lower().endswith(("optimizer", "optim", "opt"))

@@ -40,16 +40,17 @@ RULES = (
     ),
 )
 SYNCS = ("item", "cpu")
+GPU = {"cuda", "accelerator"}  # torch.cuda / .cuda() / "cuda:0" / torch.accelerator
 
 
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
+    if not words & GPU:  # a CPU-only script has no GPU to keep busy
+        return
     for loop in loops(facts.tree):
         if _inner_training_loop(loop):
             sync = _unconditional_sync(loop)
             if sync is not None:
                 yield Hit("RGT501", sync)
-    if "cuda" not in words:
-        return
     for call in loaders(facts):
         if any(kw.arg is None for kw in call.keywords):  # **kwargs: not seen whole
             continue
