@@ -21,7 +21,9 @@ class Net(nn.Module):
 
 
 def test_evaluation_without_eval_mode_when_the_model_has_dropout(tmp_path: Path) -> None:
-    source = MODEL + """
+    source = (
+        MODEL
+        + """
 def evaluate(model, loader):
     correct = 0
     with torch.no_grad():
@@ -29,14 +31,20 @@ def evaluate(model, loader):
             correct += (model(x).argmax(1) == y).sum().item()
     return correct
 """
+    )
     assert found(tmp_path, source) == [("RGT201", 12)]
-    assert codes(tmp_path, source.replace("    correct = 0", "    model.eval()\n    correct = 0")) == set()
+    assert (
+        codes(tmp_path, source.replace("    correct = 0", "    model.eval()\n    correct = 0"))
+        == set()
+    )
     no_dropout = source.replace("nn.Dropout(0.5), ", "")
     assert codes(tmp_path, no_dropout) == set()
 
 
 def test_eval_inside_the_training_loop_and_never_train_again(tmp_path: Path) -> None:
-    source = MODEL + """
+    source = (
+        MODEL
+        + """
 def validate(model, loader):
     model.eval()
     with torch.no_grad():
@@ -50,13 +58,18 @@ def fit(model, opt, loader):
             opt.step()
         validate(model, loader)
 """
+    )
     assert found(tmp_path, source) == [("RGT202", 13)]
-    fixed = source.replace("    for epoch in range(10):\n", "    for epoch in range(10):\n        model.train()\n")
+    fixed = source.replace(
+        "    for epoch in range(10):\n", "    for epoch in range(10):\n        model.train()\n"
+    )
     assert codes(tmp_path, fixed) == set()
 
 
 def test_evaluation_without_no_grad(tmp_path: Path) -> None:
-    source = MODEL + """
+    source = (
+        MODEL
+        + """
 def test(model, loader):
     model.eval()
     total = 0.0
@@ -64,6 +77,7 @@ def test(model, loader):
         total += model(x).sum().item()
     return total
 """
+    )
     assert found(tmp_path, source) == [("RGT203", 12)]
     decorated = source.replace("def test(", "@torch.no_grad()\ndef test(")
     assert codes(tmp_path, decorated) == set()
@@ -84,7 +98,9 @@ def test_running_total_of_loss_tensors(tmp_path: Path) -> None:
         return total_loss
     """
     assert found(tmp_path, source) == [("RGT204", 8)]
-    assert codes(tmp_path, source.replace("total_loss += loss", "total_loss += loss.item()")) == set()
+    assert (
+        codes(tmp_path, source.replace("total_loss += loss", "total_loss += loss.item()")) == set()
+    )
 
 
 def test_a_list_of_losses_back_propagated_together_is_meant(tmp_path: Path) -> None:
@@ -102,7 +118,9 @@ def test_a_list_of_losses_back_propagated_together_is_meant(tmp_path: Path) -> N
 
 
 def test_lightning_modules_are_left_to_the_framework(tmp_path: Path) -> None:
-    source = MODEL + """
+    source = (
+        MODEL
+        + """
 import lightning as L
 
 class Lit(L.LightningModule):
@@ -113,4 +131,5 @@ def test(model, loader):
     for x, y in loader:
         model(x)
 """
+    )
     assert codes(tmp_path, source) == set()

@@ -5,44 +5,54 @@ every rule family over its syntax tree (stdlib ``ast`` only: nothing is imported
 and returns a ``LintReport``. Rules: ``RULES`` (codes RGT1xx losses/optimizer, RGT2xx modes and
 graphs, RGT3xx data pipeline, RGT4xx resilience, RGT5xx throughput). A finding is silenced by
 ``# rgt: noqa`` (all codes) or ``# rgt: noqa RGT101,RGT204`` on its line.
+
+Files that never mention torch are read but not analysed. Questions about the whole project
+("is ``set_epoch`` called anywhere?") are answered from the identifiers of every file read, so
+each file is then analysed on its own, in parallel when there are many.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from rgt.errors import UsageError
-from rgt.lint import data, losses, modes, resilience, throughput
-from rgt.lint._facts import Facts
-from rgt.lint._model import FileNote, Finding, Hit, LintReport, Rule, Severity
-from rgt.lint._source import Source, expand, load, local_imports
+from rgt.lint import _run
+from rgt.lint._model import FileNote, Finding, LintReport, Rule, Severity
+from rgt.lint._run import RULES
+from rgt.lint._source import Text, expand, local_imports, read
 
 __all__ = ["RULES", "FileNote", "Finding", "LintReport", "Rule", "Severity", "lint_paths"]
 
-RULES: dict[str, Rule] = {
-    r.code: r for family in (losses, modes, data, resilience, throughput) for r in family.RULES
-}
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# String literals and comments: their words ("resume" in a help text) are not code.
+NOT_CODE = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"[^"\n]*"|\'[^\'\n]*\'|#[^\n]*')
+CUDA_STRING = re.compile(r"[\"']cuda")  # torch.device("cuda:0")
 
 
 def lint_paths(
     paths: Iterable[str], select: Iterable[str] = (), ignore: Iterable[str] = ()
 ) -> LintReport:
     """Lint files and folders; ``select``/``ignore`` take codes or prefixes (``RGT1``)."""
-    wanted = _codes(select) or set(RULES)
-    wanted -= _codes(ignore)
-    sources, skipped = _read(expand(list(paths)))
+    wanted = (_codes(select) or set(RULES)) - _codes(ignore)
+    texts, skipped = _read(expand(list(paths)))
     words: set[str] = set()
-    facts = []
-    for source in sources:
-        one = Facts.build(source.tree)
-        words |= one.words
-        facts.append((source, one))
-    findings: list[Finding] = []
-    for source, one in facts:
-        findings.extend(_findings(source, one, words, wanted))
+    for text in texts:
+        words.update(identifiers(text.text))
+    relevant = [t for t in texts if "torch" in t.text]
+    findings, notes = _run.analyse(relevant, frozenset(words), frozenset(wanted))
     findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.col, f.code))
-    return LintReport(tuple(findings), tuple(skipped), len(sources) + len(skipped))
+    return LintReport(tuple(findings), tuple(skipped + notes), len(texts) + len(skipped))
+
+
+def identifiers(code: str) -> set[str]:
+    """The names a file's code spells (not its strings or comments), and "cuda" when a
+    string names the device."""
+    found = set(IDENTIFIER.findall(NOT_CODE.sub(" ", code)))
+    if CUDA_STRING.search(code):
+        found.add("cuda")
+    return found
 
 
 def _codes(given: Iterable[str]) -> set[str]:
@@ -59,10 +69,10 @@ def _codes(given: Iterable[str]) -> set[str]:
     return out
 
 
-def _read(paths: list[Path]) -> tuple[list[Source], list[FileNote]]:
+def _read(paths: list[Path]) -> tuple[list[Text], list[FileNote]]:
     """The named files, then the local modules they import (each file once)."""
     seen: set[Path] = set()
-    sources: list[Source] = []
+    texts: list[Text] = []
     skipped: list[FileNote] = []
     queue = list(paths)
     while queue:
@@ -71,35 +81,10 @@ def _read(paths: list[Path]) -> tuple[list[Source], list[FileNote]]:
         if key in seen:
             continue
         seen.add(key)
-        loaded = load(path)
-        if isinstance(loaded, FileNote):
-            skipped.append(loaded)
+        text = read(path)
+        if isinstance(text, FileNote):
+            skipped.append(text)
             continue
-        sources.append(loaded)
-        queue.extend(local_imports(loaded))
-    return sources, skipped
-
-
-def _findings(source: Source, facts: Facts, words: set[str], wanted: set[str]) -> Iterator[Finding]:
-    seen: set[tuple[str, int]] = set()
-    for hit in _hits(facts, words):
-        line = getattr(hit.node, "lineno", 1)
-        if hit.code not in wanted or (hit.code, line) in seen or _silenced(source, hit, line):
-            continue
-        seen.add((hit.code, line))
-        col = getattr(hit.node, "col_offset", 0) + 1
-        cell, where = source.locate(line)
-        yield Finding(source.path, where, col, RULES[hit.code], hit.detail, cell)
-
-
-def _hits(facts: Facts, words: set[str]) -> Iterator[Hit]:
-    yield from losses.check(facts)
-    yield from modes.check(facts, words)
-    yield from data.check(facts, words)
-    yield from resilience.check(facts, words)
-    yield from throughput.check(facts, words)
-
-
-def _silenced(source: Source, hit: Hit, line: int) -> bool:
-    codes = source.noqa.get(line)
-    return codes is not None and (not codes or hit.code in codes)
+        texts.append(text)
+        queue.extend(local_imports(text))
+    return texts, skipped

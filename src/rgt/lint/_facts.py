@@ -58,24 +58,84 @@ NOT_CONSTANT = object()
 MOVES = {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval"}
 
 
+CONTAINERS = (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
+LOOPS = (ast.For, ast.While, ast.AsyncFor)
+BINDS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)
+NOTED = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.Assign,
+    ast.AnnAssign,
+    ast.AugAssign,
+    ast.Call,
+    ast.For,
+    ast.While,
+    ast.AsyncFor,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.If,
+    ast.With,
+)
+
+
 @dataclass
 class Facts:
-    """One parsed module, its aliases and bindings; built once, read by every rule."""
+    """One parsed module, walked once: aliases, bindings, and for every loop and function the
+    calls, augmented assignments and loops inside it (rules never walk a subtree again)."""
 
     tree: ast.Module
     aliases: dict[str, str] = field(default_factory=dict)
     bindings: dict[str, list[ast.expr]] = field(default_factory=lambda: defaultdict(list))
     parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
     calls: list[ast.Call] = field(default_factory=list)
-    _words: set[str] | None = field(default=None, repr=False)
+    loops: list[ast.For | ast.While | ast.AsyncFor] = field(default_factory=list)
+    functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=list)
+    classes: list[ast.ClassDef] = field(default_factory=list)
+    ifs: list[ast.If] = field(default_factory=list)
+    _inside: dict[int, list[ast.AST]] = field(default_factory=lambda: defaultdict(list))
+    _scopes: dict[int, Scope] = field(default_factory=dict)
+    _names: dict[int, str | None] = field(default_factory=dict)
+    _values: dict[tuple[int, str], list[tuple[int, ast.AST | None]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
 
     @classmethod
     def build(cls, tree: ast.Module) -> Facts:
         facts = cls(tree)
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                facts.parents[child] = node
-            facts._note(node)
+        binds: list[ast.stmt] = []
+        stack: list[ast.AST] = [tree]
+        parents, AST = facts.parents, ast.AST
+        while stack:  # one pass over the tree (iter_child_nodes inlined: it is the hot loop)
+            node = stack.pop()
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if isinstance(value, list):
+                    for child in value:
+                        if isinstance(child, AST):
+                            parents[child] = node
+                            stack.append(child)
+                elif isinstance(value, AST):
+                    parents[value] = node
+                    stack.append(value)
+            if isinstance(node, NOTED):
+                facts._note(node)
+                if isinstance(node, BINDS):
+                    binds.append(node)
+        for found in (facts.calls, facts.loops, facts.functions, facts.classes, facts.ifs):
+            found.sort(key=_position)
+        for node in [
+            *facts.calls,
+            *facts.loops,
+            *(n for n in binds if isinstance(n, ast.AugAssign)),
+        ]:
+            for outer in facts.ancestors(node):
+                if isinstance(outer, CONTAINERS):
+                    facts._inside[id(outer)].append(node)
+        for node in binds:
+            scope = id(facts.scope_of(node))
+            for name, value in bound_names(node).items():
+                facts._values[(scope, name)].append((node.lineno, value))
         return facts
 
     def _note(self, node: ast.AST) -> None:
@@ -94,6 +154,37 @@ class Facts:
                     self.bindings[key].append(node.value)
         elif isinstance(node, ast.Call):
             self.calls.append(node)
+        elif isinstance(node, LOOPS):
+            self.loops.append(node)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            self.functions.append(node)
+        elif isinstance(node, ast.ClassDef):
+            self.classes.append(node)
+        elif isinstance(node, ast.If):
+            self.ifs.append(node)
+
+    def calls_in(self, node: ast.AST) -> list[ast.Call]:
+        """Every call inside ``node`` (a loop, a function, the module, or any other node)."""
+        if isinstance(node, CONTAINERS):
+            return [n for n in self._inside.get(id(node), []) if isinstance(n, ast.Call)]
+        return [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+
+    def loops_in(self, node: ast.AST) -> list[ast.For | ast.While | ast.AsyncFor]:
+        """The loops inside ``node`` (a loop, a function or the module), not ``node`` itself."""
+        inner = self._inside.get(id(node), [])
+        return [n for n in inner if isinstance(n, LOOPS)]
+
+    def augmented_in(self, node: ast.AST) -> list[ast.AugAssign]:
+        return [n for n in self._inside.get(id(node), []) if isinstance(n, ast.AugAssign)]
+
+    def last_value(self, scope: ast.AST, name: str, before: int) -> ast.AST | None:
+        """The value last bound to ``name`` in ``scope`` before line ``before`` (None: unknown
+        or not one plain value)."""
+        best: tuple[int, ast.AST | None] = (-1, None)
+        for line, value in self._values.get((id(scope), name), []):
+            if best[0] <= line < before:
+                best = (line, value)
+        return best[1]
 
     def qualname(self, node: ast.AST) -> str | None:
         """``F.softmax`` → ``torch.nn.functional.softmax`` (import aliases resolved)."""
@@ -105,7 +196,12 @@ class Facts:
         return f"{full}.{rest}" if rest else full
 
     def call_name(self, call: ast.AST) -> str | None:
-        return self.qualname(call.func) if isinstance(call, ast.Call) else None
+        if not isinstance(call, ast.Call):
+            return None
+        key = id(call)
+        if key not in self._names:
+            self._names[key] = self.qualname(call.func)
+        return self._names[key]
 
     def construction(self, value: ast.AST) -> str | None:
         """The class or function a value was made by: ``Net().to(device)`` → ``Net``."""
@@ -132,12 +228,15 @@ class Facts:
         return bool(names) and all(n is not None and n.rsplit(".", 1)[-1] in classes for n in names)
 
     def scope_of(self, node: ast.AST) -> Scope:
-        parent = self.parents.get(node)
-        while parent is not None:
-            if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef):
-                return parent
-            parent = self.parents.get(parent)
-        return self.tree
+        cached = self._scopes.get(id(node))
+        if cached is None:
+            cached = self.tree
+            for parent in self.ancestors(node):
+                if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef):
+                    cached = parent
+                    break
+            self._scopes[id(node)] = cached
+        return cached
 
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
         parent = self.parents.get(node)
@@ -148,44 +247,31 @@ class Facts:
     def methods_called(self, name: str) -> list[ast.Call]:
         return [c for c in self.calls if method(c) == name]
 
-    def mentions(self, word: str) -> bool:
-        """Does any name, attribute or called method spell ``word``?"""
-        return word in self.words
 
-    @property
-    def words(self) -> set[str]:
-        cached = self._words
-        if cached is None:
-            cached = set()
-            for node in ast.walk(self.tree):
-                if isinstance(node, ast.Name):
-                    cached.add(node.id)
-                elif isinstance(node, ast.Attribute):
-                    cached.add(node.attr)
-                elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                    cached.add(node.name)
-                elif isinstance(node, ast.keyword) and node.arg:
-                    cached.add(node.arg)
-                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                    if node.value.startswith("cuda"):  # torch.device("cuda:0")
-                        cached.add("cuda")
-            self._words = cached
-        return cached
+def _position(node: ast.AST) -> tuple[int, int]:
+    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
 
 
-def loops(scope: ast.AST) -> Iterator[ast.For | ast.While | ast.AsyncFor]:
-    for node in ast.walk(scope):
-        if isinstance(node, ast.For | ast.While | ast.AsyncFor):
-            yield node
-
-
-def functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield node
-
-
-def calls_in(node: ast.AST) -> Iterator[ast.Call]:
-    for child in ast.walk(node):
-        if isinstance(child, ast.Call):
-            yield child
+def bound_names(node: ast.AST) -> dict[str, ast.AST | None]:
+    """Names a statement binds, each with its value (None when not one plain value);
+    ``a, b = model(x)`` binds ``b`` to ``model(x)[1]``, ``with open(p) as f`` binds ``open(p)``."""
+    out: dict[str, ast.AST | None] = {}
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                out[target.id] = node.value
+                continue
+            out.update({n.id: None for n in ast.walk(target) if isinstance(n, ast.Name)})
+            if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Call):
+                for index, elt in enumerate(target.elts):
+                    if isinstance(elt, ast.Name):
+                        out[elt.id] = ast.Subscript(node.value, ast.Constant(index), ast.Load())
+    elif isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name):
+        out[node.target.id] = node.value if isinstance(node, ast.AnnAssign) else None
+    elif isinstance(node, ast.For):
+        out.update({n.id: None for n in ast.walk(node.target) if isinstance(n, ast.Name)})
+    elif isinstance(node, ast.With):
+        for item in node.items:
+            if isinstance(item.optional_vars, ast.Name):
+                out[item.optional_vars.id] = item.context_expr
+    return out

@@ -66,7 +66,16 @@ def _walk(root: Path) -> Iterator[Path]:
                 yield Path(folder, name)
 
 
-def load(path: Path) -> Source | FileNote:
+@dataclass(frozen=True)
+class Text:
+    """A file's code as read (a notebook's code cells joined), before parsing."""
+
+    path: str
+    text: str
+    cells: tuple[tuple[int, int], ...] = ()
+
+
+def read(path: Path) -> Text | FileNote:
     try:
         if path.stat().st_size > MAX_BYTES:
             return FileNote(str(path), f"skipped: larger than {MAX_BYTES // 1_000_000} MB")
@@ -84,8 +93,17 @@ def load(path: Path) -> Source | FileNote:
         text, cells = book
     if GENERATED.search(text[:2000]):
         return FileNote(str(path), "skipped: generated code (says so in its header)")
-    parsed = _parse(str(path), text)
-    return replace(parsed, cells=cells) if isinstance(parsed, Source) else parsed
+    return Text(str(path), text, cells)
+
+
+def parse(text: Text) -> Source | FileNote:
+    parsed = _parse(text.path, text.text)
+    return replace(parsed, cells=text.cells) if isinstance(parsed, Source) else parsed
+
+
+def load(path: Path) -> Source | FileNote:
+    text = read(path)
+    return text if isinstance(text, FileNote) else parse(text)
 
 
 def _parse(path: str, text: str) -> Source | FileNote:
@@ -146,17 +164,21 @@ def _noqa(text: str) -> dict[int, frozenset[str]]:
     return marks
 
 
-def local_imports(source: Source) -> list[Path]:
-    """Modules next to a script that it imports (``import data``, ``from models import Net``)."""
-    here = Path(source.path).parent
+IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.?[\w.]+)[ \t]+import|import[ \t]+([\w., \t]+))", re.M)
+
+
+def local_imports(text: Text) -> list[Path]:
+    """Modules next to a script that it imports (``import data``, ``from models import Net``),
+    found by reading the import lines (before anything is parsed)."""
+    here = Path(text.path).parent
     names: set[str] = set()
-    for node in ast.walk(source.tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level <= 1:
-            names.add(node.module)
+    for match in IMPORT.finditer(text.text):
+        if match.group(1):
+            names.add(match.group(1).lstrip("."))
+        else:
+            names.update(n.split(" as ")[0].strip() for n in match.group(2).split(","))
     found = []
-    for name in sorted(names):
+    for name in sorted(n for n in names if n):
         base = here.joinpath(*name.split("."))
         for candidate in (base.with_suffix(".py"), base / "__init__.py"):
             if candidate.is_file():

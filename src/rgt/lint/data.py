@@ -13,7 +13,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from rgt.lint._facts import NOT_CONSTANT, Facts, constant, dotted, functions, keyword
+from rgt.lint._facts import NOT_CONSTANT, Facts, constant, dotted, keyword
 from rgt.lint._model import Hit, Rule, Severity
 
 B, A = Severity.BUG, Severity.ADVICE
@@ -98,7 +98,7 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
 
 def _worker_seed(facts: Facts) -> Iterator[Hit]:
     inits = {dotted(v) for c in loaders(facts) if (v := keyword(c, "worker_init_fn")) is not None}
-    for func in functions(facts.tree):
+    for func in facts.functions:
         if func.name not in inits:
             continue
         varying = {a.arg for a in func.args.args} | VARYING
@@ -123,16 +123,12 @@ def _mentions_any(node: ast.AST, names: set[str]) -> bool:
 
 
 def _has_epoch_loop(facts: Facts) -> bool:
-    for node in ast.walk(facts.tree):
-        if isinstance(node, ast.For):
-            target = dotted(node.target) or ""
-            if "epoch" in target.lower():
-                return True
-    return False
+    targets = (dotted(n.target) or "" for n in facts.loops if isinstance(n, ast.For))
+    return any("epoch" in t.lower() for t in targets)
 
 
 def _unsharded(facts: Facts) -> Iterator[Hit]:
-    for cls in (n for n in ast.walk(facts.tree) if isinstance(n, ast.ClassDef)):
+    for cls in facts.classes:
         bases = {(facts.qualname(b) or "").rsplit(".", 1)[-1] for b in cls.bases}
         if "IterableDataset" not in bases or _mentions_any(cls, SHARD_WORDS):
             continue

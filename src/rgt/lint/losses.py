@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rgt.lint._facts import Facts, calls_in, constant, dotted, keyword, loops, method
+from rgt.lint._facts import Facts, constant, dotted, keyword, method
 from rgt.lint._model import Hit, Rule, Severity
 
 B, W, A = Severity.BUG, Severity.WARNING, Severity.ADVICE
@@ -74,13 +74,17 @@ BCE_LOGITS = ("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")
 SOFTMAX = ("torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax")
 SIGMOID = ("torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit")
 OPTIMIZERS = ("torch.optim.", "optim.")
+LOSS_NAMES = {CE[1], NLL[1], BCE_LOGITS[1]}  # functional losses; loss objects are bindings
 
 
 def check(facts: Facts) -> Iterator[Hit]:
     probs = _Probabilities(facts)
     for call in facts.calls:
-        yield from _loss_input(facts, probs, call)
         name = facts.call_name(call) or ""
+        if not name:
+            continue
+        if name.rsplit(".", 1)[-1] in LOSS_NAMES or facts.bindings.get(name):
+            yield from _loss_input(facts, probs, call)
         if name.endswith((".Adam", "optim.Adam")) or name == "Adam":
             decay = constant(keyword(call, "weight_decay"))
             if isinstance(decay, int | float) and decay > 0:
@@ -101,12 +105,11 @@ def _loss_input(facts: Facts, probs: _Probabilities, call: ast.Call) -> Iterator
 
 def _loss_kind(facts: Facts, call: ast.Call) -> str | None:
     name = facts.call_name(call) or ""
-    for kind, suffixes in (("ce", CE), ("nll", NLL), ("bce", BCE_LOGITS)):
-        if name.endswith(tuple("functional." + s for s in suffixes)) or name.endswith(
-            tuple("F." + s for s in suffixes)
-        ):
+    head, _, last = name.rpartition(".")
+    for kind, (cls, function) in (("ce", CE), ("nll", NLL), ("bce", BCE_LOGITS)):
+        if last == function and head.endswith(("functional", "F")):
             return kind
-        if facts.is_instance_of(call.func, suffixes[:1]):
+        if facts.is_instance_of(call.func, (cls,)):
             return kind
     return None
 
@@ -126,7 +129,7 @@ class _Probabilities:
             index = constant(node.slice)
             return isinstance(index, int) and self._model_output(node.value, index, kind)
         if isinstance(node, ast.Name) and depth < 3:
-            value = last_value(self.facts.scope_of(node), node.id, node.lineno)
+            value = self.facts.last_value(self.facts.scope_of(node), node.id, node.lineno)
             return value is not None and self.of(value, kind, depth + 1)
         return False
 
@@ -161,7 +164,7 @@ class _Probabilities:
         """Classes defined here whose ``forward`` always returns ``kind`` output (or a tuple
         with it at the same positions)."""
         found: dict[str, set[int]] = {}
-        for cls in (n for n in ast.walk(self.facts.tree) if isinstance(n, ast.ClassDef)):
+        for cls in self.facts.classes:
             forward = next((f for f in cls.body if getattr(f, "name", "") == "forward"), None)
             if not isinstance(forward, ast.FunctionDef):
                 continue
@@ -180,55 +183,17 @@ class _Probabilities:
 
     def _plain(self, node: ast.AST, kind: str) -> bool:
         if isinstance(node, ast.Name):
-            node = last_value(self.facts.scope_of(node), node.id, node.lineno) or node
+            node = self.facts.last_value(self.facts.scope_of(node), node.id, node.lineno) or node
         return isinstance(node, ast.Call) and self._direct(node, kind)
 
 
 WHOLE = -1  # the whole output, not a tuple position
 
 
-def last_value(scope: ast.AST, name: str, before: int) -> ast.AST | None:
-    """The value last bound to ``name`` in ``scope`` before line ``before`` (None: unknown)."""
-    best: tuple[int, ast.AST | None] = (-1, None)
-    for node in ast.walk(scope):
-        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.For | ast.With):
-            if node.lineno >= before or node.lineno < best[0]:
-                continue
-            targets = _targets(node)
-            if name in targets:
-                best = (node.lineno, targets[name])
-    return best[1]
-
-
-def _targets(node: ast.AST) -> dict[str, ast.AST | None]:
-    """Names a statement binds, each with its value (None when not one plain value)."""
-    out: dict[str, ast.AST | None] = {}
-    if isinstance(node, ast.Assign):
-        for target in node.targets:
-            if isinstance(target, ast.Name):
-                out[target.id] = node.value
-                continue
-            out.update({n.id: None for n in ast.walk(target) if isinstance(n, ast.Name)})
-            if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Call):
-                for index, elt in enumerate(target.elts):  # a, b = model(x): b is model(x)[1]
-                    if isinstance(elt, ast.Name):
-                        out[elt.id] = ast.Subscript(node.value, ast.Constant(index), ast.Load())
-    elif isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name):
-        plain = isinstance(node, ast.AnnAssign)
-        out[node.target.id] = node.value if plain else None
-    elif isinstance(node, ast.For):
-        out.update({n.id: None for n in ast.walk(node.target) if isinstance(n, ast.Name)})
-    elif isinstance(node, ast.With):
-        for item in node.items:
-            if isinstance(item.optional_vars, ast.Name):  # with open(path) as f: f is open(path)
-                out[item.optional_vars.id] = item.context_expr
-    return out
-
-
 def _update_order(facts: Facts) -> Iterator[Hit]:
     zero = bool(facts.methods_called("zero_grad")) or _sets_grad_none(facts.tree)
-    for loop in loops(facts.tree):
-        inside = list(calls_in(loop))
+    for loop in facts.loops:
+        inside = facts.calls_in(loop)
         steps = [c for c in inside if method(c) == "step" and not c.args and not c.keywords]
         opt = [c for c in steps if _is_optimizer(facts, c)]
         if not opt:

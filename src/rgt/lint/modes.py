@@ -10,7 +10,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from rgt.lint._facts import Facts, calls_in, dotted, functions, loops, method
+from rgt.lint._facts import Facts, dotted, method
 from rgt.lint._model import Hit, Rule, Severity
 
 B, W = Severity.BUG, Severity.WARNING
@@ -63,7 +63,7 @@ FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "i
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     if any(facts.aliases.get(a, a).split(".")[0] in FRAMEWORKS for a in facts.aliases):
         return
-    evals = [f for f in functions(facts.tree) if _is_eval(f)]
+    evals = [f for f in facts.functions if _is_eval(facts, f)]
     any_eval_call = bool([c for c in facts.methods_called("eval") if not c.args])
     any_eval_call |= any(_train_false(c) for c in facts.methods_called("train"))
     for func in evals:
@@ -75,13 +75,13 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     yield from _accumulated(facts)
 
 
-def _is_eval(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def _is_eval(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     if not EVAL_NAME.search(func.name) or func.name.endswith("_step"):
         return False
-    body = list(calls_in(func))
+    body = facts.calls_in(func)
     if any(method(c) in ("backward", "step") for c in body):
         return False
-    return any(True for _ in loops(func)) and any(
+    return bool(facts.loops_in(func)) and any(
         isinstance(c.func, ast.Name) or method(c) == "forward" for c in body
     )
 
@@ -119,11 +119,11 @@ def _mentions(node: ast.AST, names: tuple[str, ...]) -> bool:
 def _train_after_eval(facts: Facts) -> Iterator[Hit]:
     if facts.methods_called("train"):
         return
-    bodies = {f.name: f for f in functions(facts.tree)}
-    for loop in loops(facts.tree):
-        inside = list(calls_in(loop))
+    bodies = {f.name: f for f in facts.functions}
+    for loop in facts.loops:
+        inside = facts.calls_in(loop)
         called = [bodies[n] for n in (_callee(c) for c in inside) if n in bodies]
-        reach = inside + [c for f in called for c in calls_in(f)]
+        reach = inside + [c for f in called for c in facts.calls_in(f)]
         trains = any(method(c) == "backward" for c in reach)
         evals = [c for c in reach if method(c) == "eval" and not c.args]
         if trains and evals:
@@ -137,14 +137,17 @@ def _callee(call: ast.Call) -> str:
 
 
 def _accumulated(facts: Facts) -> Iterator[Hit]:
-    for loop in loops(facts.tree):
+    for loop in facts.loops:
+        inside = facts.calls_in(loop)
         backed = {
             dotted(c.func.value)
-            for c in calls_in(loop)
+            for c in inside
             if method(c) == "backward" and isinstance(c.func, ast.Attribute)
         }
         backed.discard(None)
-        for node in ast.walk(loop):
+        if not backed:
+            continue
+        for node in [*facts.augmented_in(loop), *inside]:
             target = _accumulator(node, backed)
             if target and f"{target}" not in backed and not _is_backed_later(facts, target):
                 yield Hit("RGT204", node, target)

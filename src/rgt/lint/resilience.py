@@ -7,10 +7,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rgt.lint._facts import Facts, calls_in, constant, dotted, loops, method
+from rgt.lint._facts import Facts, constant, dotted, method
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint.data import loaders, workers
-from rgt.lint.losses import last_value
 
 B, A = Severity.BUG, Severity.ADVICE
 RULES = (
@@ -113,7 +112,7 @@ def _periodic(facts: Facts, call: ast.Call) -> bool:
 
 def _moved_after(facts: Facts, call: ast.Call) -> bool:
     scope = facts.scope_of(call)
-    for inner in calls_in(scope):
+    for inner in facts.calls_in(scope):
         name = facts.call_name(inner) or ""
         if name in MOVES or (method(inner) in ("replace", "rename") and len(inner.args) == 1):
             return True
@@ -142,7 +141,7 @@ def _varies(facts: Facts, path: ast.AST, targets: set[str | None], depth: int) -
         if dotted(node) in targets:
             return True
         if isinstance(node, ast.Name) and depth < 2:  # follow a name one or two steps
-            value = last_value(facts.scope_of(node), node.id, node.lineno)
+            value = facts.last_value(facts.scope_of(node), node.id, node.lineno)
             if value is not None and _varies(facts, value, targets, depth + 1):
                 return True
         if any(not _folder(v) for v in _formatted(node)):
@@ -168,10 +167,10 @@ def _folder(node: ast.AST) -> bool:
 
 
 def _collectives(facts: Facts) -> Iterator[Hit]:
-    for node in ast.walk(facts.tree):
-        if not isinstance(node, ast.If) or not _rank_zero(node.test):
+    for node in facts.ifs:
+        if not _rank_zero(node.test):
             continue
-        for call in (c for stmt in node.body for c in calls_in(stmt)):
+        for call in (c for stmt in node.body for c in facts.calls_in(stmt)):
             name = facts.call_name(call) or ""
             collective = method(call) or ""
             distributed = name.startswith(("torch.distributed.", "dist."))
@@ -195,10 +194,12 @@ def _paired(facts: Facts, branch: ast.If, collective: str) -> bool:
     """The same collective for the other ranks: in the ``else``, or under another rank test
     (``if rank != 0: dist.barrier()`` ... ``if rank == 0: dist.barrier()`` is the usual
     "rank 0 downloads first" idiom, and every rank runs one barrier)."""
-    other = [c for s in branch.orelse for c in calls_in(s)]
-    for test in (n for n in ast.walk(facts.scope_of(branch)) if isinstance(n, ast.If)):
-        if test is not branch and "rank" in ast.unparse(test.test).lower():
-            other += [c for s in test.body + test.orelse for c in calls_in(s)]
+    other = [c for s in branch.orelse for c in facts.calls_in(s)]
+    scope = facts.scope_of(branch)
+    for test in facts.ifs:
+        same_scope = facts.scope_of(test) is scope
+        if test is not branch and same_scope and "rank" in ast.unparse(test.test).lower():
+            other += [c for s in test.body + test.orelse for c in facts.calls_in(s)]
     return any(method(c) == collective for c in other)
 
 
@@ -225,4 +226,4 @@ def _has_main_guard(tree: ast.Module) -> bool:
 
 
 def training_loops(facts: Facts) -> list[ast.AST]:
-    return [lp for lp in loops(facts.tree) if any(method(c) == "backward" for c in calls_in(lp))]
+    return [lp for lp in facts.loops if any(method(c) == "backward" for c in facts.calls_in(lp))]

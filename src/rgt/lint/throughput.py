@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rgt.lint._facts import Facts, calls_in, constant, keyword, loops, method
+from rgt.lint._facts import Facts, constant, keyword, method
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint.data import loaders, workers
 
@@ -46,8 +46,8 @@ GPU = {"cuda", "accelerator"}  # torch.cuda / .cuda() / "cuda:0" / torch.acceler
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     if not words & GPU:  # a CPU-only script has no GPU to keep busy
         return
-    for loop in loops(facts.tree):
-        if _inner_training_loop(loop):
+    for loop in facts.loops:
+        if _inner_training_loop(facts, loop):
             sync = _unconditional_sync(loop)
             if sync is not None:
                 yield Hit("RGT501", sync)
@@ -60,12 +60,12 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
             yield Hit("RGT503", call)
 
 
-def _inner_training_loop(loop: ast.AST) -> bool:
+def _inner_training_loop(facts: Facts, loop: ast.AST) -> bool:
     """A loop that back-propagates and holds no other loop that does (the step loop)."""
-    inside = [lp for lp in loops(loop) if lp is not loop]
-    if any(any(method(c) == "backward" for c in calls_in(lp)) for lp in inside):
+    if not any(method(c) == "backward" for c in facts.calls_in(loop)):
         return False
-    return any(method(c) == "backward" for c in calls_in(loop))
+    inner = facts.loops_in(loop)
+    return not any(any(method(c) == "backward" for c in facts.calls_in(lp)) for lp in inner)
 
 
 def _unconditional_sync(loop: ast.For | ast.While | ast.AsyncFor) -> ast.Call | None:
