@@ -50,7 +50,9 @@ def test_run_with_lint_refuses_before_anything_is_launched(
 ) -> None:
     (tmp_path / "train.py").write_text(SCRIPT)
     monkeypatch.chdir(tmp_path)
-    code, data, _ = cli(capsys, "run", "no-such-box", "--lint", "--json", "--", "python", "train.py")
+    code, data, _ = cli(
+        capsys, "run", "no-such-box", "--lint", "--json", "--", "python", "train.py"
+    )
     assert code == 3 and data["error"] == "GateRefused"
     assert "RGT101" in data["reasons"][0]  # refused by lint, before the machine is looked up
 

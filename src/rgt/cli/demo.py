@@ -37,6 +37,7 @@ from rgt.cli._output import Output, output_options
     help="... or after this many lines of output.",
 )
 @click.option("--no-lint", is_flag=True, help="Skip `rgt lint` of the command's scripts.")
+@click.option("--overfit", is_flag=True, help="Instead: can it overfit one batch (rgt.smoke hook)?")
 @output_options
 def smoke(
     command: tuple[str, ...],
@@ -46,6 +47,7 @@ def smoke(
     kill_after_seconds: float,
     kill_after_lines: int,
     no_lint: bool,
+    overfit: bool,
     out: Output,
 ) -> None:
     """Run COMMAND on the CPU in a copy of this tree, kill it at its first checkpoint, resume it.
@@ -61,6 +63,12 @@ def smoke(
     options = SmokeOptions(form.get("with"), form.get("ckpt"), limits)
     from rgt.lint.preflight import lines, preflight, summary
 
+    if overfit:
+        from rgt.smoke import run_overfit
+
+        data = run_overfit(list(command), timeout)
+        out.result(data, lambda o: o.line(escape("\n".join(data["problems"]) or "overfit: ok")))
+        sys.exit(0 if data["ok"] else 1)
     report = None if no_lint else preflight(command)
     for line in lines(report):  # lint bugs first: the smoke may pass while the run learns nothing
         out.warn(line)
