@@ -87,6 +87,7 @@ def test(model, loader):
 
 def test_running_total_of_loss_tensors(tmp_path: Path) -> None:
     source = """
+    import torch
     def train(model, opt, loader):
         total_loss = 0
         for x, y in loader:
@@ -97,7 +98,7 @@ def test_running_total_of_loss_tensors(tmp_path: Path) -> None:
             total_loss += loss
         return total_loss
     """
-    assert found(tmp_path, source) == [("RGT204", 8)]
+    assert found(tmp_path, source) == [("RGT204", 9)]
     assert (
         codes(tmp_path, source.replace("total_loss += loss", "total_loss += loss.item()")) == set()
     )
