@@ -60,6 +60,7 @@ MOVES = {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "e
 
 CONTAINERS = (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
 LOOPS = (ast.For, ast.While, ast.AsyncFor)
+LEAF_FIELDS = {"ctx", "op", "ops"}
 BINDS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)
 NOTED = (
     ast.Import,
@@ -109,6 +110,8 @@ class Facts:
         while stack:  # one pass over the tree (iter_child_nodes inlined: it is the hot loop)
             node = stack.pop()
             for name in node._fields:
+                if name in LEAF_FIELDS:  # Load/Store contexts and operators: a third of all nodes
+                    continue
                 value = getattr(node, name, None)
                 if isinstance(value, list):
                     for child in value:
