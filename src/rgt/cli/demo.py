@@ -36,6 +36,8 @@ from rgt.cli._output import Output, output_options
     show_default=True,
     help="... or after this many lines of output.",
 )
+@click.option("--no-lint", is_flag=True, help="Skip `rgt lint` of the command's scripts.")
+@click.option("--overfit", is_flag=True, help="Instead: can it overfit one batch (rgt.smoke hook)?")
 @output_options
 def smoke(
     command: tuple[str, ...],
@@ -44,6 +46,8 @@ def smoke(
     ckpt_glob: str | None,
     kill_after_seconds: float,
     kill_after_lines: int,
+    no_lint: bool,
+    overfit: bool,
     out: Output,
 ) -> None:
     """Run COMMAND on the CPU in a copy of this tree, kill it at its first checkpoint, resume it.
@@ -57,10 +61,23 @@ def smoke(
     form = resume_spec(resume_with, ckpt_glob) or {}
     limits = Limits(seconds=kill_after_seconds, lines=kill_after_lines)
     options = SmokeOptions(form.get("with"), form.get("ckpt"), limits)
+    from rgt.lint.preflight import lines, preflight, summary
+
+    if overfit:
+        from rgt.smoke import run_overfit
+
+        data = run_overfit(list(command), timeout)
+        out.result(data, lambda o: o.line(escape("\n".join(data["problems"]) or "overfit: ok")))
+        sys.exit(0 if data["ok"] else 1)
+    report = None if no_lint else preflight(command)
+    for line in lines(report):  # lint bugs first: the smoke may pass while the run learns nothing
+        out.warn(line)
     out.info("smoke: a run in a temporary copy, killed at its first checkpoint, then resumed")
     result = do_smoke(command, timeout=timeout, options=options)
-    out.result(result.to_json(), lambda o: _smoke_human(o, result))
-    if not result.ok:
+    out.result({**result.to_json(), "lint": summary(report)}, lambda o: _smoke_human(o, result))
+    if report is not None and report.bugs:
+        out.warn(f"rgt lint: {report.bugs} bug(s) in the scripts: smoke counts as failed")
+    if not result.ok or (report is not None and report.bugs):
         sys.exit(1)
 
 

@@ -81,6 +81,9 @@ PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
     "{ckpt} = the checkpoint's path (README: a script not written for rgt).",
 )
 @click.option("--ckpt", "ckpt_glob", metavar="GLOB", help="Where the script's checkpoints appear.")
+@click.option(
+    "--lint", "lint_first", is_flag=True, help="Refuse to launch if `rgt lint` finds a bug."
+)
 @output_options
 def run(
     machine: str,
@@ -94,6 +97,7 @@ def run(
     notify_source: str | None,
     resume_with: str | None,
     ckpt_glob: str | None,
+    lint_first: bool,
     out: Output,
 ) -> None:
     """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
@@ -103,6 +107,13 @@ def run(
     from rgt.models import RetryPolicy
 
     check_separator(click.get_current_context())
+    if lint_first:
+        from rgt.lint.preflight import lines, preflight, refuse_on_bugs
+
+        report = preflight(command)
+        refuse_on_bugs(report)  # exit 3 before anything is launched
+        for line in lines(report):
+            out.warn(line)
     store = Store.open()
     options = LaunchOptions(
         command=command,

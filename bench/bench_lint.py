@@ -1,0 +1,74 @@
+"""`rgt lint` vs `ruff check` on the same 50,000-line training repository, in one run.
+
+    .venv/bin/python bench/bench_lint.py [--lines 50000] [--repeats 5]
+
+The repository is built from the real scripts of tests/lint/corpus (copied as ``.py`` files into
+folders until the tree holds ``--lines`` lines). Both tools run as a user runs them, one process
+each (``rgt lint --json TREE`` and ``ruff check --no-cache --exit-zero TREE``), interleaved
+A B A B ... so machine load hits both alike; medians are reported. Goals: rgt lint <= 2 s and
+<= 3x ruff.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "lint" / "corpus"
+
+
+def build_tree(target: Path, lines: int) -> tuple[int, int]:
+    """Copy the corpus scripts (not the notebooks) into ``target`` until ``lines`` lines."""
+    scripts = sorted(p for p in CORPUS.glob("*/*.py.txt"))
+    total = files = 0
+    while total < lines:
+        for script in scripts:
+            folder = target / f"pkg{files // 40}"
+            folder.mkdir(exist_ok=True)
+            shutil.copyfile(script, folder / f"m{files}_{script.name[:-4]}")
+            total += script.read_text().count("\n")
+            files += 1
+            if total >= lines:
+                break
+    return total, files
+
+
+def timed(argv: list[str]) -> float:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    start = time.perf_counter()
+    subprocess.run(argv, capture_output=True, env=env, check=False, timeout=600)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lines", type=int, default=50_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp)
+        lines, files = build_tree(tree, args.lines)
+        rgt_argv = [sys.executable, "-m", "rgt.cli", "lint", "--json", str(tree)]
+        ruff_argv = [ruff, "check", "--no-cache", "--exit-zero", "--quiet", str(tree)]
+        rgt_times, ruff_times = [], []
+        for _ in range(args.repeats):
+            rgt_times.append(timed(rgt_argv))
+            ruff_times.append(timed(ruff_argv))
+    rgt_s, ruff_s = statistics.median(rgt_times), statistics.median(ruff_times)
+    print(f"tree: {lines} lines in {files} files; load average {os.getloadavg()[0]:.1f}")
+    print(f"rgt lint   median {rgt_s:6.2f} s  (runs {', '.join(f'{t:.2f}' for t in rgt_times)})")
+    print(f"ruff check median {ruff_s:6.2f} s  (runs {', '.join(f'{t:.2f}' for t in ruff_times)})")
+    print(f"ratio rgt/ruff {rgt_s / ruff_s:.2f}x  (goal <= 3x); rgt lint goal <= 2 s")
+
+
+if __name__ == "__main__":
+    main()

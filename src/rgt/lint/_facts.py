@@ -1,0 +1,280 @@
+"""What every rule asks of a module: resolved call names, bindings, loops and function scopes.
+
+Real training code spells one thing many ways: ``F.cross_entropy`` after ``import
+torch.nn.functional as F``, ``nn.CrossEntropyLoss()`` stored in ``self.criterion`` in ``__init__``
+and called in ``training_step``, ``from torch.optim import Adam``. ``Facts`` resolves import
+aliases once, so a rule compares full names (``torch.nn.functional.cross_entropy``), and keeps
+where each name and ``self.attribute`` is bound, so a rule can follow a value one step.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.Module
+
+
+def dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of names and attributes, else None (calls, subscripts...)."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def method(call: ast.AST) -> str | None:
+    """The method name of ``anything.name(...)``, else None."""
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+        return call.func.attr
+    return None
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def constant(node: ast.AST | None) -> object:
+    """The literal value of a constant node (``-1`` too), else the ``NOT_CONSTANT`` marker."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = constant(node.operand)
+        if isinstance(inner, int | float) and not isinstance(inner, bool):
+            return -inner
+    return NOT_CONSTANT
+
+
+NOT_CONSTANT = object()
+MOVES = {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval"}
+
+
+CONTAINERS = (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
+LOOPS = (ast.For, ast.While, ast.AsyncFor)
+LEAF_FIELDS = {"ctx", "op", "ops"}
+BINDS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)
+NOTED = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.Assign,
+    ast.AnnAssign,
+    ast.AugAssign,
+    ast.Call,
+    ast.For,
+    ast.While,
+    ast.AsyncFor,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.If,
+    ast.With,
+)
+
+
+@dataclass
+class Facts:
+    """One parsed module, walked once: aliases, bindings, and for every loop and function the
+    calls, augmented assignments and loops inside it (rules never walk a subtree again)."""
+
+    tree: ast.Module
+    aliases: dict[str, str] = field(default_factory=dict)
+    bindings: dict[str, list[ast.expr]] = field(default_factory=lambda: defaultdict(list))
+    parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
+    calls: list[ast.Call] = field(default_factory=list)
+    loops: list[ast.For | ast.While | ast.AsyncFor] = field(default_factory=list)
+    functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=list)
+    classes: list[ast.ClassDef] = field(default_factory=list)
+    ifs: list[ast.If] = field(default_factory=list)
+    _inside: dict[int, list[ast.AST]] = field(default_factory=lambda: defaultdict(list))
+    _scopes: dict[int, Scope] = field(default_factory=dict)
+    _names: dict[int, str | None] = field(default_factory=dict)
+    _values: dict[tuple[int, str], list[tuple[int, ast.AST | None]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+
+    @classmethod
+    def build(cls, tree: ast.Module) -> Facts:
+        facts = cls(tree)
+        binds: list[ast.stmt] = []
+        stack: list[ast.AST] = [tree]
+        parents, AST = facts.parents, ast.AST
+        while stack:  # one pass over the tree (iter_child_nodes inlined: it is the hot loop)
+            node = stack.pop()
+            for name in node._fields:
+                if name in LEAF_FIELDS:  # Load/Store contexts and operators: a third of all nodes
+                    continue
+                value = getattr(node, name, None)
+                if isinstance(value, list):
+                    for child in value:
+                        if isinstance(child, AST):
+                            parents[child] = node
+                            stack.append(child)
+                elif isinstance(value, AST):
+                    parents[value] = node
+                    stack.append(value)
+            if isinstance(node, NOTED):
+                facts._note(node)
+                if isinstance(node, BINDS):
+                    binds.append(node)
+        for found in (facts.calls, facts.loops, facts.functions, facts.classes, facts.ifs):
+            found.sort(key=_position)
+        for node in [
+            *facts.calls,
+            *facts.loops,
+            *(n for n in binds if isinstance(n, ast.AugAssign)),
+        ]:
+            for outer in facts.ancestors(node):
+                if isinstance(outer, CONTAINERS):
+                    facts._inside[id(outer)].append(node)
+        for node in binds:
+            scope = id(facts.scope_of(node))
+            for name, value in bound_names(node).items():
+                facts._values[(scope, name)].append((node.lineno, value))
+        return facts
+
+    def _note(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                self.aliases[local] = alias.name if alias.asname else local
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                key = dotted(target)
+                if key is not None:
+                    self.bindings[key].append(node.value)
+        elif isinstance(node, ast.Call):
+            self.calls.append(node)
+        elif isinstance(node, LOOPS):
+            self.loops.append(node)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            self.functions.append(node)
+        elif isinstance(node, ast.ClassDef):
+            self.classes.append(node)
+        elif isinstance(node, ast.If):
+            self.ifs.append(node)
+
+    def calls_in(self, node: ast.AST) -> list[ast.Call]:
+        """Every call inside ``node`` (a loop, a function, the module, or any other node)."""
+        if isinstance(node, CONTAINERS):
+            return [n for n in self._inside.get(id(node), []) if isinstance(n, ast.Call)]
+        return [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+
+    def loops_in(self, node: ast.AST) -> list[ast.For | ast.While | ast.AsyncFor]:
+        """The loops inside ``node`` (a loop, a function or the module), not ``node`` itself."""
+        inner = self._inside.get(id(node), [])
+        return [n for n in inner if isinstance(n, LOOPS)]
+
+    def augmented_in(self, node: ast.AST) -> list[ast.AugAssign]:
+        return [n for n in self._inside.get(id(node), []) if isinstance(n, ast.AugAssign)]
+
+    def last_value(self, scope: ast.AST, name: str, before: int) -> ast.AST | None:
+        """The value last bound to ``name`` in ``scope`` before line ``before`` (None: unknown
+        or not one plain value)."""
+        best: tuple[int, ast.AST | None] = (-1, None)
+        for line, value in self._values.get((id(scope), name), []):
+            if best[0] <= line < before:
+                best = (line, value)
+        return best[1]
+
+    def qualname(self, node: ast.AST) -> str | None:
+        """``F.softmax`` → ``torch.nn.functional.softmax`` (import aliases resolved)."""
+        name = dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        full = self.aliases.get(head, head)
+        return f"{full}.{rest}" if rest else full
+
+    def call_name(self, call: ast.AST) -> str | None:
+        if not isinstance(call, ast.Call):
+            return None
+        key = id(call)
+        if key not in self._names:
+            self._names[key] = self.qualname(call.func)
+        return self._names[key]
+
+    def construction(self, value: ast.AST) -> str | None:
+        """The class or function a value was made by: ``Net().to(device)`` → ``Net``."""
+        while (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in MOVES
+            and isinstance(value.func.value, ast.Call)
+        ):
+            value = value.func.value
+        return self.call_name(value)
+
+    def bound_calls(self, key: str) -> list[str]:
+        """The full names of the calls a name (or ``self.attr``) was bound to, in any scope."""
+        names = [self.construction(value) for value in self.bindings.get(key, [])]
+        return [n for n in names if n]
+
+    def is_instance_of(self, node: ast.AST, classes: tuple[str, ...]) -> bool:
+        """Is ``node`` a name bound only to constructions of ``classes`` (last name part)?"""
+        key = dotted(node)
+        if key is None:
+            return False
+        names = [self.construction(v) for v in self.bindings.get(key, [])]
+        return bool(names) and all(n is not None and n.rsplit(".", 1)[-1] in classes for n in names)
+
+    def scope_of(self, node: ast.AST) -> Scope:
+        cached = self._scopes.get(id(node))
+        if cached is None:
+            cached = self.tree
+            for parent in self.ancestors(node):
+                if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef):
+                    cached = parent
+                    break
+            self._scopes[id(node)] = cached
+        return cached
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        parent = self.parents.get(node)
+        while parent is not None:
+            yield parent
+            parent = self.parents.get(parent)
+
+    def methods_called(self, name: str) -> list[ast.Call]:
+        return [c for c in self.calls if method(c) == name]
+
+
+def _position(node: ast.AST) -> tuple[int, int]:
+    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+
+
+def bound_names(node: ast.AST) -> dict[str, ast.AST | None]:
+    """Names a statement binds, each with its value (None when not one plain value);
+    ``a, b = model(x)`` binds ``b`` to ``model(x)[1]``, ``with open(p) as f`` binds ``open(p)``."""
+    out: dict[str, ast.AST | None] = {}
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                out[target.id] = node.value
+                continue
+            out.update({n.id: None for n in ast.walk(target) if isinstance(n, ast.Name)})
+            if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Call):
+                for index, elt in enumerate(target.elts):
+                    if isinstance(elt, ast.Name):
+                        out[elt.id] = ast.Subscript(node.value, ast.Constant(index), ast.Load())
+    elif isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name):
+        out[node.target.id] = node.value if isinstance(node, ast.AnnAssign) else None
+    elif isinstance(node, ast.For):
+        out.update({n.id: None for n in ast.walk(node.target) if isinstance(n, ast.Name)})
+    elif isinstance(node, ast.With):
+        for item in node.items:
+            if isinstance(item.optional_vars, ast.Name):
+                out[item.optional_vars.id] = item.context_expr
+    return out

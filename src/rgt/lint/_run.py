@@ -1,0 +1,81 @@
+"""Running the rule families over parsed files: one file at a time, or in worker processes.
+
+A file's analysis needs only its own text and the project's identifiers (``words``), so many
+files are spread over ``os.cpu_count()`` processes (forked, so nothing is re-imported).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+
+from rgt.lint import data, losses, modes, resilience, throughput
+from rgt.lint._facts import Facts
+from rgt.lint._model import FileNote, Finding, Hit, Rule
+from rgt.lint._source import Source, Text, parse
+
+RULES: dict[str, Rule] = {
+    r.code: r for family in (losses, modes, data, resilience, throughput) for r in family.RULES
+}
+PARALLEL_FROM = 16  # files; below this a process pool costs more than it saves
+Outcome = tuple[list[Finding], list[FileNote]]
+
+
+def analyse(texts: list[Text], words: frozenset[str], wanted: frozenset[str]) -> Outcome:
+    workers = min(os.cpu_count() or 1, 8)
+    if len(texts) < PARALLEL_FROM or workers < 2 or "fork" not in _methods():
+        return _many(texts, words, wanted)
+    chunks = [texts[i::workers] for i in range(workers)]
+    context = multiprocessing.get_context("fork")
+    findings: list[Finding] = []
+    notes: list[FileNote] = []
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        for found, skipped in pool.map(_many, chunks, [words] * workers, [wanted] * workers):
+            findings += found
+            notes += skipped
+    return findings, notes
+
+
+def _methods() -> list[str]:
+    return multiprocessing.get_all_start_methods()
+
+
+def _many(texts: list[Text], words: frozenset[str], wanted: frozenset[str]) -> Outcome:
+    findings: list[Finding] = []
+    notes: list[FileNote] = []
+    for text in texts:
+        source = parse(text)
+        if isinstance(source, FileNote):
+            notes.append(source)
+        else:
+            findings.extend(_findings(source, Facts.build(source.tree), words, wanted))
+    return findings, notes
+
+
+def _findings(
+    source: Source, facts: Facts, words: frozenset[str], wanted: frozenset[str]
+) -> Iterator[Finding]:
+    seen: set[tuple[str, int]] = set()
+    for hit in _hits(facts, set(words)):
+        line = getattr(hit.node, "lineno", 1)
+        if hit.code not in wanted or (hit.code, line) in seen or _silenced(source, hit, line):
+            continue
+        seen.add((hit.code, line))
+        col = getattr(hit.node, "col_offset", 0) + 1
+        cell, where = source.locate(line)
+        yield Finding(source.path, where, col, RULES[hit.code], hit.detail, cell)
+
+
+def _hits(facts: Facts, words: set[str]) -> Iterator[Hit]:
+    yield from losses.check(facts)
+    yield from modes.check(facts, words)
+    yield from data.check(facts, words)
+    yield from resilience.check(facts, words)
+    yield from throughput.check(facts, words)
+
+
+def _silenced(source: Source, hit: Hit, line: int) -> bool:
+    codes = source.noqa.get(line)
+    return codes is not None and (not codes or hit.code in codes)

@@ -1,0 +1,159 @@
+"""Data-pipeline rules: worker seeding, DistributedSampler epochs, IterableDataset sharding.
+
+Since PyTorch 1.9 every DataLoader worker reseeds Python's ``random``, torch *and* NumPy's
+global RNG from a per-worker, per-epoch base seed (torch/utils/data/_utils/worker.py), so
+``np.random`` in ``__getitem__`` is no longer the catalog's DP1 bug by itself. What still
+duplicates augmentations is a ``worker_init_fn`` that reseeds every worker with the same
+constant; that is what RGT301 flags.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from rgt.lint._facts import NOT_CONSTANT, Facts, constant, dotted, keyword
+from rgt.lint._model import Hit, Rule, Severity
+
+B, A = Severity.BUG, Severity.ADVICE
+RULES = (
+    Rule(
+        "RGT301",
+        B,
+        "worker-seed-constant",
+        "worker_init_fn seeds every DataLoader worker "
+        "with the same value: all workers draw the same random augmentations",
+        "seed from torch.initial_seed() % 2**32 (or drop the reseeding: torch >= 1.9 seeds "
+        "random, numpy and torch per worker)",
+        "DP1",
+    ),
+    Rule(
+        "RGT302",
+        B,
+        "distributed-sampler-without-set-epoch",
+        "a shuffling DistributedSampler without set_epoch() gives the same order every epoch",
+        "call sampler.set_epoch(epoch) at the start of each epoch",
+        "D22b",
+    ),
+    Rule(
+        "RGT303",
+        B,
+        "iterable-dataset-not-sharded",
+        "each DataLoader worker runs this "
+        "IterableDataset's __iter__ in full: every sample is seen num_workers times",
+        "shard in __iter__ by torch.utils.data.get_worker_info() (id, num_workers)",
+        "DP2",
+    ),
+    Rule(
+        "RGT304",
+        A,
+        "shuffled-eval-loader",
+        "an evaluation loader is shuffled: harmless for "
+        "averages, but order-dependent metrics and saved predictions no longer line up",
+        "shuffle=False for validation and test loaders",
+        "DP14",
+    ),
+)
+SEEDS = (
+    "numpy.random.seed",
+    "random.seed",
+    "torch.manual_seed",
+    "torch.cuda.manual_seed",
+    "torch.cuda.manual_seed_all",
+)
+VARYING = {"initial_seed", "get_worker_info", "worker_id", "id"}
+EVAL_WORDS = re.compile(r"(?i)(^|_)(val|valid|validation|test|eval|dev)(_|$|loader|set|data)")
+SHARD_WORDS = {"get_worker_info", "worker_info", "worker_id", "split_dataset_by_node", "shard"}
+
+
+def loaders(facts: Facts) -> list[ast.Call]:
+    return [c for c in facts.calls if (facts.call_name(c) or "").endswith("DataLoader")]
+
+
+def workers(call: ast.Call) -> object:
+    """The DataLoader's ``num_workers``: a number, ``NOT_CONSTANT``, or 0 when absent."""
+    value = keyword(call, "num_workers")
+    if value is None:
+        positional = call.args[6] if len(call.args) > 6 else None
+        return 0 if positional is None else constant(positional)
+    return constant(value)
+
+
+def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
+    yield from _worker_seed(facts)
+    if "set_epoch" not in words and _has_epoch_loop(facts):
+        for call in facts.calls:
+            name = facts.call_name(call) or ""
+            if name.endswith("DistributedSampler") and constant(keyword(call, "shuffle")) not in (
+                False,
+                0,
+            ):
+                yield Hit("RGT302", call)
+    yield from _unsharded(facts)
+    for call in loaders(facts):
+        if constant(keyword(call, "shuffle")) is True and _names_eval(facts, call):
+            yield Hit("RGT304", call)
+
+
+def _worker_seed(facts: Facts) -> Iterator[Hit]:
+    inits = {dotted(v) for c in loaders(facts) if (v := keyword(c, "worker_init_fn")) is not None}
+    for func in facts.functions:
+        if func.name not in inits:
+            continue
+        varying = {a.arg for a in func.args.args} | VARYING
+        for node in ast.walk(func):
+            if isinstance(node, ast.Assign) and _mentions_any(node.value, varying):
+                varying |= {
+                    n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)
+                }
+        for call in (n for n in ast.walk(func) if isinstance(n, ast.Call)):
+            seeds = facts.call_name(call) in SEEDS and call.args
+            if seeds and not _mentions_any(call.args[0], varying):
+                yield Hit("RGT301", call)
+
+
+def _mentions_any(node: ast.AST, names: set[str]) -> bool:
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name) and child.id in names:
+            return True
+        if isinstance(child, ast.Attribute) and child.attr in names:
+            return True
+    return False
+
+
+def _has_epoch_loop(facts: Facts) -> bool:
+    targets = (dotted(n.target) or "" for n in facts.loops if isinstance(n, ast.For))
+    return any("epoch" in t.lower() for t in targets)
+
+
+def _unsharded(facts: Facts) -> Iterator[Hit]:
+    for cls in facts.classes:
+        bases = {(facts.qualname(b) or "").rsplit(".", 1)[-1] for b in cls.bases}
+        if "IterableDataset" not in bases or _mentions_any(cls, SHARD_WORDS):
+            continue
+        for call in loaders(facts):
+            count = workers(call)
+            uses = call.args and _constructs(facts, call.args[0], cls.name)
+            if uses and (count is NOT_CONSTANT or (isinstance(count, int) and count > 0)):
+                yield Hit("RGT303", cls, cls.name)
+                break
+
+
+def _constructs(facts: Facts, node: ast.AST, cls: str) -> bool:
+    if isinstance(node, ast.Call):
+        return (facts.call_name(node) or "").rsplit(".", 1)[-1] == cls
+    return facts.is_instance_of(node, (cls,))
+
+
+def _names_eval(facts: Facts, call: ast.Call) -> bool:
+    """Is this loader for evaluation: its dataset's name, or the name it is assigned to?"""
+    names = [dotted(call.args[0]) if call.args else None, keyword(call, "dataset")]
+    parent = facts.parents.get(call)
+    if isinstance(parent, ast.Assign):
+        names += [dotted(t) for t in parent.targets]
+    for name in names:
+        text = name if isinstance(name, str) else (dotted(name) if name is not None else None)
+        if text and EVAL_WORDS.search(text.rsplit(".", 1)[-1]):
+            return True
+    return False

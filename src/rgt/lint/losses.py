@@ -1,0 +1,247 @@
+"""Loss and optimizer rules: what goes into the loss, and the order of the update.
+
+A value is "probabilities" when it is a softmax/sigmoid call, a local name bound only to one, a
+call of an ``nn.Softmax``/``nn.Sigmoid`` object, or the output of a model whose ``forward``
+returns one (followed across ``__init__`` and methods through ``self.attr`` bindings).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from rgt.lint._facts import Facts, constant, dotted, keyword, method
+from rgt.lint._model import Hit, Rule, Severity
+
+B, W, A = Severity.BUG, Severity.WARNING, Severity.ADVICE
+RULES = (
+    Rule(
+        "RGT101",
+        B,
+        "softmax-into-cross-entropy",
+        "CrossEntropyLoss applies log_softmax itself: "
+        "softmax before it flattens the gradients and training plateaus",
+        "feed the raw logits; apply softmax only for predictions",
+        "O12",
+    ),
+    Rule(
+        "RGT102",
+        B,
+        "probabilities-into-nll-loss",
+        "NLLLoss expects log-probabilities; softmax output gives a meaningless loss",
+        "use log_softmax, or CrossEntropyLoss on logits",
+        "O16",
+    ),
+    Rule(
+        "RGT103",
+        B,
+        "sigmoid-into-bce-with-logits",
+        "BCEWithLogitsLoss applies sigmoid itself: a sigmoid before it squashes twice",
+        "feed the raw logits",
+        "O13",
+    ),
+    Rule(
+        "RGT104",
+        A,
+        "adam-weight-decay",
+        "Adam's weight_decay is L2 through the adaptive preconditioner, not decoupled decay",
+        "use AdamW (decoupled weight decay) if decay was meant",
+        "O6",
+    ),
+    Rule(
+        "RGT105",
+        B,
+        "step-without-zero-grad",
+        "gradients accumulate across steps: no zero_grad anywhere in this module",
+        "call optimizer.zero_grad() once per step (or "
+        "make the accumulation explicit with `if (i + 1) % accum == 0`)",
+        "O4",
+    ),
+    Rule(
+        "RGT106",
+        B,
+        "scheduler-before-optimizer",
+        "scheduler.step() runs before "
+        "optimizer.step() in the same loop: the first learning rate is skipped",
+        "call scheduler.step() after optimizer.step()",
+        "O8",
+    ),
+)
+
+CE = ("CrossEntropyLoss", "cross_entropy")
+NLL = ("NLLLoss", "nll_loss")
+BCE_LOGITS = ("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")
+SOFTMAX = ("torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax")
+SIGMOID = ("torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit")
+OPTIMIZERS = ("torch.optim.", "optim.")
+LOSS_NAMES = {CE[1], NLL[1], BCE_LOGITS[1]}  # functional losses; loss objects are bindings
+
+
+def check(facts: Facts) -> Iterator[Hit]:
+    probs = _Probabilities(facts)
+    for call in facts.calls:
+        name = facts.call_name(call) or ""
+        if not name:
+            continue
+        if name.rsplit(".", 1)[-1] in LOSS_NAMES or facts.bindings.get(name):
+            yield from _loss_input(facts, probs, call)
+        if name.endswith((".Adam", "optim.Adam")) or name == "Adam":
+            decay = constant(keyword(call, "weight_decay"))
+            if isinstance(decay, int | float) and decay > 0:
+                yield Hit("RGT104", call)
+    yield from _update_order(facts)
+
+
+def _loss_input(facts: Facts, probs: _Probabilities, call: ast.Call) -> Iterator[Hit]:
+    if not call.args:
+        return
+    kind = _loss_kind(facts, call)
+    first = call.args[0]
+    if kind in ("ce", "nll") and probs.of(first, "softmax"):
+        yield Hit("RGT101" if kind == "ce" else "RGT102", call)
+    elif kind == "bce" and probs.of(first, "sigmoid"):
+        yield Hit("RGT103", call)
+
+
+def _loss_kind(facts: Facts, call: ast.Call) -> str | None:
+    name = facts.call_name(call) or ""
+    head, _, last = name.rpartition(".")
+    for kind, (cls, function) in (("ce", CE), ("nll", NLL), ("bce", BCE_LOGITS)):
+        if last == function and head.endswith(("functional", "F")):
+            return kind
+        if facts.is_instance_of(call.func, (cls,)):
+            return kind
+    return None
+
+
+class _Probabilities:
+    """Is a value probabilities (softmax/sigmoid output), seen whole in this module?"""
+
+    def __init__(self, facts: Facts) -> None:
+        self.facts = facts
+        # class name → which outputs of its forward are probabilities (WHOLE, or tuple positions)
+        self.models = {k: self._returns(k) for k in ("softmax", "sigmoid")}
+
+    def of(self, node: ast.AST, kind: str, depth: int = 0) -> bool:
+        if isinstance(node, ast.Call):
+            return self._direct(node, kind) or self._model_output(node, WHOLE, kind)
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call):
+            index = constant(node.slice)
+            return isinstance(index, int) and self._model_output(node.value, index, kind)
+        if isinstance(node, ast.Name) and depth < 3:
+            value = self.facts.last_value(self.facts.scope_of(node), node.id, node.lineno)
+            return value is not None and self.of(value, kind, depth + 1)
+        return False
+
+    def _direct(self, node: ast.Call, kind: str) -> bool:
+        name = self.facts.call_name(node) or ""
+        if name in (SOFTMAX if kind == "softmax" else SIGMOID):
+            return True
+        key = dotted(node.func)
+        if key and self.facts.bindings.get(key):  # self.softmax = nn.Softmax(dim=1)
+            values = self.facts.bindings[key]
+            return all(self._layer(v, kind.capitalize()) for v in values)
+        tensor_method = method(node) == kind and not (key or "").startswith("self.")
+        return tensor_method and not name.startswith(("np.", "numpy.", "scipy.", "torch."))
+
+    def _layer(self, value: ast.AST, cls: str) -> bool:
+        """``nn.Softmax(dim=1)``, or an ``nn.Sequential(...)`` whose last layer is one."""
+        name = self.facts.construction(value) or ""
+        if name.rsplit(".", 1)[-1] == cls:
+            return True
+        if name.endswith("Sequential") and isinstance(value, ast.Call) and value.args:
+            last = self.facts.call_name(value.args[-1]) or ""
+            return last.rsplit(".", 1)[-1] == cls
+        return False
+
+    def _model_output(self, call: ast.Call, position: int, kind: str) -> bool:
+        for cls, positions in self.models[kind].items():
+            if position in positions and self.facts.is_instance_of(call.func, (cls,)):
+                return True
+        return False
+
+    def _returns(self, kind: str) -> dict[str, set[int]]:
+        """Classes defined here whose ``forward`` always returns ``kind`` output (or a tuple
+        with it at the same positions)."""
+        found: dict[str, set[int]] = {}
+        for cls in self.facts.classes:
+            forward = next((f for f in cls.body if getattr(f, "name", "") == "forward"), None)
+            if not isinstance(forward, ast.FunctionDef):
+                continue
+            returns = [r.value for r in ast.walk(forward) if isinstance(r, ast.Return)]
+            sets = [self._positions(r, kind) for r in returns if r is not None]
+            if sets and len(sets) == len(returns):
+                common = set.intersection(*sets)
+                if common:
+                    found[cls.name] = common
+        return found
+
+    def _positions(self, node: ast.AST, kind: str) -> set[int]:
+        if isinstance(node, ast.Tuple):
+            return {i for i, elt in enumerate(node.elts) if self._plain(elt, kind)}
+        return {WHOLE} if self._plain(node, kind) else set()
+
+    def _plain(self, node: ast.AST, kind: str) -> bool:
+        if isinstance(node, ast.Name):
+            node = self.facts.last_value(self.facts.scope_of(node), node.id, node.lineno) or node
+        return isinstance(node, ast.Call) and self._direct(node, kind)
+
+
+WHOLE = -1  # the whole output, not a tuple position
+
+
+def _update_order(facts: Facts) -> Iterator[Hit]:
+    zero = bool(facts.methods_called("zero_grad")) or _sets_grad_none(facts.tree)
+    for loop in facts.loops:
+        inside = facts.calls_in(loop)
+        steps = [c for c in inside if method(c) == "step" and not c.args and not c.keywords]
+        opt = [c for c in steps if _is_optimizer(facts, c)]
+        if not opt:
+            continue
+        if not zero and any(method(c) == "backward" for c in inside) and not _accumulates(loop):
+            yield Hit("RGT105", opt[0])
+            zero = True  # once per module: the fix is one line
+        sched = [c for c in steps if _is_scheduler(facts, c)]
+        if sched and _first_line(sched) < _first_line(opt):
+            yield Hit("RGT106", sched[0])
+
+
+def _first_line(calls: list[ast.Call]) -> tuple[int, int]:
+    return min((c.lineno, c.col_offset) for c in calls)
+
+
+def _is_optimizer(facts: Facts, call: ast.Call) -> bool:
+    assert isinstance(call.func, ast.Attribute)
+    key = dotted(call.func.value) or ""
+    made = facts.bound_calls(key)
+    if made and any("lr_scheduler" in n for n in made):
+        return False
+    if made and all(n.startswith(OPTIMIZERS) for n in made):
+        return True
+    return key.split(".")[-1].lower().endswith(("optimizer", "optim", "opt"))
+
+
+def _is_scheduler(facts: Facts, call: ast.Call) -> bool:
+    assert isinstance(call.func, ast.Attribute)
+    key = dotted(call.func.value) or ""
+    made = facts.bound_calls(key)
+    if made:
+        return all("lr_scheduler" in n for n in made)
+    return key.split(".")[-1] in ("scheduler", "lr_scheduler", "sched")
+
+
+def _accumulates(loop: ast.AST) -> bool:
+    for node in ast.walk(loop):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            return True
+        if isinstance(node, ast.Name) and "accum" in node.id.lower():
+            return True
+    return False
+
+
+def _sets_grad_none(tree: ast.AST) -> bool:
+    return any(
+        isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets)
+        for node in ast.walk(tree)
+    )

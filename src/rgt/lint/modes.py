@@ -1,0 +1,179 @@
+"""Mode and graph rules: train/eval mode, gradients in evaluation, loss tensors kept alive.
+
+An "evaluation function" is one named like ``evaluate``/``validate``/``test`` that loops over
+data. Lightning and Hugging Face ``Trainer`` code is skipped: the framework sets the modes.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from rgt.lint._facts import Facts, dotted, method
+from rgt.lint._model import Hit, Rule, Severity
+
+B, W = Severity.BUG, Severity.WARNING
+RULES = (
+    Rule(
+        "RGT201",
+        W,
+        "eval-without-model-eval",
+        "this evaluation loop runs with dropout and "
+        "batch-norm in training mode: nothing in the module calls .eval()",
+        "call model.eval() before evaluating",
+        "O5",
+    ),
+    Rule(
+        "RGT202",
+        B,
+        "no-train-after-eval",
+        "the model is put in eval mode inside the "
+        "training loop and never back: training continues without dropout and with frozen "
+        "batch-norm statistics",
+        "call model.train() at the start of each epoch",
+        "O5",
+    ),
+    Rule(
+        "RGT203",
+        W,
+        "eval-without-no-grad",
+        "this evaluation loop builds autograd graphs it never uses (memory and time)",
+        "wrap it in `with torch.no_grad():` (or torch.inference_mode())",
+        "M15",
+    ),
+    Rule(
+        "RGT204",
+        W,
+        "loss-tensor-accumulated",
+        "a running total keeps every step's loss "
+        "tensor, and with it the whole autograd graph: memory grows each step",
+        "accumulate loss.item() (or loss.detach())",
+        "M20",
+    ),
+)
+EVAL_NAME = re.compile(
+    r"(?i)^(evaluate|evaluation|eval|validate|validation|valid|val|test)(_|$)"
+    r"|_(eval|evaluate|evaluation|validate|validation|val|test)$"
+)
+NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
+FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "ignite")
+
+
+def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
+    if any(facts.aliases.get(a, a).split(".")[0] in FRAMEWORKS for a in facts.aliases):
+        return
+    evals = [f for f in facts.functions if _is_eval(facts, f)]
+    any_eval_call = bool([c for c in facts.methods_called("eval") if not c.args])
+    any_eval_call |= any(_train_false(c) for c in facts.methods_called("train"))
+    for func in evals:
+        if not any_eval_call and words & {"Dropout", "dropout", "BatchNorm2d", "BatchNorm1d"}:
+            yield Hit("RGT201", func, func.name)
+        if not _under_no_grad(facts, func):
+            yield Hit("RGT203", func, func.name)
+    yield from _train_after_eval(facts)
+    yield from _accumulated(facts)
+
+
+def _is_eval(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    if not EVAL_NAME.search(func.name) or func.name.endswith("_step"):
+        return False
+    body = facts.calls_in(func)
+    if any(method(c) in ("backward", "step") for c in body):
+        return False
+    return bool(facts.loops_in(func)) and any(
+        isinstance(c.func, ast.Name) or method(c) == "forward" for c in body
+    )
+
+
+def _train_false(call: ast.Call) -> bool:
+    return bool(call.args) and isinstance(call.args[0], ast.Constant) and not call.args[0].value
+
+
+def _under_no_grad(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    if _mentions(func, NO_GRAD):
+        return True
+    for call in facts.calls:
+        if dotted(call.func) in (func.name, f"self.{func.name}"):
+            for outer in facts.ancestors(call):
+                if isinstance(outer, ast.With | ast.FunctionDef) and _mentions_head(outer):
+                    return True
+    return False
+
+
+def _mentions_head(node: ast.With | ast.FunctionDef) -> bool:
+    heads: list[ast.AST] = []
+    heads.extend(node.items if isinstance(node, ast.With) else node.decorator_list)
+    return any(_mentions(h, NO_GRAD) for h in heads)
+
+
+def _mentions(node: ast.AST, names: tuple[str, ...]) -> bool:
+    for child in ast.walk(node):
+        if isinstance(child, ast.Attribute) and child.attr in names:
+            return True
+        if isinstance(child, ast.Name) and child.id in names:
+            return True
+    return False
+
+
+def _train_after_eval(facts: Facts) -> Iterator[Hit]:
+    if facts.methods_called("train"):
+        return
+    bodies = {f.name: f for f in facts.functions}
+    for loop in facts.loops:
+        inside = facts.calls_in(loop)
+        called = [bodies[n] for n in (_callee(c) for c in inside) if n in bodies]
+        reach = inside + [c for f in called for c in facts.calls_in(f)]
+        trains = any(method(c) == "backward" for c in reach)
+        evals = [c for c in reach if method(c) == "eval" and not c.args]
+        if trains and evals:
+            yield Hit("RGT202", evals[0])
+            return
+
+
+def _callee(call: ast.Call) -> str:
+    name = dotted(call.func) or ""
+    return name.removeprefix("self.")
+
+
+def _accumulated(facts: Facts) -> Iterator[Hit]:
+    for loop in facts.loops:
+        inside = facts.calls_in(loop)
+        backed = {
+            dotted(c.func.value)
+            for c in inside
+            if method(c) == "backward" and isinstance(c.func, ast.Attribute)
+        }
+        backed.discard(None)
+        if not backed:
+            continue
+        for node in [*facts.augmented_in(loop), *inside]:
+            target = _accumulator(node, backed)
+            if target and f"{target}" not in backed and not _is_backed_later(facts, target):
+                yield Hit("RGT204", node, target)
+
+
+def _accumulator(node: ast.AST, backed: set[str | None]) -> str | None:
+    """``total += loss`` or ``losses.append(loss)`` with a loss that had ``.backward()``."""
+    if (
+        isinstance(node, ast.AugAssign)
+        and isinstance(node.op, ast.Add)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in backed
+    ):
+        return dotted(node.target)
+    if isinstance(node, ast.Call) and method(node) == "append" and len(node.args) == 1:
+        arg = node.args[0]
+        if isinstance(arg, ast.Name) and arg.id in backed:
+            assert isinstance(node.func, ast.Attribute)
+            return dotted(node.func.value)
+    return None
+
+
+def _is_backed_later(facts: Facts, target: str) -> bool:
+    """Is the total itself back-propagated (``sum(losses).backward()``): then it is meant."""
+    for call in facts.methods_called("backward"):
+        assert isinstance(call.func, ast.Attribute)
+        if any(dotted(n) == target for n in ast.walk(call.func.value)):
+            return True
+    return False

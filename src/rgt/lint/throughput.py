@@ -1,0 +1,81 @@
+"""Throughput hints (advice only): host syncs every step, pageable memory, loading in the main
+process. They never fail a run; they say where a rented GPU waits.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from rgt.lint._facts import Facts, constant, keyword, method
+from rgt.lint._model import Hit, Rule, Severity
+from rgt.lint.data import loaders, workers
+
+A = Severity.ADVICE
+RULES = (
+    Rule(
+        "RGT501",
+        A,
+        "host-sync-every-step",
+        "`.item()`/`.cpu()` on every training step waits "
+        "for the GPU to finish before the next step can be queued",
+        "log every N steps (inside `if step % N == 0:`), or accumulate on the device",
+        "T23",
+    ),
+    Rule(
+        "RGT502",
+        A,
+        "pin-memory-off",
+        "batches are copied to the GPU from pageable memory, on the critical path",
+        "DataLoader(..., pin_memory=True) and .to(device, non_blocking=True)",
+        "T6",
+    ),
+    Rule(
+        "RGT503",
+        A,
+        "loader-in-main-process",
+        "num_workers=0 loads and augments every batch in the training process while the GPU waits",
+        "num_workers > 0 (about the CPU cores per GPU, within RAM)",
+        "T4",
+    ),
+)
+SYNCS = ("item", "cpu")
+GPU = {"cuda", "accelerator"}  # torch.cuda / .cuda() / "cuda:0" / torch.accelerator
+
+
+def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
+    if not words & GPU:  # a CPU-only script has no GPU to keep busy
+        return
+    for loop in facts.loops:
+        if _inner_training_loop(facts, loop):
+            sync = _unconditional_sync(loop)
+            if sync is not None:
+                yield Hit("RGT501", sync)
+    for call in loaders(facts):
+        if any(kw.arg is None for kw in call.keywords):  # **kwargs: not seen whole
+            continue
+        if keyword(call, "pin_memory") is None or constant(keyword(call, "pin_memory")) is False:
+            yield Hit("RGT502", call)
+        if workers(call) == 0:
+            yield Hit("RGT503", call)
+
+
+def _inner_training_loop(facts: Facts, loop: ast.AST) -> bool:
+    """A loop that back-propagates and holds no other loop that does (the step loop)."""
+    if not any(method(c) == "backward" for c in facts.calls_in(loop)):
+        return False
+    inner = facts.loops_in(loop)
+    return not any(any(method(c) == "backward" for c in facts.calls_in(lp)) for lp in inner)
+
+
+def _unconditional_sync(loop: ast.For | ast.While | ast.AsyncFor) -> ast.Call | None:
+    """The first ``.item()``/``.cpu()`` in the loop body that is not under an ``if``."""
+    pending: list[ast.AST] = list(loop.body)
+    while pending:
+        node = pending.pop(0)
+        if isinstance(node, ast.If | ast.FunctionDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Call) and method(node) in SYNCS and not node.args:
+            return node
+        pending.extend(ast.iter_child_nodes(node))
+    return None

@@ -1,0 +1,193 @@
+"""RGT3xx data pipeline, RGT4xx resilience, RGT5xx throughput."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.lint._lint import codes, found
+
+
+def test_worker_init_fn_that_seeds_every_worker_alike(tmp_path: Path) -> None:
+    source = """
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader
+
+    def seed_worker(worker_id):
+        np.random.seed(42)
+
+    def good_worker(worker_id):
+        seed = torch.initial_seed() % 2**32
+        np.random.seed(seed)
+
+    a = DataLoader(ds, num_workers=4, worker_init_fn=seed_worker)
+    b = DataLoader(ds, num_workers=4, worker_init_fn=good_worker)
+    """
+    assert found(tmp_path, source) == [("RGT301", 6)]
+
+
+def test_numpy_rng_in_getitem_is_not_flagged_torch_reseeds_it(tmp_path: Path) -> None:
+    source = """
+    import numpy as np
+    from torch.utils.data import DataLoader, Dataset
+
+    class Crops(Dataset):
+        def __getitem__(self, i):
+            return np.random.randint(0, 10)
+
+    loader = DataLoader(Crops(), num_workers=8)
+    """
+    assert codes(tmp_path, source) == set()
+
+
+def test_distributed_sampler_needs_set_epoch(tmp_path: Path) -> None:
+    source = """
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+    sampler = DistributedSampler(train_set)
+    val_sampler = DistributedSampler(val_set, shuffle=False)
+    loader = DataLoader(train_set, sampler=sampler, num_workers=2)
+    for epoch in range(90):
+        for batch in loader:
+            step(batch)
+    """
+    assert found(tmp_path, source) == [("RGT302", 4)]
+    fixed = source.replace("    for batch", "    sampler.set_epoch(epoch)\n    for batch")
+    assert codes(tmp_path, fixed) == set()
+
+
+def test_iterable_dataset_without_worker_sharding(tmp_path: Path) -> None:
+    source = """
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            yield from open("data.txt")
+
+    loader = DataLoader(Stream(), batch_size=8, num_workers=args.workers)
+    """
+    assert found(tmp_path, source) == [("RGT303", 4)]
+    sharded = source.replace(
+        '        yield from open("data.txt")',
+        '        info = torch.utils.data.get_worker_info()\n        yield from open("data.txt")',
+    )
+    assert codes(tmp_path, sharded) == set()
+    assert codes(tmp_path, source.replace("num_workers=args.workers", "num_workers=0")) == set()
+
+
+def test_shuffled_validation_loader_is_advice(tmp_path: Path) -> None:
+    source = """
+    from torch.utils.data import DataLoader
+    train_loader = DataLoader(train_set, shuffle=True, num_workers=2)
+    val_loader = DataLoader(val_set, shuffle=True, num_workers=2)
+    """
+    assert found(tmp_path, source) == [("RGT304", 3)]
+
+
+def test_checkpoint_overwritten_in_place_vs_atomic_vs_new_names(tmp_path: Path) -> None:
+    source = """
+    import os
+    import torch
+
+    def train(model, epochs, out):
+        for epoch in range(epochs):
+            fit_one_epoch(model)
+            torch.save(model.state_dict(), os.path.join(out, "ckpt.pt"))
+            torch.save(model.state_dict(), f"{out}/epoch_{epoch}.pt")
+
+    def save_atomic(state, path):
+        torch.save(state, path + ".tmp")
+        os.replace(path + ".tmp", path)
+
+    def resume(model, path):
+        model.load_state_dict(torch.load(path))
+    """
+    assert found(tmp_path, source) == [("RGT401", 7)]
+
+
+def test_no_resume_path_only_for_a_training_loop(tmp_path: Path) -> None:
+    source = """
+    import torch
+    for epoch in range(3):
+        for x, y in loader:
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+    torch.save(model.state_dict(), "final.pt")
+    """
+    assert found(tmp_path, source) == [("RGT402", 7)]
+    export_only = 'import torch\ntorch.save(features, "feats.pt")\n'
+    assert codes(tmp_path, export_only) == set()
+
+
+def test_collective_on_rank_zero_only(tmp_path: Path) -> None:
+    source = """
+    import torch.distributed as dist
+
+    def finish(model, rank):
+        if rank == 0:
+            torch.save(model.state_dict(), "m.pt")
+            dist.barrier()
+
+    def log(metrics, args):
+        if args.local_rank == 0:
+            dist.all_reduce(metrics)
+        else:
+            dist.all_reduce(metrics)
+    """
+    assert found(tmp_path, source) == [("RGT403", 6)]
+
+
+def test_download_first_barrier_idiom_is_paired(tmp_path: Path) -> None:
+    source = """
+    import torch
+
+    def load(args):
+        if args.local_rank not in [-1, 0]:
+            torch.distributed.barrier()
+        data = download()
+        if args.local_rank == 0:
+            torch.distributed.barrier()
+        return data
+    """
+    assert codes(tmp_path, source) == set()
+
+
+def test_spawn_start_method_without_main_guard(tmp_path: Path) -> None:
+    source = """
+    import torch.multiprocessing as mp
+    from torch.utils.data import DataLoader
+    mp.set_start_method("spawn")
+    loader = DataLoader(ds, num_workers=4, pin_memory=True)
+    for batch in loader:
+        pass
+    """
+    assert found(tmp_path, source) == [("RGT404", 4)]
+    guarded = (
+        "import torch.multiprocessing as mp\nfrom torch.utils.data import DataLoader\n\n"
+        "if __name__ == '__main__':\n    mp.set_start_method('spawn')\n"
+        "    loader = DataLoader(ds, num_workers=4, pin_memory=True)\n"
+    )
+    assert codes(tmp_path, guarded) == set()
+
+
+def test_throughput_hints_for_a_gpu_script(tmp_path: Path) -> None:
+    source = """
+    import torch
+    from torch.utils.data import DataLoader
+    device = torch.device("cuda")
+    loader = DataLoader(train_set, batch_size=64, shuffle=True)
+    for step, (x, y) in enumerate(loader):
+        loss = model(x.to(device)).sum()
+        loss.backward()
+        print(loss.item())
+        if step % 100 == 0:
+            log(loss.item())
+    """
+    assert found(tmp_path, source) == [("RGT502", 4), ("RGT503", 4), ("RGT501", 8)]
+    cpu_only = source.replace('torch.device("cuda")', 'torch.device("cpu")')
+    assert codes(tmp_path, cpu_only) == set()
+    tuned = source.replace("shuffle=True)", "shuffle=True, num_workers=8, pin_memory=True)")
+    assert codes(tmp_path, tuned.replace("        print(loss.item())\n", "")) == set()

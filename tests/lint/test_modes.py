@@ -1,0 +1,136 @@
+"""RGT2xx: train/eval modes, gradients during evaluation, loss tensors kept alive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.lint._lint import codes, found
+
+MODEL = """
+import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 2))
+
+    def forward(self, x):
+        return self.body(x)
+"""
+
+
+def test_evaluation_without_eval_mode_when_the_model_has_dropout(tmp_path: Path) -> None:
+    source = (
+        MODEL
+        + """
+def evaluate(model, loader):
+    correct = 0
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum().item()
+    return correct
+"""
+    )
+    assert found(tmp_path, source) == [("RGT201", 12)]
+    assert (
+        codes(tmp_path, source.replace("    correct = 0", "    model.eval()\n    correct = 0"))
+        == set()
+    )
+    no_dropout = source.replace("nn.Dropout(0.5), ", "")
+    assert codes(tmp_path, no_dropout) == set()
+
+
+def test_eval_inside_the_training_loop_and_never_train_again(tmp_path: Path) -> None:
+    source = (
+        MODEL
+        + """
+def validate(model, loader):
+    model.eval()
+    with torch.no_grad():
+        return sum(model(x).sum().item() for x, _ in loader)
+
+def fit(model, opt, loader):
+    for epoch in range(10):
+        for x, y in loader:
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+        validate(model, loader)
+"""
+    )
+    assert found(tmp_path, source) == [("RGT202", 13)]
+    fixed = source.replace(
+        "    for epoch in range(10):\n", "    for epoch in range(10):\n        model.train()\n"
+    )
+    assert codes(tmp_path, fixed) == set()
+
+
+def test_evaluation_without_no_grad(tmp_path: Path) -> None:
+    source = (
+        MODEL
+        + """
+def test(model, loader):
+    model.eval()
+    total = 0.0
+    for x, y in loader:
+        total += model(x).sum().item()
+    return total
+"""
+    )
+    assert found(tmp_path, source) == [("RGT203", 12)]
+    decorated = source.replace("def test(", "@torch.no_grad()\ndef test(")
+    assert codes(tmp_path, decorated) == set()
+    called_under = source + "\nwith torch.inference_mode():\n    test(Net(), [])\n"
+    assert codes(tmp_path, called_under) == set()
+
+
+def test_running_total_of_loss_tensors(tmp_path: Path) -> None:
+    source = """
+    import torch
+    def train(model, opt, loader):
+        total_loss = 0
+        for x, y in loader:
+            opt.zero_grad()
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+            total_loss += loss
+        return total_loss
+    """
+    assert found(tmp_path, source) == [("RGT204", 9)]
+    assert (
+        codes(tmp_path, source.replace("total_loss += loss", "total_loss += loss.item()")) == set()
+    )
+
+
+def test_a_list_of_losses_back_propagated_together_is_meant(tmp_path: Path) -> None:
+    source = """
+    import torch
+    def train(model, opt, loader):
+        losses = []
+        for x, y in loader:
+            loss = model(x).sum()
+            loss.backward()
+            losses.append(loss)
+        torch.stack(losses).sum().backward()
+    """
+    assert codes(tmp_path, source) == set()
+
+
+def test_lightning_modules_are_left_to_the_framework(tmp_path: Path) -> None:
+    source = (
+        MODEL
+        + """
+import lightning as L
+
+class Lit(L.LightningModule):
+    def validation_step(self, batch, idx):
+        return self.model(batch[0]).sum()
+
+def test(model, loader):
+    for x, y in loader:
+        model(x)
+"""
+    )
+    assert codes(tmp_path, source) == set()
