@@ -29,7 +29,7 @@ def is_vendor(platform: str) -> bool:
     return platform in VENDORS
 
 
-def client_for(platform: str) -> VendorClient:
+def client_for(platform: str, key: str | None = None) -> VendorClient:
     if platform not in VENDORS:
         raise UsageError(
             f"{platform!r} has no vendor API rgt can drive",
@@ -37,4 +37,4 @@ def client_for(platform: str) -> VendorClient:
         )
     module, cls, variable = VENDORS[platform]
     client: type[VendorClient] = getattr(importlib.import_module(module), cls)
-    return client(api_key(platform), os.environ.get(variable) or None)
+    return client(key or api_key(platform), os.environ.get(variable) or None)

@@ -46,6 +46,7 @@ class VendorClient(ABC):
     can_stop: ClassVar[bool] = True
     # What a stopped instance's disk costs (currency/GB/month), where the vendor publishes it.
     stopped_disk_per_gb_month: ClassVar[float | None] = None
+    max_attempts: int = MAX_ATTEMPTS
 
     def __init__(self, key: str, base_url: str | None = None, *, backoff_s: float = 0.5) -> None:
         self._key = key
@@ -58,6 +59,12 @@ class VendorClient(ABC):
 
     def close(self) -> None:
         self._http.close()
+
+    def quick(self, timeout_s: float) -> VendorClient:
+        """One try with a short deadline: for a glance (`status`, `watch`), never for a verb."""
+        self._http.timeout = httpx.Timeout(timeout_s)
+        self.max_attempts = 1
+        return self
 
     # -- primitives ----------------------------------------------------------------------
 
@@ -129,7 +136,7 @@ class VendorClient(ABC):
     ) -> Any:
         """One API call with the retry rules above; returns the decoded JSON body."""
         full = url if url.startswith("http") else self.base_url + url
-        for attempt in range(1, MAX_ATTEMPTS + 1):
+        for attempt in range(1, self.max_attempts + 1):
             started = time.monotonic()
             try:
                 response = self._http.request(method, full, json=json, params=params)
@@ -179,7 +186,7 @@ class VendorClient(ABC):
     def _give_up_if(
         self, attempt: int, response: httpx.Response | None, text: str, code: str | None
     ) -> None:
-        if attempt < MAX_ATTEMPTS:
+        if attempt < self.max_attempts:
             return
         if response is not None:
             code, message = self.error_detail(_json(response))
