@@ -50,8 +50,17 @@ def vendor_up_options(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         values = {n: kwargs.pop(n) for n in (*_UP_NAMES, "identity_file", "resume")}
-        _set_budget(kwargs["name"], kwargs.pop("budget"), kwargs.pop("notify_source"))
-        kwargs["vendor"] = _vendor_up(values) if values["gpu"] or values["resume"] else None
+        rents = bool(values["gpu"] or values["resume"])
+        budget, notify = kwargs.pop("budget"), kwargs.pop("notify_source")
+        if budget is not None and not rents and kwargs.get("price") is None:
+            from rgt.errors import UsageError
+
+            raise UsageError(
+                "--budget needs a price: the vendor's (rent with --gpu) or --price P",
+                fix="add --price (per hour), or drop --budget",
+            )
+        _set_budget(kwargs["name"], budget, notify)
+        kwargs["vendor"] = _vendor_up(values) if rents else None
         return func(*args, **kwargs)
 
     for option in reversed(_UP_OPTIONS):

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import importlib
 import os
+from typing import TYPE_CHECKING
 
 from rgt.errors import UsageError
 from rgt.vendors._keys import api_key
-from rgt.vendors._rest import VendorClient
+
+if TYPE_CHECKING:  # httpx is imported only when a vendor is really called
+    from rgt.vendors._rest import VendorClient
 
 # platform (profile name) → (module, class, base-URL variable)
 VENDORS: dict[str, tuple[str, str, str]] = {

@@ -4,9 +4,9 @@
 
 Everything but the orphans line is computed from the state store with no network call. The
 orphans line asks only vendors with a key set (none set: no network at all), one try with a
-``GLANCE_TIMEOUT_S`` deadline, and keeps the account listings for ``RGT_VENDOR_GLANCE_TTL_S``
-(default 120 s) in ``$RGT_HOME/cache/vendor-instances.json``; a change rgt makes to its own
-vendor records (an `up`, a `down`) makes the cached listing stale at once.
+3 s deadline (``RGT_VENDOR_GLANCE_TIMEOUT_S``), and keeps the account listings for
+``RGT_VENDOR_GLANCE_TTL_S`` (default 120 s) in ``$RGT_HOME/cache/vendor-instances.json``; a
+change rgt makes to its own vendor records (an `up`, a `down`) makes that listing stale.
 
 Budgets and clocks are announced as machine events (``rgt.vendors._ledger``) the first time
 any of these commands sees them crossed; a budget never stops a machine by itself.
@@ -181,7 +181,8 @@ def glance_orphans(store: Store) -> dict[str, Any] | None:
     except (OSError, ValueError, KeyError, TypeError):
         cached, fresh = None, False
     if not fresh or cached is None:
-        listings, skipped = list_accounts(GLANCE_TIMEOUT_S, only_configured=True)
+        quick = float(os.environ.get("RGT_VENDOR_GLANCE_TIMEOUT_S") or GLANCE_TIMEOUT_S)
+        listings, skipped = list_accounts(quick, only_configured=True)
         cached = {"time": time.time(), "store": stamp, "listings": listings, "skipped": skipped}
         store_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
