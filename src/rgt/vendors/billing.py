@@ -14,6 +14,7 @@ any of these commands sees them crossed; a budget never stops a machine by itsel
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -109,6 +110,15 @@ def check_budgets(costs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _announce(machine: str, entry: dict[str, Any], threshold: int, spent: float) -> dict[str, Any]:
+    try:
+        return _announce_once(machine, entry, threshold, spent)
+    except OSError as exc:  # a full or read-only $RGT_HOME must not break `status`
+        return {"kind": f"budget_{threshold}", "not_recorded": f"{exc.strerror}: {exc.filename}"}
+
+
+def _announce_once(
+    machine: str, entry: dict[str, Any], threshold: int, spent: float
+) -> dict[str, Any]:
     if not ledger.mark_announced(machine, threshold):
         return {"kind": f"budget_{threshold}", "announced_by": "another rgt"}
     record = ledger.add_event(
@@ -157,15 +167,16 @@ def _clock_event(m: Machine, title: str, clock: Any, due: datetime) -> dict[str,
         "trigger": clock.trigger,
         "consequence": clock.consequence,
     }
-    ledger.add_event(
-        m.name,
-        "danger_clock",
-        f"{m.name}:{clock.name}:{m.released}",
-        detail,
-        f"if {m.name} is left stopped in the {title} console: {clock.consequence} on {date}; "
-        "copy off what you still need before then, or release it there",
-        "warning",
-    )
+    with contextlib.suppress(OSError):  # shown either way; recorded when $RGT_HOME can be written
+        ledger.add_event(
+            m.name,
+            "danger_clock",
+            f"{m.name}:{clock.name}:{m.released}",
+            detail,
+            f"if {m.name} is left stopped in the {title} console: {clock.consequence} on {date}; "
+            "copy off what you still need before then, or release it there",
+            "warning",
+        )
     return {"machine": m.name, **detail}
 
 
@@ -184,10 +195,11 @@ def glance_orphans(store: Store) -> dict[str, Any] | None:
         quick = float(os.environ.get("RGT_VENDOR_GLANCE_TIMEOUT_S") or GLANCE_TIMEOUT_S)
         listings, skipped = list_accounts(quick, only_configured=True)
         cached = {"time": time.time(), "store": stamp, "listings": listings, "skipped": skipped}
-        store_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(cached))
-        os.replace(tmp, path)
+        with contextlib.suppress(OSError):  # no cache on a full $RGT_HOME: ask again next time
+            store_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(cached))
+            os.replace(tmp, path)
     result = classify(store, cached["listings"], cached["skipped"])
     result["as_of"] = datetime.fromtimestamp(cached["time"], timezone.utc).strftime("%H:%M:%S")
     return result
