@@ -217,6 +217,11 @@ def _human_orphans(data: dict[str, Any]) -> Callable[[Output], None]:
             )
         else:
             o.line("no orphaned instances on the vendors checked")
+        for k in data.get("kept", []):
+            o.line(
+                f"  • kept: {k['vendor']} instance {k['instance_id']} of {k['machine']} is "
+                f"{k['state']} and bills its disk: `{k['fix']}` destroys it"
+            )
         for vendor, why in data["not_checked"].items():
             o.line(f"  • {vendor}: {escape(why)}")  # messages name "[vendor]" tables
 

@@ -83,8 +83,18 @@ def classify(
             )
             price = inst.get("price_per_hour")
             found.append(Orphan(vendor, inst["id"], inst["name"], inst["state"], price, why))
+    gone = {m.name for m in store.machines() if not m.active}
+    kept = [  # known and billing on purpose (`down --keep-volume`): listed, not orphans
+        {
+            **{k: r[k] for k in ("vendor", "instance_id", "machine", "state")},
+            "fix": f"rgt down {r['machine']}",
+        }
+        for r in rows
+        if r["released"] is None and r["machine"] in gone
+    ]
     return {
         "orphans": [o.to_json() for o in found],
+        "kept": kept,
         "checked": sorted(listings),
         "not_checked": skipped,
     }
