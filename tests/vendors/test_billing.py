@@ -89,7 +89,7 @@ def test_the_orphans_line_counts_and_is_cached_until_rgt_changes_its_records(
     first = summary(Store.open())
     assert [o["instance_id"] for o in first["orphans"]["orphans"]] == [stray]
     assert first["orphans"]["checked"] == ["runpod"]  # only vendors with a key are asked
-    assert "orphans: 1 instance bill on this account that rgt does not know" in first["lines"][-1]
+    assert "orphans: 1 instance bills on this account that rgt does not know" in first["lines"][-1]
     calls = len(fake.requests)
     assert summary(Store.open())["orphans"]["orphans"] == first["orphans"]["orphans"]
     assert len(fake.requests) == calls  # the cached listing
@@ -172,7 +172,9 @@ def test_an_autodl_machine_gets_a_dated_danger_clock_after_down() -> None:
     (event,) = ledger.machine_events("adl")
     assert event["kind"] == "danger_clock" and event["detail"]["date"] == clock["date"]
     assert due.strftime("%Y-%m-%d") in event["next"]
-    assert any(line.startswith("danger clock: if adl is left stopped") for line in data["lines"])
+    assert any(
+        line.startswith("danger clock (AutoDL): if adl is left stopped, ") for line in data["lines"]
+    )
     summary(Store.open(), vendors=False)
     assert len(ledger.machine_events()) == 1  # one event per clock, not per look
     assert datetime.now(released.tzinfo) < due

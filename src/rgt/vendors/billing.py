@@ -245,8 +245,8 @@ def lines(data: dict[str, Any]) -> list[str]:
         for k in data["kept"]
     ]
     out += [
-        f"danger clock: if {c['machine']} is left stopped, {c['platform']}: {c['consequence']} "
-        f"on {c['date'].replace('T', ' ').replace('Z', ' UTC')}"
+        f"danger clock ({c['platform']}): if {c['machine']} is left stopped, "
+        f"{c['consequence']} on {c['date'].replace('T', ' ').replace('Z', ' UTC')}"
         for c in data["clocks"]
     ]
     if data["orphans"] is not None:
@@ -261,8 +261,8 @@ def orphans_line(glance: dict[str, Any]) -> str:
     )
     if n:
         return (
-            f"orphans: {n} instance{'s' if n != 1 else ''} bill on this account that rgt does "
-            f"not know ({checked}, as of {glance['as_of']} UTC): `rgt machines --orphans`"
+            f"orphans: {n} instance{' bills' if n == 1 else 's bill'} on this account that rgt "
+            f"does not know ({checked}, as of {glance['as_of']} UTC): `rgt machines --orphans`"
             f"{unchecked}"
         )
     return f"orphans: none on {checked} (as of {glance['as_of']} UTC){unchecked}"
