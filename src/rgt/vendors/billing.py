@@ -15,7 +15,6 @@ any of these commands sees them crossed; a budget never stops a machine by itsel
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import time
@@ -29,10 +28,10 @@ from rgt.models import Machine
 from rgt.vendors import VENDORS, is_vendor
 from rgt.vendors import _ledger as ledger
 from rgt.vendors._keys import configured
-from rgt.vendors._model import STOPPED
 from rgt.vendors.orphans import classify, cost_so_far, list_accounts
 
 GLANCE_TIMEOUT_S = 3.0
+STOPPED = "stopped"  # rgt.vendors._model.STOPPED, not imported: `status` stays light
 CACHE = ("cache", "vendor-instances.json")
 
 
@@ -138,13 +137,13 @@ def _announce_once(
 def danger_clocks(machines: list[Machine], now: datetime) -> list[dict[str, Any]]:
     """SSH-line platforms whose console machine, once stopped after `rgt down`, is released by
     the platform on a date: each clock is an event (once) and a line until that date."""
-    from rgt.profiles import load_profile
-
     found = []
     for m in machines:
         released = _time(m.released)
         if released is None or is_vendor(m.profile):
             continue
+        from rgt.profiles import load_profile
+
         try:
             profile = load_profile(m.profile)
         except RgtError:
@@ -216,6 +215,8 @@ def _ttl() -> float:
 
 
 def _fingerprint(store: Store) -> str:
+    import hashlib
+
     rows = [
         (r["vendor"], r["instance_id"], r["state"], r["released"]) for r in store.vendor_instances()
     ]

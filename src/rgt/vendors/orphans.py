@@ -16,7 +16,6 @@ from rgt.errors import UsageError, VendorError
 from rgt.jobs.store import Store
 from rgt.vendors import VENDORS, client_for
 from rgt.vendors._keys import configured
-from rgt.vendors._model import TERMINATED
 
 
 @dataclass(frozen=True)
@@ -67,6 +66,8 @@ def classify(
     store: Store, listings: dict[str, list[dict[str, Any]]], skipped: dict[str, str]
 ) -> dict[str, Any]:
     """The listed instances rgt holds no unreleased record of, and why each is an orphan."""
+    from rgt.vendors._model import TERMINATED
+
     rows = store.vendor_instances()
     held = {(r["vendor"], r["instance_id"]) for r in rows if r["released"] is None}
     released = {(r["vendor"], r["instance_id"]): r["machine"] for r in rows if r["released"]}
