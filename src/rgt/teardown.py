@@ -55,6 +55,7 @@ def teardown(
 ) -> dict[str, Any]:
     """Release ``name`` through the gate. At a terminal, when only the approval is missing, the
     human is asked for it; ``yes`` never approves: it only means "do not ask" (scripts)."""
+    from rgt.vendors.billing import after_release, gate_notes
     from rgt.vendors.release import release, release_unregistered
 
     if (never_reached := release_unregistered(store, name, keep_volume, check_only)) is not None:
@@ -67,7 +68,7 @@ def teardown(
     if verdict.only_approval_missing and not (check_only or yes) and _has_terminal():
         approve_interactively(store, name)
         verdict = evaluate(store, backend, rehash=rehash)
-    notes = teardown_notes(machine)
+    notes = teardown_notes(machine) + gate_notes(store, name)
     if not verdict.ok:
         error = GateRefused(f"refusing to release {name}", verdict.reasons, fix=_fix(verdict, name))
         error.verdict = verdict.to_json()  # type: ignore[attr-defined]
@@ -85,6 +86,7 @@ def teardown(
     result["meter"] = vendor["meter"] if vendor else backend.stop_meter()
     result["still_bills"] = vendor["still_bills"] if vendor else None
     store.release_machine(name)
+    result["danger_clocks"] = after_release(store, name)
     assert verdict.approval_id is not None
     store.consume_approval(verdict.approval_id)
     result["released"] = True

@@ -27,7 +27,7 @@ print("step 1 loss 0.5", flush=True)
 
 
 def rgt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "rgt.cli", *args],
         capture_output=True,
         text=True,
@@ -35,6 +35,8 @@ def rgt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
         env=os.environ.copy(),
         timeout=240,
     )
+    assert PLANTED not in proc.stdout + proc.stderr, f"the API key was printed by {args}"
+    return proc
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
@@ -51,6 +53,7 @@ def test_up_run_pull_approve_down_on_runpod(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("RGT_VENDOR_POLL_S", "0.1")
+    monkeypatch.setenv("RGT_DEBUG", "1")  # the debug log of every request must not carry it
     fake = fake_for(
         "runpod", ssh_host=sshd_server.address, ssh_port=sshd_server.port, gone_polls=3, key=PLANTED
     )
@@ -67,6 +70,8 @@ def test_up_run_pull_approve_down_on_runpod(
             str(sshd_server.client_key),
             "--root",
             str(root),
+            "--budget",
+            "1000",
             "--json",
         )
     )
@@ -79,6 +84,9 @@ def test_up_run_pull_approve_down_on_runpod(
         rgt("run", "pod", "--probe-seconds", "1", "--json", "--", "python3", "job.py", cwd=project)
     )
     assert ok(rgt("watch", str(job["job_id"]), "--json"))["state"] == "succeeded"
+    money = ok(rgt("status", "--json"))["billing"]  # asks the vendor (a key is set)
+    assert money["orphans"]["orphans"] == [] and money["budgets"][0]["machine"] == "pod"
+    assert ok(rgt("watch", "--once", "--json"))["billing"]["costs"][0]["price_source"] == "vendor"
     assert rgt("down", "pod", "--json").returncode == 3  # not pulled: the pod keeps running
     assert fake.billed() and fake.count("DELETE", "/v1/pods") == 0
     assert ok(rgt("pull", str(job["job_id"]), "--to", str(tmp_path / "got"), "--json"))["ok"]

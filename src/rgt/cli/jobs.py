@@ -180,9 +180,12 @@ def _pairs(pairs: tuple[str, ...]) -> dict[str, str]:
 def status(target: str | None, out: Output) -> None:
     """Machines and jobs (TARGET: a machine name or a job id)."""
     from rgt.jobs.overview import overview
+    from rgt.vendors.billing import summary as billing
 
     store = Store.open()
     data = overview(store, machine_or_job(store, target))
+    names = [m["name"] for m in data["machines"]] if target else None
+    data["billing"] = billing(store, names)  # no network unless a vendor key is set
 
     def human(o: Output) -> None:
         o.table(
@@ -212,6 +215,8 @@ def status(target: str | None, out: Output) -> None:
         for j in data["jobs"]:  # whole, unwrapped: what to do about a lost agent or a bad file
             if j.get("heartbeat_lost") or j.get("problem"):
                 o.out.print(f"{j['job_id']}: {j.get('reason')}", markup=False)
+        for line in data["billing"]["lines"]:  # cost, budget, kept volumes, clocks, orphans
+            o.out.print(line, markup=False)
 
     out.result(data, human)
 

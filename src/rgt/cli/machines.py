@@ -175,6 +175,8 @@ def down(name: str, yes: bool, check: bool, keep_volume: bool, rehash: bool, out
             o.line(f"[bold]{name}[/] released: {escape(result['meter'])}")
         for bill in result.get("still_bills") or []:
             o.line(f"  still bills: {escape(bill)}")
+        for clock in result.get("danger_clocks") or []:  # SSH-line platforms: dated
+            o.line(f"  danger clock: {escape(clock['consequence'])} on {clock['date']}")
 
     out.result(result, human)
 

@@ -28,6 +28,17 @@ _UP_OPTIONS = (
         "--ssh-key", "identity_file", help="Private key to log in with (its .pub is sent)."
     ),
     click.option("--resume", is_flag=True, help="Finish an interrupted `up` of this name."),
+    click.option(
+        "--budget",
+        type=float,
+        help="Announce (event + --notify) at 80 % and 100 % of this spend; never stops it.",
+    ),
+    click.option(
+        "--notify",
+        "notify_source",
+        metavar="env:NAME|credentials:NAME",
+        help="Where the webhook URL for budget notifications is read (never the URL itself).",
+    ),
 )
 _UP_NAMES = ("gpu", "offer_id", "image", "disk_gb", "spot", "bid", "max_price", "region")
 
@@ -39,12 +50,52 @@ def vendor_up_options(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         values = {n: kwargs.pop(n) for n in (*_UP_NAMES, "identity_file", "resume")}
-        kwargs["vendor"] = _vendor_up(values) if values["gpu"] or values["resume"] else None
+        rents = bool(values["gpu"] or values["resume"])
+        budget, notify = kwargs.pop("budget"), kwargs.pop("notify_source")
+        if budget is not None and not rents and kwargs.get("price") is None:
+            from rgt.errors import UsageError
+
+            raise UsageError(
+                "--budget needs a price: the vendor's (rent with --gpu) or --price P",
+                fix="add --price (per hour), or drop --budget",
+            )
+        _set_budget(kwargs["name"], budget, notify)
+        kwargs["vendor"] = _vendor_up(values) if rents else None
         return func(*args, **kwargs)
 
     for option in reversed(_UP_OPTIONS):
         wrapper = option(wrapper)
     return wrapper  # type: ignore[return-value]
+
+
+def _set_budget(name: str, budget: float | None, notify: str | None) -> None:
+    """Recorded before renting, so an `up` cut short still has its budget watched."""
+    from rgt.errors import UsageError
+
+    if budget is None:
+        if notify:
+            raise UsageError("--notify on `up` is for --budget", fix="add --budget AMOUNT")
+        return
+    if not budget > 0:
+        raise UsageError(f"--budget {budget:g} is not a positive amount", fix="e.g. --budget 20")
+    if notify:
+        from rgt.jobs.notify import resolve
+
+        if notify in ("-", "stdin"):
+            raise UsageError(
+                "a budget notification is sent later, by `rgt status`/`watch`: stdin is gone then",
+                fix="use --notify env:NAME or --notify credentials:NAME",
+            )
+        resolve(notify)  # refuses a URL in argv, an unset variable, a loose credentials file
+    from rgt.machines import validate_name
+    from rgt.vendors._ledger import set_budget
+
+    set_budget(validate_name(name), budget, notify)
+    click.echo(
+        f"budget {budget:g} for {name}: events at 80 % and 100 % (seen by `rgt status`, "
+        "`rgt watch`, `rgt down`); rgt never stops the machine by itself",
+        err=True,
+    )
 
 
 def _vendor_up(values: dict[str, Any]) -> Any:
@@ -166,12 +217,64 @@ def _human_orphans(data: dict[str, Any]) -> Callable[[Output], None]:
             )
         else:
             o.line("no orphaned instances on the vendors checked")
+        for k in data.get("kept", []):
+            o.line(
+                f"  • kept: {k['vendor']} instance {k['instance_id']} of {k['machine']} is "
+                f"{k['state']} and bills its disk: `{k['fix']}` destroys it"
+            )
         for vendor, why in data["not_checked"].items():
             o.line(f"  • {vendor}: {escape(why)}")  # messages name "[vendor]" tables
 
     return human
 
 
+@click.group()
+def vendors() -> None:
+    """API keys of the vendors rgt rents through (runpod, vastai, lambda, paperspace)."""
+
+
+@vendors.command()
+@click.argument("platform")
+@click.option("--check", is_flag=True, help="List the account's instances with the key first.")
+@output_options
+def login(platform: str, check: bool, out: Output) -> None:
+    """Save PLATFORM's API key to $RGT_HOME/credentials.toml (mode 0600). The key is read from a
+    hidden prompt, or one line of stdin when stdin is not a terminal; never from argv."""
+    import os
+    import sys
+
+    from rgt.errors import UsageError
+    from rgt.vendors import VENDORS, client_for
+    from rgt.vendors._keys import KEY_VARIABLES, credentials_path, save_key
+
+    if platform not in VENDORS:
+        raise UsageError(f"{platform!r} has no vendor API", fix=f"one of: {', '.join(VENDORS)}")
+    if sys.stdin.isatty():
+        key = click.prompt(f"{platform} API key (hidden)", hide_input=True, err=True)
+    else:
+        key = sys.stdin.readline()
+    if not key.strip():
+        raise UsageError("no key was given", fix=f'echo "$KEY" | rgt vendors login {platform}')
+    if check:  # a refused key raises KeyRefusedError (exit 1) and nothing is saved
+        client = client_for(platform, key=key.strip())
+        try:
+            client.list()
+        finally:
+            client.close()
+    path = save_key(platform, key)
+    shadow = KEY_VARIABLES[platform] if os.environ.get(KEY_VARIABLES[platform]) else None
+    data = {"platform": platform, "path": str(path), "mode": "0600", "checked": check}
+    if shadow:
+        data["note"] = f"${shadow} is set and is used before the file"
+
+    def human(o: Output) -> None:
+        o.line(f"saved the {platform} key to {escape(str(credentials_path()))} (mode 0600)")
+        if shadow:
+            o.line(f"  • ${shadow} is set in this shell and wins over the file")
+
+    out.result(data, human)
+
+
 def register(cli: click.Group) -> None:
-    for command in (offers, machines):
+    for command in (offers, machines, vendors):
         cli.add_command(command)

@@ -48,16 +48,28 @@ def watch(
     if job_id is not None:
         _follow(store, job_id, once, interval, options, out)
     elif once:
-        report = patrol(store, target, options)
+        report = _with_billing(store, patrol(store, target, options), target)
         out.result(report, lambda o: o.out.print(_view(report)))
     else:
         _live(store, target, interval, options, out)
 
 
 def _view(report: dict[str, Any]) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
     from rgt.watch.render import report_view
 
-    return report_view(report)
+    money = [Text(line) for line in report.get("billing", {}).get("lines", [])]
+    return Group(report_view(report), *money)
+
+
+def _with_billing(store: Store, report: dict[str, Any], target: str | None) -> dict[str, Any]:
+    """Cost, budgets, kept volumes, danger clocks and the orphans line (rgt.vendors.billing)."""
+    from rgt.vendors.billing import summary
+
+    names = [m["name"] for m in report["machines"]] if target else None
+    return {**report, "billing": summary(store, names)}
 
 
 def _follow(
@@ -108,12 +120,14 @@ def _live(store: Store, target: str | None, interval: float, options: Any, out: 
     try:
         if out.json_mode:
             while True:
-                sys.stdout.write(json.dumps(patrol(store, target, options), default=str) + "\n")
+                report = _with_billing(store, patrol(store, target, options), target)
+                sys.stdout.write(json.dumps(report, default=str) + "\n")
                 sys.stdout.flush()
                 time.sleep(interval)
         with Live(console=out.out, auto_refresh=False) as live:
             while True:
-                live.update(_view(patrol(store, target, options)), refresh=True)
+                report = _with_billing(store, patrol(store, target, options), target)
+                live.update(_view(report), refresh=True)
                 time.sleep(interval)
     except KeyboardInterrupt:
         out.info("stopped watching (the jobs go on)")

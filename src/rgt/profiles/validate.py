@@ -36,8 +36,14 @@ def _validator() -> Any:
     return Draft202012Validator(profile_schema())
 
 
+_VALID: set[str] = set()  # documents already found valid in this process (same text, same verdict)
+
+
 def validate_profile(doc: dict[str, Any], *, path: str, stem: str) -> None:
     """Raise SpecError for the first problem in ``doc`` (read from ``path``)."""
+    seen = json.dumps([path, stem, doc], sort_keys=True, default=str)
+    if seen in _VALID:
+        return
     errors = sorted(_validator().iter_errors(doc), key=lambda e: (len(e.absolute_path), e.message))
     if errors:
         raise _spec_error(errors[0], path=path, others=len(errors) - 1)
@@ -49,6 +55,7 @@ def validate_profile(doc: dict[str, Any], *, path: str, stem: str) -> None:
             fix=f"set name = {stem!r} or rename the file",
         )
     _check_patterns(doc, path)
+    _VALID.add(seen)
 
 
 def field_path(parts: Iterable[Any]) -> str:

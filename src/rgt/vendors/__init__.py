@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import importlib
 import os
+from typing import TYPE_CHECKING
 
 from rgt.errors import UsageError
 from rgt.vendors._keys import api_key
-from rgt.vendors._rest import VendorClient
+
+if TYPE_CHECKING:  # httpx is imported only when a vendor is really called
+    from rgt.vendors._rest import VendorClient
 
 # platform (profile name) → (module, class, base-URL variable)
 VENDORS: dict[str, tuple[str, str, str]] = {
@@ -29,7 +32,7 @@ def is_vendor(platform: str) -> bool:
     return platform in VENDORS
 
 
-def client_for(platform: str) -> VendorClient:
+def client_for(platform: str, key: str | None = None) -> VendorClient:
     if platform not in VENDORS:
         raise UsageError(
             f"{platform!r} has no vendor API rgt can drive",
@@ -37,4 +40,4 @@ def client_for(platform: str) -> VendorClient:
         )
     module, cls, variable = VENDORS[platform]
     client: type[VendorClient] = getattr(importlib.import_module(module), cls)
-    return client(api_key(platform), os.environ.get(variable) or None)
+    return client(key or api_key(platform), os.environ.get(variable) or None)

@@ -57,17 +57,58 @@ def _from_file(path: Path, vendor: str) -> str | None:
 
 
 def save_key(vendor: str, key: str) -> Path:
-    """Write ``[vendor] api_key`` into credentials.toml, created 0600 (other vendors kept)."""
+    """Write ``[vendor] api_key`` into credentials.toml (other tables kept): a new file of mode
+    0600 renamed over the old one, so the key is never in a file anyone else can read, even for
+    a moment. An existing file that group or others can read is refused, not silently fixed:
+    what it held may already have been read."""
+    key = key.strip()
+    if not key or any(c.isspace() or ord(c) < 32 for c in key):
+        raise UsageError("the key is empty or has spaces in it", fix="paste the key alone")
     path = credentials_path()
-    lines = []
-    if path.exists():
-        lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [ln for ln in _read_private(path).splitlines() if ln.strip()]
     lines = [*_without_table(lines, vendor), f"[{vendor}]", f"api_key = {_quote(key)}"]
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write("\n".join(lines) + "\n")
-    os.chmod(path, 0o600)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            os.fchmod(handle.fileno(), 0o600)  # whatever the umask
+            handle.write("\n".join(lines) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
+
+
+def _read_private(path: Path) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise UsageError(f"cannot read {path} ({exc.strerror})", fix=f"check {path}") from exc
+    with os.fdopen(fd) as handle:
+        mode = stat.S_IMODE(os.fstat(handle.fileno()).st_mode)
+        if mode & 0o077:
+            raise UsageError(
+                f"{path} is readable by group or others (mode {mode:o}): refused",
+                fix=f"chmod 600 {path}, and replace any key it held (it may have been read)",
+            )
+        return handle.read()
+
+
+def configured(vendor: str) -> bool:
+    """A key for ``vendor`` is set (environment, or a table in credentials.toml): no network,
+    no error for a loose or broken file (``api_key`` reports those when the key is used)."""
+    if os.environ.get(KEY_VARIABLES[vendor], "").strip():
+        return True
+    try:
+        text = credentials_path().read_text()
+    except OSError:
+        return False
+    return f"[{vendor}]" in {line.strip() for line in text.splitlines()}
 
 
 def _without_table(lines: list[str], vendor: str) -> list[str]:

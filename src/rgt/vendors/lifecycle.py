@@ -16,9 +16,7 @@ released. ``RGT_VENDOR_POLL_S`` sets the poll interval (default 5 s).
 from __future__ import annotations
 
 import os
-import socket
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from rgt.models import Machine
 from rgt.state.store import Store
 from rgt.vendors import client_for
 from rgt.vendors._model import ERROR, RUNNING, STOPPED, TERMINATED, CreateRequest, Instance, Offer
+from rgt.vendors._reach import prebuild, register
 from rgt.vendors._rest import VendorClient
 
 Say = Callable[[str], None]
@@ -84,12 +83,12 @@ def vendor_up(
             say(f"{name}: {platform} instance {instance.id} already exists ({instance.state})")
             if instance.state == STOPPED:
                 client.start(instance.id)
-        agent = _prebuild_agent()  # local work, done while the vendor provisions
+        agent = prebuild(platform)  # local work, done while the vendor provisions
         ready = _wait_running(client, instance, ask.timeout_s, say)
         store.record_vendor_instance(
             name, platform, ready.id, price=ready.price_per_hour, state=RUNNING
         )
-        return _register(store, platform, name, ready, ask, root, say, agent)
+        return register(store, platform, name, ready, ask, root, say, agent)
     finally:
         client.close()
 
@@ -235,76 +234,3 @@ def _wait_running(client: VendorClient, instance: Instance, timeout_s: float, sa
             )
         time.sleep(min(poll_interval(), max(0.05, deadline - time.monotonic())))
         current = client.get(instance.id)
-
-
-def _prebuild_agent() -> Callable[[], Path | None]:
-    """Build the agent zipapp in a thread; the returned call waits for it (None if it failed:
-    ``install_agent`` then builds it itself)."""
-    from rgt.agent.build import build_agent
-    from rgt.config import rgt_home
-
-    built: list[Path] = []
-    dest = rgt_home() / "agent"
-    thread = threading.Thread(target=lambda: built.append(build_agent(dest)), daemon=True)
-    thread.start()
-
-    def wait() -> Path | None:
-        thread.join()
-        return built[0] if built else None
-
-    return wait
-
-
-def _install_agent(machine: Machine, prebuilt: Path | None) -> None:
-    from rgt.agent.build import agent_version
-    from rgt.backends import get_backend
-
-    backend = get_backend(machine)
-    remote = backend.root.agent_file(agent_version())
-    fits = prebuilt is not None and prebuilt.name == remote.rsplit("/", 1)[-1]
-    if fits and prebuilt is not None and not backend.transport.exists(remote):
-        backend.transport.mkdir(backend.root.agent_dir)
-        backend.transport.write_bytes(remote, prebuilt.read_bytes())
-    backend.install_agent()  # a no-op when the prebuilt one is there
-
-
-def _register(
-    store: Store,
-    platform: str,
-    name: str,
-    ready: Instance,
-    ask: VendorUp,
-    root: str | None,
-    say: Say,
-    agent: Callable[[], Path | None],
-) -> Machine:
-    from rgt.backends.ssh import register_ssh
-
-    assert ready.ssh_host and ready.ssh_port
-    _wait_for_port(ready.ssh_host, ready.ssh_port, ask.timeout_s, say)
-    line = f"ssh -p {ready.ssh_port} {ready.ssh_user}@{ready.ssh_host}"
-    if ask.identity_file:
-        line = f"ssh -p {ready.ssh_port} -i {ask.identity_file} {ready.ssh_user}@{ready.ssh_host}"
-    machine = register_ssh(
-        store, platform, name, ssh_line=line, price=ready.price_per_hour, root=root
-    )
-    _install_agent(machine, agent())
-    say(f"{name}: reachable over ssh, agent installed")
-    return machine
-
-
-def _wait_for_port(host: str, port: int, timeout_s: float, say: Say) -> None:
-    deadline = time.monotonic() + timeout_s
-    say(f"waiting for sshd on {host}:{port}")
-    while True:
-        try:
-            with socket.create_connection((host, port), timeout=5):
-                return
-        except OSError as exc:
-            if time.monotonic() > deadline:
-                raise VendorError(
-                    f"{host}:{port} refuses ssh connections ({exc})",
-                    backend="ssh",
-                    fix="check the image starts sshd; `rgt up … --resume` waits again",
-                ) from exc
-            time.sleep(min(poll_interval(), 1.0))

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from rgt.errors import MissingKeyError, VendorError
+from rgt.errors import UsageError, VendorError
 from rgt.state.store import Store
 from rgt.vendors import VENDORS, client_for
-from rgt.vendors._model import TERMINATED
+from rgt.vendors._keys import configured
 
 
 @dataclass(frozen=True)
@@ -32,44 +32,86 @@ class Orphan:
 
 
 def find_orphans(store: Store) -> dict[str, Any]:
+    return classify(store, *list_accounts())
+
+
+def list_accounts(
+    quick_s: float | None = None, only_configured: bool = False
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+    """Every instance of every vendor account with a key, as JSON; and why a vendor was not
+    checked. ``quick_s``: one try with that deadline (a glance from `status`); with
+    ``only_configured`` a vendor without a key is left out instead of listed as not checked."""
+    listings: dict[str, list[dict[str, Any]]] = {}
+    skipped: dict[str, str] = {}
+    for vendor in VENDORS:
+        if only_configured and not configured(vendor):
+            continue
+        try:
+            client = client_for(vendor)
+        except UsageError as exc:  # no key, or a credentials.toml others can read
+            skipped[vendor] = f"not checked: {exc.message}"
+            continue
+        try:
+            if quick_s is not None:
+                client.quick(quick_s)
+            listings[vendor] = [i.to_json() for i in client.list()]
+        except VendorError as exc:
+            skipped[vendor] = f"not checked: {exc.message}"
+        finally:
+            client.close()
+    return listings, skipped
+
+
+def classify(
+    store: Store, listings: dict[str, list[dict[str, Any]]], skipped: dict[str, str]
+) -> dict[str, Any]:
+    """The listed instances rgt holds no unreleased record of, and why each is an orphan."""
+    from rgt.vendors._model import TERMINATED
+
     rows = store.vendor_instances()
     held = {(r["vendor"], r["instance_id"]) for r in rows if r["released"] is None}
     released = {(r["vendor"], r["instance_id"]): r["machine"] for r in rows if r["released"]}
     found: list[Orphan] = []
-    skipped: dict[str, str] = {}
-    for vendor in VENDORS:
-        try:
-            client = client_for(vendor)
-        except MissingKeyError as exc:
-            skipped[vendor] = f"not checked: {exc.message}"
-            continue
-        try:
-            instances = client.list()
-        except VendorError as exc:
-            skipped[vendor] = f"not checked: {exc.message}"
-            continue
-        finally:
-            client.close()
+    for vendor, instances in listings.items():
         for inst in instances:
-            key = (vendor, inst.id)
-            if inst.state == TERMINATED or key in held:
+            key = (vendor, inst["id"])
+            if inst["state"] == TERMINATED or key in held:
                 continue
             why = (
                 f"rgt believes {released[key]} was released"
                 if key in released
                 else "unknown to rgt (made in the console or by another tool)"
             )
-            found.append(Orphan(vendor, inst.id, inst.name, inst.state, inst.price_per_hour, why))
-    return {"orphans": [o.to_json() for o in found], "not_checked": skipped}
+            price = inst.get("price_per_hour")
+            found.append(Orphan(vendor, inst["id"], inst["name"], inst["state"], price, why))
+    gone = {m.name for m in store.machines() if not m.active}
+    kept = [  # known and billing on purpose (`down --keep-volume`): listed, not orphans
+        {
+            **{k: r[k] for k in ("vendor", "instance_id", "machine", "state")},
+            "fix": f"rgt down {r['machine']}",
+        }
+        for r in rows
+        if r["released"] is None and r["machine"] in gone
+    ]
+    return {
+        "orphans": [o.to_json() for o in found],
+        "kept": kept,
+        "checked": sorted(listings),
+        "not_checked": skipped,
+    }
 
 
-def cost_so_far(row: dict[str, Any], now: datetime | None = None) -> float | None:
-    """The vendor's hourly price × the hours since rgt recorded the instance (until released)."""
+def cost_so_far(
+    row: dict[str, Any], now: datetime | None = None, until: str | None = None
+) -> float | None:
+    """The vendor's hourly price × the hours since rgt recorded the instance, until released
+    (or ``until``: when a stopped instance's compute meter stopped)."""
     price = row.get("price_per_hour")
     if price is None:
         return None
     start = _parse(row["created"])
-    end = _parse(row["released"]) if row.get("released") else (now or datetime.now(timezone.utc))
+    stamp = row.get("released") or until
+    end = _parse(stamp) if stamp else (now or datetime.now(timezone.utc))
     return round(max(0.0, (end - start).total_seconds()) / 3600 * float(price), 4)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rgt.approvals import approve_at_terminal
-from rgt.errors import RgtError, VendorError
+from rgt.errors import RgtError, UsageError, VendorError
 from rgt.state.store import Store
 from rgt.vendors import client_for
 from rgt.vendors._model import STOPPED, TERMINATED, Instance
@@ -99,14 +99,23 @@ def _profile_leftovers(vendor: str) -> list[str]:
 def release_unregistered(
     store: Store, name: str, keep_volume: bool, check_only: bool
 ) -> dict[str, Any] | None:
-    """``rgt down NAME`` for an instance recorded by an `up` that never reached it (Ctrl-C,
-    a failed create that still made one, sshd never answered): no job can have run there, so
-    there is nothing to pull and nothing for the gate to guard. None when NAME is registered."""
-    if any(m.name == name for m in store.machines()):
+    """``rgt down NAME`` for a vendor instance that no registered, active machine stands for:
+
+    - recorded by an `up` that never reached it (Ctrl-C, a failed create that still made one,
+      sshd never answered): no job can have run there, nothing to pull;
+    - kept by an earlier ``down --keep-volume``: that `down` passed the gate (every job pulled
+      and verified, a human approved), and the stopped instance runs nothing since.
+
+    Either way the gate's only open question is the human's consent to destroy it, asked at
+    the terminal. None when NAME is an active machine or has no unreleased instance."""
+    machine = next((m for m in store.machines() if m.name == name), None)
+    if machine is not None and machine.active:
         return None
     if not any(r["released"] is None for r in store.vendor_instances(name)):
         return None
-    check = {"name": "never reached", "ok": True, "detail": _NEVER_REACHED}
+    kept = machine is not None
+    detail = _KEPT.format(released=machine.released) if machine is not None else _NEVER_REACHED
+    check = {"name": "kept volume" if kept else "never reached", "ok": True, "detail": detail}
     result: dict[str, Any] = {
         "machine": name,
         "released": False,
@@ -115,8 +124,17 @@ def release_unregistered(
     }
     if check_only:
         return result
+    if kept and keep_volume:
+        raise UsageError(
+            f"{name}'s instance is already stopped with its volume kept",
+            fix=f"`rgt down {name}` (without --keep-volume) terminates it",
+        )
     # Nothing to pull, but stopping a meter is still the human's decision (invariant 4).
-    what = f"{name} was never reached; terminating it through the vendor stops its meter."
+    what = (
+        f"{name}'s stopped instance and its volume will be destroyed; what is on it is lost."
+        if kept
+        else f"{name} was never reached; terminating it through the vendor stops its meter."
+    )
     approve_at_terminal(what, name, f"rgt down {name}")
     done = release(store, name, keep_volume=keep_volume)
     assert done is not None
@@ -124,3 +142,7 @@ def release_unregistered(
 
 
 _NEVER_REACHED = "never reached over ssh: no job ran on it, nothing to pull"
+_KEPT = (
+    "stopped by `down --keep-volume` on {released}, after the gate passed (every job pulled "
+    "and verified, a human approved); no job has run on it since"
+)
