@@ -34,6 +34,8 @@ COMMAND_MODULES = (
     "rgt.cli.ckpt",
     "rgt.cli.vendors",
     "rgt.cli.adopt",
+    "rgt.cli.mcp",
+    "rgt.cli.skill",
 )
 
 
