@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -117,3 +120,18 @@ def cli(root: Path, *args: str) -> Any:
         timeout=120,
     )
     return json.loads(proc.stdout)
+
+
+def test_a_call_waits_for_another_rgt_writing_the_store(server: tuple[McpRgt, Path]) -> None:
+    client, root = server
+    assert not client.call("status").is_error  # the store exists
+    other = sqlite3.connect(
+        root / "home" / "state.db", isolation_level=None, check_same_thread=False
+    )
+    other.execute("BEGIN IMMEDIATE")  # another rgt process in the middle of a write
+    threading.Timer(1.5, other.rollback).start()
+    began = time.monotonic()
+    answer = client.call("up", {"profile": "local", "name": "later", "root": str(root / "l")})
+    assert not answer.is_error, answer.text
+    assert time.monotonic() - began >= 1.0
+    other.close()
