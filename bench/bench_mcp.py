@@ -5,7 +5,8 @@
 2. A `status` tool call with 50 jobs on a local machine (real jobs, launched through the `run`
    tool, all ended). Goal <= 0.2 s (median of the repeats).
 3. Token thrift: the size of the `status` and `watch --once` documents for those 50 jobs, as the
-   CLI prints them (`--json`) and as the MCP tool returns them.
+   CLI prints them (`--json`, indented) and as the MCP tools return them (compact JSON; `watch`
+   cut to the fields an agent acts on unless `full`).
 
 Run: .venv/bin/python bench/bench_mcp.py [--repeat N]
 """
@@ -92,15 +93,14 @@ def main() -> None:
         fill(server, root)
         server.call("status")  # the first call imports the CLI; the agent is started warm
         status_times = timed_status(server, args.repeat * 2)
-        status_mcp = len(server.call("status").text.encode())
-        watch_mcp = len(server.call("watch").text.encode())
-        server.stop()
         sizes = {
             "status --json": cli_bytes(home, "status"),
             "watch --once --json": cli_bytes(home, "watch", "--once", "--no-gpu"),
-            "status (MCP tool text)": status_mcp,
-            "watch (MCP tool text)": watch_mcp,
+            "status tool (compact JSON)": len(server.call("status").text.encode()),
+            "watch tool (summary)": len(server.call("watch").text.encode()),
+            "watch tool (full=true)": len(server.call("watch", {"full": True}).text.encode()),
         }
+        server.stop()
     report(starts, status_times, sizes)
 
 

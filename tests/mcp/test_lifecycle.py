@@ -114,6 +114,7 @@ def test_the_lifecycle_over_mcp_and_a_human_approval(world: tuple[McpRgt, Path])
     for job_id in (base, lift, failed["job_id"]):
         pulled[job_id] = ok(server, "pull", job_id=job_id, to=str(root / "pulls" / job_id))
     assert all(p["ok"] for p in pulled.values())
+    _watch_is_thrifty(server)
 
     a, b = str(root / "pulls" / base), str(root / "pulls" / lift)
     compared = ok(server, "verify_compare", a=a, b=b, metric="accuracy")
@@ -147,3 +148,15 @@ def _run_to_end(server: McpRgt, command: list[str], env: dict[str, str]) -> str:
     ended = ok(server, "watch", target=started["job_id"], wait_s=120, interval_s=1)
     assert ended["state"] == "succeeded", ended
     return str(started["job_id"])
+
+
+def _watch_is_thrifty(server: McpRgt) -> None:
+    """Over every job, `watch` returns the patrol report cut to the fields an agent acts on:
+    the same values under the same names, a fraction of the bytes of `full=true`."""
+    cut, full = server.call("watch"), server.call("watch", {"full": True})
+    assert not cut.is_error and not full.is_error
+    assert len(cut.data["jobs"]) == 3 and len(cut.text) * 3 < len(full.text)
+    whole = {j["job_id"]: j for j in full.data["jobs"]}
+    for job in cut.data["jobs"]:
+        same = {k: v for k, v in job.items() if k != "heartbeat_age_s"}  # it ages between calls
+        assert same == {k: whole[job["job_id"]][k] for k in same}

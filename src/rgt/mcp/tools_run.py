@@ -153,16 +153,22 @@ def status(target: str | None = None) -> dict[str, Any]:
     return invoke(["status"], [target] if target else [])
 
 
-def watch(target: str | None = None, wait_s: float = 0, interval_s: float = 5) -> dict[str, Any]:
-    """One patrol report of machines and jobs (events, heartbeats, disk, GPU idle, not pulled).
-    With a job id and `wait_s`, wait up to that long (at most 600 s) for the job to end, then
-    return its report. Call it on a schedule; never loop on sleep."""
+def watch(
+    target: str | None = None, wait_s: float = 0, interval_s: float = 5, full: bool = False
+) -> dict[str, Any]:
+    """One patrol report of machines and jobs (events, heartbeats, disk, GPU idle, not pulled),
+    cut to the fields that matter unless `full`. With a job id and `wait_s`, wait up to that
+    long (at most 600 s) for the job to end, then return its report. Call it on a schedule;
+    never loop on sleep."""
+    from rgt.mcp._thrift import patrol_summary
+
     deadline = time.monotonic() + min(max(wait_s, 0), MAX_WAIT_S)
     while True:
         report = invoke(["watch"], [target] if target else [], once=True, no_gpu=True)
         if not _waiting(report) or time.monotonic() >= deadline:
-            return report
+            break
         time.sleep(max(min(interval_s, deadline - time.monotonic()), 0.1))
+    return report if full or "job_id" in report else patrol_summary(report)
 
 
 def _waiting(report: dict[str, Any]) -> bool:
