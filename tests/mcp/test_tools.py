@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +26,9 @@ VERBS = {
 READ_ONLY = {"profiles", "offers", "audit", "status", "logs", "watch", "triage", "ckpt_list"}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[McpRgt, Path]]:
-    root = tmp_path_factory.mktemp("mcp-tools")
-    client = McpRgt(root / "home", root)
-    client.start()
-    yield client, root
-    client.stop()
+@pytest.fixture
+def server(mcp_server: tuple[McpRgt, Path]) -> tuple[McpRgt, Path]:
+    return mcp_server
 
 
 def test_every_verb_is_a_tool_with_a_schema_and_annotations(server: tuple[McpRgt, Path]) -> None:
@@ -122,16 +115,28 @@ def cli(root: Path, *args: str) -> Any:
     return json.loads(proc.stdout)
 
 
-def test_a_call_waits_for_another_rgt_writing_the_store(server: tuple[McpRgt, Path]) -> None:
+HOLD = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(1.5)
+conn.execute("ROLLBACK")
+"""
+
+
+def test_a_call_waits_for_another_process_writing_the_store(server: tuple[McpRgt, Path]) -> None:
     client, root = server
     assert not client.call("status").is_error  # the store exists
-    other = sqlite3.connect(
-        root / "home" / "state.db", isolation_level=None, check_same_thread=False
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(root / "home" / "state.db")],
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    other.execute("BEGIN IMMEDIATE")  # another rgt process in the middle of a write
-    threading.Timer(1.5, other.rollback).start()
+    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
     began = time.monotonic()
     answer = client.call("up", {"profile": "local", "name": "later", "root": str(root / "l")})
+    waited = time.monotonic() - began
+    assert holder.wait(30) == 0
     assert not answer.is_error, answer.text
-    assert time.monotonic() - began >= 1.0
-    other.close()
+    assert waited >= 1.0, answer.text
