@@ -9,8 +9,10 @@ deliberately no tool for ``rgt approve`` (``release.py`` says why).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -107,4 +109,14 @@ def _annotations(name: str, kind: ToolKind) -> ToolAnnotations:
 
 def serve() -> None:
     """Serve over stdin/stdout until the client closes the connection."""
+    _leave_the_terminal()
     build().run("stdio")
+
+
+def _leave_the_terminal() -> None:
+    """A new session has no controlling terminal, so no prompt of an approval can reach the
+    human's terminal from a tool call (the SDK also points fd 0 at /dev/null while serving, so
+    ``rgt.approvals`` refuses anyway). A process group leader (started from an interactive
+    shell) cannot do this, and keeps that second guard alone."""
+    with contextlib.suppress(OSError):
+        os.setsid()
