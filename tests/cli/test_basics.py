@@ -43,6 +43,7 @@ def test_every_command_has_json_flag() -> None:
     from rgt.cli import cli
 
     no_json = {"logs"}  # a log is raw bytes; there is nothing to wrap in a document
+    no_json.add("mcp")  # its stdout is the MCP protocol (JSON-RPC), one message per line
     for name, command in cli.commands.items():
         if name in no_json:
             continue

@@ -35,6 +35,8 @@ COMMAND_MODULES = (
     "rgt.cli.vendors",
     "rgt.cli.adopt",
     "rgt.cli.lint",
+    "rgt.cli.mcp",
+    "rgt.cli.skill",
 )
 
 

@@ -50,11 +50,20 @@ def _garbled_fields(h: bytes) -> list[str]:
     return [name for name, ok in checks.items() if not ok]
 
 
+_CHECKED: set[str] = set()  # state DBs whose header this process has read
+
+
 def check_database_file(path: Path) -> None:
     """An existing state DB that is empty, not SQLite or has a garbled header is refused,
     never recreated over or read as another database:
     it holds the record of what was pulled and approved, and an empty one would forget every
-    machine that still bills."""
+    machine that still bills.
+
+    Read once per process: closing any descriptor of the file drops every POSIX lock this
+    process holds on it, its open SQLite connections' included, and a long-lived process
+    (`rgt mcp`) would then lose its WAL locks while another deletes the ``-shm`` under it."""
+    if str(path) in _CHECKED:
+        return
     try:
         with path.open("rb") as handle:
             header = handle.read(HEADER_BYTES)
@@ -65,6 +74,7 @@ def check_database_file(path: Path) -> None:
         ) from exc
     what = header_problem(header)
     if what is None:
+        _CHECKED.add(str(path))
         return
     raise StateError(
         f"the state DB {path} {what}; rgt will not recreate it over your records",

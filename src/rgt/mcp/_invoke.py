@@ -1,0 +1,103 @@
+"""Run one ``rgt … --json`` command in this process and hand back the document it prints.
+
+The MCP tools own no logic of their own: each builds the argv a human would type and runs the
+real click command here, so a tool's output is byte for byte the ``--json`` document and its
+error is the same ``{"error", "message", "fix", "exit_code"}`` object ``main`` prints. Only one
+command runs at a time (stdout is redirected for the whole process while it does); the SDK's
+stdio transport writes to its own copy of the protocol descriptor, and it has already pointed
+fd 1 at stderr, so nothing a child process prints can reach the wire.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from contextlib import redirect_stderr, redirect_stdout
+from typing import Any
+
+import click
+from mcp.server.mcpserver.exceptions import ToolError
+
+from rgt.errors import RgtError
+
+_ONE_AT_A_TIME = threading.Lock()
+
+
+class CommandFailed(ToolError):
+    """The command exited non-zero; ``document`` is what ``--json`` printed (or the error).
+    The client sees ``is_error`` and the document as the message: the same ``fix`` as a human."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        super().__init__(json.dumps(document, sort_keys=True, default=str))
+        self.document = document
+
+    @property
+    def exit_code(self) -> int:
+        return int(self.document.get("exit_code", 1))
+
+
+def invoke(
+    words: Sequence[str], positionals: Iterable[str] = (), **options: object
+) -> dict[str, Any]:
+    """``rgt WORDS --json [--option value…] -- POSITIONALS…``: its JSON document, or
+    ``CommandFailed``. ``options`` use the flag's name with ``_`` for ``-``; ``True`` is a bare
+    flag, ``None``/``False`` leave it out, a list or tuple repeats it."""
+    argv = [*words, "--json", *_flags(options), "--", *positionals]
+    stdout, code, error = _run(argv)
+    if error is not None:
+        raise CommandFailed(error)
+    document = _document(stdout)
+    if code:
+        raise CommandFailed({**document, "exit_code": code})
+    return document
+
+
+def _flags(options: dict[str, object]) -> list[str]:
+    argv: list[str] = []
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                argv += [flag, str(item)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def _run(argv: list[str]) -> tuple[str, int, dict[str, Any] | None]:
+    """The command's stdout, its exit status, and its error document when it raised."""
+    from rgt.cli import cli
+
+    out = io.StringIO()
+    code, error = 0, None
+    with _ONE_AT_A_TIME, redirect_stdout(out), redirect_stderr(io.StringIO()):
+        try:
+            cli.main(args=argv, prog_name="rgt", standalone_mode=False)
+        except RgtError as exc:
+            error = {**exc.to_dict(), "exit_code": exc.exit_code}
+        except click.ClickException as exc:
+            error = {"error": "UsageError", "message": exc.format_message(), "exit_code": 2}
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except Exception as exc:  # a bug in rgt: said as `main` says it, never a traceback
+            error = {
+                "error": "InternalError",
+                "message": f"{type(exc).__name__}: {exc}",
+                "fix": "re-run the command with RGT_DEBUG=1 in a terminal and report the traceback",
+                "exit_code": 1,
+            }
+    return out.getvalue(), code, error
+
+
+def _document(stdout: str) -> dict[str, Any]:
+    text = stdout.strip()
+    if not text:
+        return {}
+    data = json.loads(text)
+    return data if isinstance(data, dict) else {"items": data}

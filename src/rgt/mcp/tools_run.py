@@ -1,0 +1,259 @@
+"""RUN tools: each is the ``rgt`` command of the same name, with ``--json``.
+
+A tool's parameters are the command's arguments and options (their types make the input
+schema); its result is the document ``--json`` prints. Two tools add what a chat needs and a
+terminal does not: ``logs`` returns a bounded tail and the failure's triage label, and ``watch``
+waits a bounded time for a job to end instead of streaming.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rgt.mcp._invoke import CommandFailed, invoke
+
+LOG_LINES = 80  # default tail of the `logs` tool
+LOG_BYTES = 8000  # hard cap on the tail's characters, whatever `lines` asks for
+MAX_WAIT_S = 600  # the longest one `watch` call waits
+ENDED = ("succeeded", "failed", "cancelled")
+
+
+def profiles(name: str | None = None, stale: bool = False) -> dict[str, Any]:
+    """Platform profiles (AutoDL, RunPod, Slurm, local, ...): their storage tiers, what survives
+    stop/destroy, danger clocks. With NAME, one profile in full; `stale` lists old facts."""
+    return invoke(["profiles"], [name] if name else [], stale=stale)
+
+
+def offers(
+    platform: str,
+    gpu: str,
+    spot: bool = False,
+    max_price: float | None = None,
+    region: str | None = None,
+) -> dict[str, Any]:
+    """GPU offers of a vendor API (runpod, vastai, lambda, paperspace), cheapest first.
+    `gpu` is GPU[:COUNT], e.g. "A100:1"."""
+    return invoke(["offers"], [platform], gpu=gpu, spot=spot, max_price=max_price, region=region)
+
+
+def up(
+    profile: str,
+    name: str,
+    ssh: str | None = None,
+    price: float | None = None,
+    root: str | None = None,
+    gpu: str | None = None,
+    offer: str | None = None,
+    image: str | None = None,
+    disk: int | None = None,
+    spot: bool = False,
+    max_price: float | None = None,
+    region: str | None = None,
+) -> dict[str, Any]:
+    """Register a machine (profile local, generic-ssh, autodl, ... with the `ssh` line the
+    console shows, e.g. "ssh -p 2222 root@host"), or rent one through a vendor API with `gpu`.
+    Renting starts a meter: ask the user first."""
+    return invoke(
+        ["up"],
+        [profile],
+        name=name,
+        ssh=ssh,
+        price=price,
+        root=root,
+        gpu=gpu,
+        offer=offer,
+        image=image,
+        disk=disk,
+        spot=spot,
+        max_price=max_price,
+        region=region,
+    )
+
+
+def audit(
+    name: str,
+    paths: list[str] | None = None,
+    ckpt_gb: float = 0.0,
+    keep: int = 3,
+    scratch_gb: float = 0.0,
+    worker_gb: float = 2.0,
+) -> dict[str, Any]:
+    """Phase 0 on machine NAME: disks and inodes of each tier, cgroup memory, GPUs, driver,
+    torch, /dev/shm; the checkpoint disk budget; findings with their fixes."""
+    return invoke(
+        ["audit"],
+        [name],
+        path=paths or [],
+        ckpt_gb=ckpt_gb,
+        keep=keep,
+        scratch_gb=scratch_gb,
+        worker_gb=worker_gb,
+    )
+
+
+def push(name: str, paths: list[str], to: str | None = None) -> dict[str, Any]:
+    """Copy code (an immutable snapshot, honouring .gitignore/.rgtignore) and data `paths` to
+    machine NAME; resumable, hash-checked."""
+    return invoke(["push"], [name, *paths], to=to)
+
+
+def smoke(
+    command: list[str],
+    timeout: float = 600,
+    resume_with: str | None = None,
+    ckpt: str | None = None,
+    kill_after_seconds: float = 120,
+    kill_after_lines: int = 2000,
+) -> dict[str, Any]:
+    """Run the training `command` here on CPU for 1-2 batches, kill it, resume it, and check
+    the resumed state equals the uninterrupted one. Do this before every GPU run."""
+    return invoke(
+        ["smoke"],
+        command,
+        timeout=timeout,
+        resume_with=resume_with,
+        ckpt=ckpt,
+        kill_after_seconds=kill_after_seconds,
+        kill_after_lines=kill_after_lines,
+    )
+
+
+def run(
+    machine: str,
+    command: list[str],
+    env: dict[str, str] | None = None,
+    secrets: list[str] | None = None,
+    artifacts: list[str] | None = None,
+    excludes: list[str] | None = None,
+    retries: int = 3,
+    probe_seconds: float = 60,
+    resume_with: str | None = None,
+    ckpt: str | None = None,
+) -> dict[str, Any]:
+    """Launch `command` detached on `machine` under rgt's agent; probe it for `probe_seconds`
+    and return its job id and state. `secrets` are names of environment variables of this
+    server whose values go over stdin, never stored; `env` is plain, never secret."""
+    return invoke(
+        ["run"],
+        [machine, *command],
+        env=[f"{k}={v}" for k, v in (env or {}).items()],
+        secret=secrets or [],
+        artifact=artifacts or [],
+        exclude=excludes or [],
+        retries=retries,
+        probe_seconds=probe_seconds,
+        resume_with=resume_with,
+        ckpt=ckpt,
+    )
+
+
+def status(target: str | None = None) -> dict[str, Any]:
+    """Machines and jobs (TARGET: a machine name or a job id): states, triage labels."""
+    return invoke(["status"], [target] if target else [])
+
+
+def watch(
+    target: str | None = None, wait_s: float = 0, interval_s: float = 5, full: bool = False
+) -> dict[str, Any]:
+    """One patrol report of machines and jobs (events, heartbeats, disk, GPU idle, not pulled),
+    cut to the fields that matter unless `full`. With a job id and `wait_s`, wait up to that
+    long (at most 600 s) for the job to end, then return its report. Call it on a schedule;
+    never loop on sleep."""
+    from rgt.mcp._thrift import patrol_summary
+
+    deadline = time.monotonic() + min(max(wait_s, 0), MAX_WAIT_S)
+    while True:
+        report = invoke(["watch"], [target] if target else [], once=True, no_gpu=True)
+        if not _waiting(report) or time.monotonic() >= deadline:
+            break
+        time.sleep(max(min(interval_s, deadline - time.monotonic()), 0.1))
+    return report if full or "job_id" in report else patrol_summary(report)
+
+
+def _waiting(report: dict[str, Any]) -> bool:
+    """A single job's report that has not ended and is not stuck (lost agent, bad file)."""
+    if "job_id" not in report:
+        return False
+    return report.get("state") not in ENDED and not (
+        report.get("heartbeat_lost") or report.get("problem")
+    )
+
+
+def logs(job_id: str, lines: int = LOG_LINES) -> dict[str, Any]:
+    """The last `lines` lines (at most 8000 characters) of the job's latest log, with the
+    triage label, cause and remedy when the job failed."""
+    from rgt.jobs.diagnose import job_evidence
+    from rgt.jobs.store import Store
+
+    store = Store.open()
+    evidence = job_evidence(store, _job(store, job_id))
+    tail, cut = _bounded(evidence.log_tail, lines)
+    verdict = triage(evidence.job_id) if evidence.state == "failed" else None
+    return {
+        "job_id": evidence.job_id,
+        "attempt": evidence.attempt,
+        "state": evidence.state,
+        "tail": tail,
+        "truncated": cut,
+        "triage": _label(verdict) if verdict else None,
+    }
+
+
+def _job(store: Any, ref: str) -> str:
+    from rgt.errors import RgtError
+
+    try:
+        return str(store.resolve_job(ref))
+    except RgtError as exc:
+        raise CommandFailed({**exc.to_dict(), "exit_code": exc.exit_code}) from None
+
+
+def _bounded(text: str, lines: int) -> tuple[str, bool]:
+    kept = text.splitlines()[-max(lines, 1) :]
+    tail = "\n".join(kept)[-LOG_BYTES:]
+    return tail, tail != text.rstrip("\n")
+
+
+def _label(verdict: dict[str, Any]) -> dict[str, Any]:
+    keys = ("label", "cause", "remedy", "retryable", "secondary")
+    return {k: verdict[k] for k in keys if k in verdict}
+
+
+def triage(target: str, exit_code: int | None = None, signal: int | None = None) -> dict[str, Any]:
+    """Classify a failed job (a job id, or a log file) into one fixed label with its root cause,
+    remedy, and whether a retry can help. Never retry a label that says it cannot."""
+    return invoke(["triage"], [target], exit_code=exit_code, signal=signal)
+
+
+def pull(job_id: str, to: str | None = None) -> dict[str, Any]:
+    """Copy a job's artifacts here (default ./rgt-pulls/JOB_ID), check every sha256 and
+    load-verify each file. The gate of `down` needs this for every job."""
+    return invoke(["pull"], [job_id], to=to)
+
+
+def cancel(job_id: str) -> dict[str, Any]:
+    """Stop a job (its process group); it ends as `cancelled` and is never retried."""
+    return invoke(["cancel"], [job_id])
+
+
+def ckpt_list(directory: str) -> dict[str, Any]:
+    """The checkpoints rgt.ckpt committed in a local `directory` (e.g. a pulled ckpt/), newest
+    last, each with step, metric, bytes and whether its hash still verifies."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from rgt.ckpt._store import is_intact, list_committed
+
+    if not Path(directory).is_dir():
+        raise CommandFailed(
+            {
+                "error": "UsageError",
+                "message": f"{directory!r} is not a directory",
+                "fix": "pass the checkpoint directory (RGT_CKPT_DIR), e.g. a pulled job's ckpt/",
+                "exit_code": 2,
+            }
+        )
+    infos = list_committed(directory)
+    rows = [{**asdict(info), "intact": is_intact(info)} for info in infos]
+    return {"directory": directory, "checkpoints": rows}
