@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from rgt.jobs.store import Store
 from rgt.models import Machine
+from rgt.state.store import Store
 from rgt.vendors import _ledger as ledger
 from rgt.vendors.billing import summary
 from rgt.watch.events import parse_time

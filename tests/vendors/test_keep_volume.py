@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rgt.errors import GateRefused
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 from rgt.teardown import teardown
 from rgt.vendors.billing import summary
 from rgt.vendors.lifecycle import VendorUp, vendor_up

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 from rgt.vendors import client_for
 from rgt.vendors._keys import KEY_VARIABLES
 from rgt.vendors.lifecycle import VendorUp, vendor_up

@@ -184,7 +184,7 @@ def logs(job_id: str, lines: int = LOG_LINES) -> dict[str, Any]:
     """The last `lines` lines (at most 8000 characters) of the job's latest log, with the
     triage label, cause and remedy when the job failed."""
     from rgt.jobs.diagnose import job_evidence
-    from rgt.jobs.store import Store
+    from rgt.state.store import Store
 
     store = Store.open()
     evidence = job_evidence(store, _job(store, job_id))

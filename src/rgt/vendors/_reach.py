@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rgt.errors import VendorError
-from rgt.jobs.store import Store
 from rgt.models import Machine
+from rgt.state.store import Store
 from rgt.vendors._model import Instance
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from rgt.errors import RgtError
-from rgt.jobs.store import Store
 from rgt.models import Machine
+from rgt.state.store import Store
 from rgt.vendors import VENDORS, is_vendor
 from rgt.vendors import _ledger as ledger
 from rgt.vendors._keys import configured
