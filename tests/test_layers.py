@@ -16,6 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rgt"
 # Bottom to top; README's Architecture section draws the same order.
 RANKS = {
     "ckpt": 0,
+    "lint": 0,
     "profiles": 0,
     "probes": 0,
     "triage": 0,
@@ -26,11 +27,12 @@ RANKS = {
     "transport": 2,
     "backends": 3,
     "jobs": 4,
-    "vendors": 4,
+    "vendors": 6,
     "watch": 5,
     "sweep": 5,
     "demo": 6,
     "cli": 7,
+    "mcp": 8,
 }
 
 

@@ -35,8 +35,8 @@ COMMAND_MODULES = (
     "rgt.cli.vendors",
     "rgt.cli.adopt",
     "rgt.cli.lint",
-    "rgt.cli.mcp",
-    "rgt.cli.skill",
+    "rgt.mcp.command",  # the agent front end sits above the CLI: loaded by name
+    "rgt.mcp.skill_command",
 )
 
 
