@@ -114,7 +114,7 @@ def compare(
             o.line(f"  config keys that differ: {', '.join(result.changed_keys)}")
         for finding in result.findings:
             colour = _COLOURS[finding.severity]
-            o.line(f"  [{colour}]{finding.severity}[/] {finding.probe}: {finding.message}")
+            o.line(f"  [{colour}]{finding.severity}[/] {finding.kind}: {finding.message}")
 
     out.result(result.to_json(), human)
 
@@ -122,11 +122,17 @@ def compare(
 _COLOURS = {"bug": "red", "warning": "yellow", "info": "blue"}
 
 
-def _print_findings(out: Output, findings: list[Finding], clean: str) -> None:
+def _print_findings(out: Output, findings: list[Finding], clean: str, source: str) -> None:
+    """``--json`` prints ``{"findings": [...]}``: saved into a delivery's ``findings/``, the
+    disclosure gate reads it as is (run directories made absolute so they match later)."""
+    from rgt.verify.findings import stamped
+
+    findings = stamped(findings, f"rgt verify {source}")
+
     def human(o: Output) -> None:
         for finding in findings:
             colour = _COLOURS[finding.severity]
-            o.line(f"[{colour}]{finding.severity}[/] {finding.probe}: {finding.message}")
+            o.line(f"[{colour}]{finding.severity}[/] {finding.kind}: {finding.message}")
             for example in finding.evidence.get("examples", []):
                 o.line(f"    {example}")
         if not findings:
@@ -158,7 +164,7 @@ def leakage(train: Path, test: Path, split: str, out: Output) -> None:
     from rgt.verify.probes import read_hash_list
 
     findings = find_leaks(read_hash_list(train), read_hash_list(test), split=split)
-    _print_findings(out, findings, f"no {split} sample occurs in train")
+    _print_findings(out, findings, f"no {split} sample occurs in train", "leakage")
 
 
 @verify.command()
@@ -170,7 +176,9 @@ def selection(runs: tuple[str, ...], out: Output) -> None:
     from rgt.verify.selection import selection_findings
 
     found = [run for spec in runs for run in find_runs(spec)]
-    _print_findings(out, selection_findings(found), f"{len(found)} run(s): no test-set selection")
+    _print_findings(
+        out, selection_findings(found), f"{len(found)} run(s): no test-set selection", "selection"
+    )
 
 
 @verify.command()
@@ -193,7 +201,7 @@ def collapse(
     findings = find_collapse(load_predictions(predictions, key))
     if real_metric is not None and shuffled_metric is not None:
         findings += shuffled_gap(real_metric, shuffled_metric)
-    _print_findings(out, findings, "outputs vary with the input")
+    _print_findings(out, findings, "outputs vary with the input", "collapse")
 
 
 @verify.command()
