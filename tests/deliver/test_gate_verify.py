@@ -76,9 +76,7 @@ def test_selection_output_touches_the_claims_of_its_runs(
     assert kinds["f1"] == []  # its run has a validation split
 
 
-def test_clean_verify_output_adds_nothing_and_info_is_context(
-    paper_ws: Workspace, tmp_path: Path
-) -> None:
+def test_clean_output_adds_nothing_and_info_is_context(paper_ws: Workspace, tmp_path: Path) -> None:
     (tmp_path / "train").mkdir()
     (tmp_path / "test").mkdir()
     (tmp_path / "train" / "x").write_bytes(b"x")
@@ -87,7 +85,10 @@ def test_clean_verify_output_adds_nothing_and_info_is_context(
                  cwd=tmp_path) == {"findings": []}  # fmt: skip
     note = {"probe": "percent_scale", "severity": "info", "message": "accuracy in percent"}
     (paper_ws.findings / "old.json").write_text(json.dumps(note))
+    (paper_ws.root / "notes.md").write_text("an early draft said accuracy 85.1 %\n")  # 2.6 % off
     report = gate(paper_ws)
-    assert [f.kind for f in report.claims[0].findings] == ["percent_scale"]
-    assert not report.strict_failed
-    assert "[percent_scale, info] accuracy in percent (context)" in paper_ws.disclosure.read_text()
+    assert [f.kind for f in report.claims[0].findings] == ["percent_scale", "possibly_stale"]
+    assert not report.strict_failed  # info findings are context
+    text = paper_ws.disclosure.read_text()
+    assert "[percent_scale, info] accuracy in percent (context)" in text
+    assert "[possibly_stale, info] notes.md:1 prints 85.1 %" in text

@@ -112,6 +112,16 @@ def _stale_findings(report: ReconcileReport) -> list[Finding]:
             source="rgt deliver reconcile",
         )
         for hit in report.drifts
+    ] + [
+        Finding(
+            "possibly_stale",
+            "info",
+            f"{hit.file}:{hit.line} prints {hit.found} next to the metric's name, just outside "
+            f"the tolerance of the evidence's {hit.expected:.6g}: an older run, or another number",
+            claims=(hit.claim,),
+            source="rgt deliver reconcile",
+        )
+        for hit in report.possible
     ]
 
 
