@@ -236,7 +236,9 @@ def reconcile(
 
 
 @deliver.command()
-@click.option("--strict", is_flag=True, help="Exit 1 when any claim has an unresolved finding.")
+@click.option(
+    "--strict", is_flag=True, help="Exit 1 when any claim has an unresolved bug or warning finding."
+)
 @_workspace_option
 @output_options
 def gate(strict: bool, workspace_dir: Path | None, out: Output) -> None:
