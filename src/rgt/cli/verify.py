@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -116,7 +117,7 @@ def compare(
             colour = _COLOURS[finding.severity]
             o.line(f"  [{colour}]{finding.severity}[/] {finding.kind}: {finding.message}")
 
-    out.result(result.to_json(), human)
+    out.result(_with_source(result.to_json(), result.findings, "compare"), human)
 
 
 _COLOURS = {"bug": "red", "warning": "yellow", "info": "blue"}
@@ -237,7 +238,15 @@ def tracker(path: Path, results: tuple[str, ...], stale_after: float, out: Outpu
         if report.runs and not report.findings:
             o.line("[green]ok[/]: no duplicate, stale or inconsistent runs")
 
-    out.result(report.to_json(), human)
+    out.result(_with_source(report.to_json(), report.findings, "tracker"), human)
+
+
+def _with_source(data: dict[str, Any], findings: Sequence[Finding], command: str) -> dict[str, Any]:
+    """The document with its findings as ``rgt deliver gate`` reads them from ``findings/``."""
+    from rgt.verify.findings import stamped
+
+    data["findings"] = [f.to_json() for f in stamped(findings, f"rgt verify {command}")]
+    return data
 
 
 def register(cli_group: click.Group) -> None:
