@@ -71,9 +71,16 @@ def test_selection_output_touches_the_claims_of_its_runs(
     # relative paths, from another directory than the gate's: the run dirs the store recorded
     doc = _save(paper_ws, "sel", "selection", "pulled/s1", "pulled/other", cwd=tmp_path)
     assert [f["kind"] for f in doc["findings"]] == ["no_validation_split"]
+    # what the demo saves: `rgt verify compare --json`, whole (its findings name no run)
+    for seed in (0, 1):
+        make_run(tmp_path / "new" / f"s{seed}", name="new", seed=seed,
+                 metrics={"test_accuracy": 0.88 + seed / 1000})  # fmt: skip
+    _save(paper_ws, "cmp", "compare", "pulled/s*", "new", "--metric", "test_accuracy",
+          cwd=tmp_path)  # fmt: skip
     kinds = _kinds(paper_ws)
-    assert kinds["acc"] == kinds["loss"] == [("no_validation_split", "warning")]
-    assert kinds["f1"] == []  # its run has a validation split
+    note = ("no_config_change", "info")
+    assert kinds["acc"] == kinds["loss"] == [note, ("no_validation_split", "warning")]
+    assert kinds["f1"] == [note]  # its run has a validation split
 
 
 def test_clean_output_adds_nothing_and_info_is_context(paper_ws: Workspace, tmp_path: Path) -> None:
