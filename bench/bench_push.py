@@ -110,7 +110,7 @@ def bench_check_tail(source: Path, dest: Path) -> float:
     """Seconds from rsync's last progress report (the transfer's end) to `push` returning:
     the wait for the sha256 check of what arrived, which raw rsync does not do."""
     from rgt.jobs.push import push
-    from rgt.jobs.store import Store
+    from rgt.state.store import Store
 
     stamps: list[float] = []
     push(

@@ -71,9 +71,9 @@ def sweep_file(directory: Path, name: str, machines: list[str], cells: int) -> P
 
 def bench_slurm(work: Path, cells: int) -> dict[str, float]:
     from rgt.backends.slurm import register_slurm
-    from rgt.jobs._sweep_run import Launcher, RunLog
-    from rgt.jobs.store import Store
-    from rgt.jobs.sweep import load_sweep
+    from rgt.state.store import Store
+    from rgt.sweep._run import Launcher, RunLog
+    from rgt.sweep.sweep import load_sweep
 
     os.environ["SBATCH_HOLD"] = "1"  # submitted held: nothing runs while we time
     register_slurm(Store.open(), "hpc", root=str(work / "hpc"))
@@ -100,9 +100,9 @@ def bench_slurm(work: Path, cells: int) -> dict[str, float]:
 
 def fabricate(work: Path, machines: dict[str, Path], cells: int) -> Path:
     """Succeeded jobs for every cell, alternating machines, as the agent would leave them."""
-    from rgt.jobs._sweep_run import Launcher
-    from rgt.jobs.store import Store
-    from rgt.jobs.sweep import load_sweep
+    from rgt.state.store import Store
+    from rgt.sweep._run import Launcher
+    from rgt.sweep.sweep import load_sweep
 
     store = Store.open()
     path = sweep_file(work / "proj-status", "st", list(machines), cells)

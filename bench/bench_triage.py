@@ -1,6 +1,7 @@
-"""Triage benchmark: the corpus confusion table, and throughput on a generated 100 MB log.
+"""Triage benchmark: the corpus confusion table, the generalization corpus by half (per-label
+precision and recall), and throughput on a generated 100 MB log.
 
-    .venv/bin/python bench/bench_triage.py [--mb 100]
+    .venv/bin/python bench/bench_triage.py [--mb 100] [--corpus-only]
 
 Three timings on the same generated log (training lines, warnings, an OOM traceback at the end):
 ``tail``  what rgt does: ``classify(read_tail(path))`` — reads only the last 256 KiB;
@@ -26,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "triage"))
 
+from public_corpus import load_public  # noqa: E402
 from triage_corpus import load_corpus  # noqa: E402
 
 from rgt.triage import classify, default_rules, read_tail  # noqa: E402
@@ -45,6 +47,30 @@ def confusion() -> None:
         row = table[label]
         wrong = ", ".join(f"{p}: {n}" for p, n in sorted(row.items()) if p != label) or "-"
         print(f"{label:<20}{sum(row.values()):>4}{row[label]:>7}  {wrong}")
+
+
+def generalization() -> None:
+    """Real public logs the rules were not written from, by half: per-label precision/recall."""
+    for half in ("dev", "validation"):
+        pairs = [
+            (log.label, classify(log.log, log.exit_code, log.signal).label)
+            for log in load_public(half)
+        ]
+        right = sum(want == got for want, got in pairs)
+        unknown = sum(got == "unknown" for _, got in pairs)
+        print(
+            f"\n{half}: {len(pairs)} logs, top-1 {right / len(pairs):.1%} ({right} right), "
+            f"unknown {unknown / len(pairs):.1%}"
+        )
+        print(f"{'label':<20}{'n':>4}{'precision':>11}{'recall':>8}  wrong (predicted: count)")
+        for label in sorted({want for want, _ in pairs}):
+            n = sum(want == label for want, _ in pairs)
+            hit = sum(want == got == label for want, got in pairs)
+            said = sum(got == label for _, got in pairs)
+            wrong = Counter(got for want, got in pairs if want == label and got != label)
+            misses = ", ".join(f"{p}: {c}" for p, c in sorted(wrong.items())) or "-"
+            precision = f"{hit / said:.2f}" if said else "-"
+            print(f"{label:<20}{n:>4}{precision:>11}{hit / n:>8.2f}  {misses}")
 
 
 def generate(path: Path, megabytes: int) -> None:
@@ -150,9 +176,12 @@ def throughput(megabytes: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=100, help="size of the generated log")
+    parser.add_argument("--corpus-only", action="store_true", help="skip the throughput runs")
     args = parser.parse_args()
     confusion()
-    throughput(args.mb)
+    generalization()
+    if not args.corpus_only:
+        throughput(args.mb)
 
 
 if __name__ == "__main__":

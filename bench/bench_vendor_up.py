@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from tests.sshd import SshServer, SshServers  # noqa: E402
 from tests.vendors.fakes.runpod import FakeRunpod  # noqa: E402
 
-from rgt.jobs.store import Store  # noqa: E402
+from rgt.state.store import Store  # noqa: E402
 from rgt.vendors.lifecycle import VendorUp, vendor_up  # noqa: E402
 from rgt.vendors.release import release  # noqa: E402
 

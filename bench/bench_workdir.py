@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from rgt import _fs  # noqa: E402
 from rgt.agent import _manifest, _workdir  # noqa: E402
-from rgt.jobs.paths import JobPaths  # noqa: E402
+from rgt.agent.paths import JobPaths  # noqa: E402
 
 MIB = 1 << 20
 CODE = (".py", ".py", ".py", ".md")  # shared by hard link

@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 from rgt.backends.base import Backend
-from rgt.jobs.store import Store, utcnow
 from rgt.models import JobSpec
+from rgt.state.store import Store, utcnow
 
 
 def entry(rel: str, data: bytes) -> dict[str, object]:

@@ -239,7 +239,7 @@ def target_for(server: SshServer, name: str = "box") -> Any:
 def register(server: SshServer, name: str, root: Path, profile: str = "generic-ssh") -> Any:
     """Register ``server`` as machine ``name`` the way `rgt up` does (library call)."""
     from rgt.backends.ssh import register_ssh
-    from rgt.jobs.store import Store
+    from rgt.state.store import Store
 
     return register_ssh(Store.open(), profile, name, ssh_line=server.ssh_line, root=str(root))
 

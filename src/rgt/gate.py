@@ -27,10 +27,8 @@ from typing import Any
 
 from rgt.backends.base import Backend
 from rgt.jobs.pulled import failure_reasons, recheck
-from rgt.jobs.store import Store
-from rgt.models import TERMINAL, JobState
-
-ACTION_DOWN = "down"
+from rgt.models import ACTION_DOWN, TERMINAL, JobState
+from rgt.state.store import Store
 
 
 def abandon_action(job_id: str) -> str:

@@ -6,12 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rgt.backends import get_backend
-from rgt.backends.base import Backend
 from rgt.config import rgt_home
 from rgt.errors import GateRefused, UnknownMachineError, UsageError
-from rgt.jobs.store import Store, utcnow
 from rgt.models import MACHINE_NAME_RE, Machine
+from rgt.state.store import Store, utcnow
 
 
 @dataclass(frozen=True)
@@ -120,8 +118,3 @@ def _profile_notes(profile: str) -> tuple[str, ...]:
     from rgt.profiles import load_profile
 
     return tuple(load_profile(profile).first_contact_notes())
-
-
-def backend_for(store: Store, name: str) -> Backend:
-    """The backend object of a registered machine."""
-    return get_backend(store.machine(name))

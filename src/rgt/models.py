@@ -34,6 +34,9 @@ class JobState(str, Enum):
 
 TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
+# The approval action that releases a machine (`rgt approve NAME`, then `rgt down NAME`).
+ACTION_DOWN = "down"
+
 
 @dataclass(frozen=True)
 class RetryPolicy:

@@ -10,11 +10,11 @@ from typing import Any
 
 from rgt._tty import Terminal
 from rgt.approvals import human_consent
+from rgt.backends import backend_for
 from rgt.errors import GateRefused, UsageError
-from rgt.gate import ACTION_DOWN, GateVerdict, abandon_action, evaluate
-from rgt.jobs.store import Store
-from rgt.machines import backend_for
-from rgt.models import Machine
+from rgt.gate import GateVerdict, abandon_action, evaluate
+from rgt.models import ACTION_DOWN, Machine
+from rgt.state.store import Store
 
 
 def record_approval(store: Store, name: str, tty: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import pytest
 from rgt import _fs
 from rgt.agent._system import process_belongs_to_job
 from rgt.agent.build import build_agent
-from rgt.jobs.paths import JobPaths, RootPaths
+from rgt.agent.paths import JobPaths, RootPaths
 from rgt.models import JobSpec, RetryPolicy
 
 TERMINAL = ("succeeded", "failed", "cancelled")

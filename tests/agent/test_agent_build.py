@@ -43,7 +43,7 @@ def test_archive_holds_the_agent_and_what_it_imports_and_nothing_else(agent_pyz:
     for required in (
         "rgt/__init__.py",
         "rgt/_fs.py",
-        "rgt/jobs/paths.py",
+        "rgt/agent/paths.py",
         "rgt/agent/cli.py",
         "rgt/agent/supervisor.py",
     ):
@@ -52,7 +52,6 @@ def test_archive_holds_the_agent_and_what_it_imports_and_nothing_else(agent_pyz:
     allowed = (
         "rgt/__init__.py",
         "rgt/_fs.py",
-        "rgt/jobs/",
         "rgt/agent/",
         "rgt/probes/",
         "rgt/triage/",

@@ -18,7 +18,7 @@ from rgt.agent import _artifacts, _manifest
 from rgt.agent._classify import AttemptFacts, decide
 from rgt.agent._record import JobRecorder
 from rgt.agent._webhook import NOTIFY_SECRET
-from rgt.jobs.paths import JobPaths
+from rgt.agent.paths import JobPaths
 
 
 def test_collect_skips_in_flight_files_agent_files_and_symlinks(tmp_path: Path) -> None:

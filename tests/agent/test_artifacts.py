@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rgt.agent import _artifacts
-from rgt.jobs.paths import JobPaths
+from rgt.agent.paths import JobPaths
 from tests.agent.conftest import Job
 
 

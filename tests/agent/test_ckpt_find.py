@@ -11,8 +11,8 @@ import pytest
 
 from rgt.agent import _ckpt_find
 from rgt.errors import SpecError, UsageError
-from rgt.jobs._sweep_file import load_sweep
 from rgt.jobs.resume_form import for_cell, resume_spec
+from rgt.sweep._file import load_sweep
 
 
 def touch(path: Path, data: bytes = b"x", mtime: float | None = None) -> Path:

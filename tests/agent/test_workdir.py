@@ -14,8 +14,8 @@ from typing import Any
 
 from rgt import _fs
 from rgt.agent import _workdir
-from rgt.jobs.snapshot import materialize, take_snapshot
 from rgt.models import JobSpec, RetryPolicy
+from rgt.transport.snapshot import materialize, take_snapshot
 from tests.agent.conftest import Job
 
 BIG = 2 * 1024 * 1024  # above the copy threshold: shared by hard link, as code is
@@ -196,7 +196,7 @@ def test_no_space_for_work_dir_fails_as_disk_full_and_leaves_the_snapshot(
 
 
 def test_ensure_is_once_per_job(tmp_path: Path) -> None:
-    from rgt.jobs.paths import JobPaths
+    from rgt.agent.paths import JobPaths
 
     paths = JobPaths(str(tmp_path / "job"), "j")
     Path(paths.root).mkdir()
@@ -207,7 +207,7 @@ def test_ensure_is_once_per_job(tmp_path: Path) -> None:
 
 
 def test_a_missing_snapshot_is_an_error_not_an_empty_work_dir(tmp_path: Path) -> None:
-    from rgt.jobs.paths import JobPaths
+    from rgt.agent.paths import JobPaths
 
     paths = JobPaths(str(tmp_path / "job"), "j")
     Path(paths.root).mkdir()

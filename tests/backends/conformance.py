@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from rgt.backends.base import Backend
-from rgt.jobs.snapshot import take_snapshot
-from rgt.jobs.store import utcnow
 from rgt.models import TERMINAL, JobSpec, JobState
+from rgt.state.store import utcnow
+from rgt.transport.snapshot import take_snapshot
 
 JOB = """
 import json, os, pathlib, sys

@@ -8,8 +8,8 @@ import pytest
 
 from rgt.backends import get_backend
 from rgt.backends.base import Backend
-from rgt.jobs.store import Store
 from rgt.machines import register_local
+from rgt.state.store import Store
 from tests.backends.conformance import run_lifecycle, write_project
 from tests.sshd import SshServer, register
 

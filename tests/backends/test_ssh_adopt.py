@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from rgt.backends import backend_for
 from rgt.gate import evaluate
 from rgt.jobs.adopt import adopt
 from rgt.jobs.pull import pull
-from rgt.jobs.store import Store, utcnow
-from rgt.machines import backend_for
 from rgt.models import TERMINAL, JobSpec, JobState
+from rgt.state.store import Store, utcnow
 from tests.sshd import SshServer, register, wait_for
 
 JOB = "import os, pathlib; pathlib.Path(os.environ['RGT_OUTPUT_DIR'], 'r.json').write_text('[2]')"

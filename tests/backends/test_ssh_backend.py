@@ -16,8 +16,8 @@ import pytest
 from rgt.backends import get_backend
 from rgt.backends.ssh import SshBackend
 from rgt.errors import TransportError
-from rgt.jobs.store import Store, utcnow
 from rgt.models import TERMINAL, JobSpec, JobState
+from rgt.state.store import Store, utcnow
 from tests.sshd import SshServer, SshServers, no_pwned, register, wait_for
 
 SECRET = "tok-7f3a-very-secret"

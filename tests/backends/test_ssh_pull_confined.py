@@ -10,7 +10,7 @@ import pytest
 from rgt.backends.ssh import SshBackend
 from rgt.errors import VerifyError
 from rgt.jobs.pull import pull
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 from tests.hostile_machine import entry, machine_job, swap_for_link, tree, write_manifest
 from tests.sshd import SshServer, register
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from rgt.backends import get_backend
 from rgt.backends.ssh import SshBackend
-from rgt.jobs.snapshot import take_snapshot
-from rgt.jobs.store import utcnow
 from rgt.models import TERMINAL, JobSpec, JobState
+from rgt.state.store import utcnow
+from rgt.transport.snapshot import take_snapshot
 from tests.sshd import SshServer, register, wait_for
 
 # nanoGPT-style: the output dir is relative to the cwd.

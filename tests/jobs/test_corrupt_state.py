@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from rgt.jobs.store import Store
 from rgt.models import JobState
+from rgt.state.store import Store
 from tests.watch.test_derived_events import QUICK, launch, rgt
 
 LONG = "import time\nfor i in range(900):\n    print('step', i, flush=True)\n    time.sleep(0.1)\n"

@@ -11,8 +11,8 @@ import pytest
 from rgt.backends.fake import FakeBackend
 from rgt.errors import GateRefused
 from rgt.jobs.pull import pull
-from rgt.jobs.store import Store, utcnow
 from rgt.models import JobSpec, Machine
+from rgt.state.store import Store, utcnow
 from rgt.teardown import record_approval, teardown
 
 GOOD = {"outputs/metrics.json": json.dumps({"loss": 0.5}).encode()}

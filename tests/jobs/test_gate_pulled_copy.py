@@ -12,8 +12,8 @@ import pytest
 from rgt.backends.fake import FakeBackend
 from rgt.gate import evaluate
 from rgt.jobs.pull import pull
-from rgt.jobs.store import Store, utcnow
 from rgt.models import JobSpec, Machine
+from rgt.state.store import Store, utcnow
 
 GOOD = {
     "outputs/metrics.json": json.dumps({"loss": 0.5}).encode(),

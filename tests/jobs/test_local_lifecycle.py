@@ -157,8 +157,8 @@ def test_job_survives_the_cli_and_reads_its_snapshot(project: Path, machine: str
 
 def _wait_for_job_id(timeout: float = 60) -> str:
     """The id of the job once its agent runs it (the CLI is then still probing)."""
-    from rgt.jobs.store import Store
-    from rgt.machines import backend_for
+    from rgt.backends import backend_for
+    from rgt.state.store import Store
 
     store = Store.open()
     deadline = time.monotonic() + timeout

@@ -10,8 +10,8 @@ import pytest
 from rgt.backends.local import LocalBackend
 from rgt.errors import VerifyError
 from rgt.jobs.pull import pull
-from rgt.jobs.store import Store
 from rgt.machines import register_local
+from rgt.state.store import Store
 from tests.hostile_machine import entry, machine_job, swap_for_link, tree
 
 HOSTILE_DEST = "to 'q' \"d\" $(touch PWNED); ü"

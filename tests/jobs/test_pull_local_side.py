@@ -13,8 +13,8 @@ from rgt.backends.fake import FakeBackend
 from rgt.cli import main
 from rgt.errors import DiskBudgetError
 from rgt.jobs.pull import pull
-from rgt.jobs.store import Store, utcnow
 from rgt.models import JobSpec, Machine
+from rgt.state.store import Store, utcnow
 from tests.conftest import TmpfsMount
 
 MIB = 1 << 20

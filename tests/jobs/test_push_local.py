@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rgt.jobs.store import Store
 from rgt.machines import register_local
+from rgt.state.store import Store
 
 HOSTILE = "d 'q' \"x\" ü $(touch PWNED)"
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from rgt.backends import backend_for
 from rgt.ckpt import Checkpointer
 from rgt.jobs.launch import LaunchOptions, launch, wait
-from rgt.jobs.store import Store
-from rgt.machines import backend_for, register_local
+from rgt.machines import register_local
+from rgt.state.store import Store
 
 SCRIPT = """
 import sys

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rgt.errors import UsageError
-from rgt.jobs.snapshot import materialize, take_snapshot
+from rgt.transport.snapshot import materialize, take_snapshot
 
 
 def _tree(root: Path, name: str = "train.py") -> None:

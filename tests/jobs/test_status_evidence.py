@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rgt.jobs.store import Store
 from rgt.models import JobState
+from rgt.state.store import Store
 from tests.jobs.test_corrupt_state import Live, status_of
 from tests.watch.test_derived_events import QUICK, launch, rgt
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from rgt.errors import StateError, UnknownJobError, UnknownMachineError
-from rgt.jobs.store import MIGRATIONS, Store, utcnow
 from rgt.models import JobSpec, JobState, Machine
+from rgt.state.store import MIGRATIONS, Store, utcnow
 
 WRITER = """
 import sys
-from rgt.jobs.store import Store, utcnow
+from rgt.state.store import Store, utcnow
 from rgt.models import JobSpec, Machine
 store = Store.open()
 who, n = sys.argv[1], int(sys.argv[2])

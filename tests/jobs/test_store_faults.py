@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from rgt.errors import StateWriteError
-from rgt.jobs.store import Store, utcnow
 from rgt.models import JobSpec, Machine
+from rgt.state.store import Store, utcnow
 from tests.watch.test_derived_events import rgt
 
 Mount = Callable[[str, int], Path]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rgt.errors import SpecError
-from rgt.jobs.sweep import cell_id, load_sweep
+from rgt.sweep.sweep import cell_id, load_sweep
 from tests.sweep.helpers import rgt
 
 GOOD = """

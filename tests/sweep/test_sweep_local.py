@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from rgt.jobs.launch import LaunchOptions, launch
-from rgt.jobs.store import Store
-from rgt.jobs.sweep import load_sweep
 from rgt.machines import register_local
+from rgt.state.store import Store
+from rgt.sweep.sweep import load_sweep
 from tests.sweep.helpers import ledger_counts, rgt, rgt_json, states, sweep_toml, write_project
 
 HOSTILE = "sw 'q' \"d\" ü $(touch PWNED); x"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rgt.backends.slurm import register_slurm
-from rgt.jobs.store import Store
-from rgt.jobs.sweep import load_sweep
+from rgt.state.store import Store
+from rgt.sweep.sweep import load_sweep
 from tests.slurm import SlurmCluster, slurm_cluster  # noqa: F401  (the fixture)
 from tests.sweep.helpers import ledger_counts, rgt_json, sweep_toml, write_project
 

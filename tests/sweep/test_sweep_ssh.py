@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from rgt.jobs.store import Store
-from rgt.jobs.sweep import load_sweep
+from rgt.state.store import Store
+from rgt.sweep.sweep import load_sweep
 from tests.backends.test_ssh_two_hosts import far_server  # noqa: F401  (netns host fixture)
 from tests.sshd import SshServer, register, wait_for
 from tests.sweep.helpers import ledger_counts, rgt_json, sweep_toml, write_project

@@ -14,8 +14,8 @@ import pytest
 
 from rgt.errors import BackendError, VerifyError
 from rgt.jobs.push import push
-from rgt.jobs.remote_hash import FINISHED, UNKNOWN, hash_input, machine_script, remote_sha256
-from rgt.jobs.store import Store
+from rgt.state.store import Store
+from rgt.transport.remote_hash import FINISHED, UNKNOWN, hash_input, machine_script, remote_sha256
 from rgt.transport.rsync import PARTIAL_DIR, RETRYABLE, Rsync, TransferReport
 from rgt.transport.ssh import SshTransport
 from tests.conftest import HOSTILE_NAMES, TmpfsMount

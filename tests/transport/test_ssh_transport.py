@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rgt.errors import HostKeyChangedError, TransportError
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 from rgt.transport.ssh import SshTransport, control_dir
 from tests.conftest import HOSTILE_NAMES
 from tests.sshd import SshServer, SshServers, no_pwned, register, target_for

@@ -48,11 +48,20 @@ def test_verdict_json_shape_is_the_contract() -> None:
 
 
 def test_unknown_shows_the_last_lines() -> None:
-    log = "\n".join(f"line {i}" for i in range(30)) + "\nValueError: something odd\n"
+    log = "\n".join(f"line {i}" for i in range(30)) + "\nsomething odd happened\n"
     verdict = classify(log, exit_code=1)
     assert verdict == Verdict(label="unknown", evidence=verdict.evidence)
-    assert verdict.evidence[-1] == "ValueError: something odd"
+    assert verdict.evidence[-1] == "something odd happened"
     assert len(verdict.evidence) == 8
+
+
+def test_an_exception_as_the_last_words_is_code_error_even_without_its_traceback() -> None:
+    cut = "\n".join(f"line {i}" for i in range(30)) + "\nValueError: something odd\n\n"
+    verdict = classify(cut, exit_code=1)
+    assert (verdict.label, verdict.rule_id) == ("code_error", "code.exception_at_end")
+    assert verdict.evidence == ["ValueError: something odd"]
+    earlier = "ValueError: something odd\n" + "\n".join(f"step {i}" for i in range(5))
+    assert classify(earlier, exit_code=1).label == "unknown"
 
 
 def test_bare_killed_is_host_oom_but_not_with_a_traceback() -> None:

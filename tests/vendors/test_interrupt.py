@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 from tests.sshd import wait_for
 from tests.ttys import PtyRgt
 from tests.vendors.fakes._server import FakeVendor

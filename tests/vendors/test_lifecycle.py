@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rgt.errors import GateRefused, VendorError
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 from rgt.teardown import teardown
 from rgt.vendors.lifecycle import VendorUp, vendor_up
 from rgt.vendors.orphans import find_orphans

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from rgt.jobs.store import Store
 from rgt.models import JobSpec, JobState, Machine
+from rgt.state.store import Store
 
 JOB = """
 import json, os, time

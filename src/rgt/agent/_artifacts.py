@@ -24,7 +24,7 @@ import stat
 from typing import Any, Dict, List, Optional, Pattern, Sequence, Set, Tuple
 
 from rgt.agent import _workdir
-from rgt.jobs.paths import JobPaths
+from rgt.agent.paths import JobPaths
 
 # 10,000 files: pull fetches, hashes and load-verifies each one, and the gate waits for all of
 # them; past this a directory is a cache or a dataset, not results. 20 GiB: a few large

@@ -20,7 +20,7 @@ from rgt.agent import _resume, _system, _workdir
 from rgt.agent._classify import REMEDY_PREEMPTED, AttemptFacts, Decision, decide
 from rgt.agent._record import JobRecorder
 from rgt.agent._sentinel import Sentinel
-from rgt.jobs.paths import JobPaths
+from rgt.agent.paths import JobPaths
 
 LOG_TAIL_BYTES = 64 * 1024
 EXEC_FAILED = 127  # what a shell reports when the command cannot be started

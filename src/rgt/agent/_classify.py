@@ -12,7 +12,9 @@ The agent knows facts no log contains, so it decides on them first:
 4. everything else is read from the log tail by ``rgt.triage`` (the same rule base as
    ``rgt triage``); without it the verdict is ``unknown`` and nothing is retried blindly. An
    uncaught exception in the user's own code is ``code_error``: the same code fails the same
-   way, so it is never retried, whatever a rule file says.
+   way, so it is never retried, whatever a rule file says. A label whose remedy is another
+   machine (``gpu_hw``: the card is broken) is not retried here either: the agent can only
+   rerun on this machine, which would run into the same broken GPU.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ EXTERNAL_KILLS = (int(signal.SIGKILL), int(signal.SIGTERM), int(signal.SIGHUP))
 
 # Labels no rule may make retryable: a bug in the code reruns into the same bug.
 NEVER_RETRIED = ("code_error",)
+# Labels whose remedy is "retry on another machine": retryable, but never on this one.
+RETRIED_ELSEWHERE = ("gpu_hw",)
+NOT_HERE = "; not retried on this machine: the remedy is to move to another one"
 REMEDY_PREEMPTED = "nothing to fix: the agent resumes from the newest checkpoint"
 REMEDY_HOST_OOM = (
     "lower host RAM use: fewer DataLoader workers (size them from the cgroup memory limit), "
@@ -141,6 +146,8 @@ def triage(facts: AttemptFacts) -> Decision:
         return fallback
     cause = str(verdict.cause or verdict.label)
     retryable = bool(verdict.retryable) and verdict.label not in NEVER_RETRIED
+    if retryable and verdict.label in RETRIED_ELSEWHERE:
+        retryable, cause = False, cause + NOT_HERE
     return Decision(str(verdict.label), retryable, cause, str(verdict.remedy), evidence)
 
 

@@ -14,7 +14,7 @@ import time
 from typing import Any, Dict, Optional
 
 from rgt.agent import _system, jobfiles
-from rgt.jobs.paths import JobPaths
+from rgt.agent.paths import JobPaths
 
 LOCK_NAME = "agent.lock"
 

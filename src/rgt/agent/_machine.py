@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Tuple
 
 from rgt.agent import _system, jobfiles
 from rgt.agent._record import read_status
-from rgt.jobs.paths import JobPaths
+from rgt.agent.paths import JobPaths
 from rgt.probes import cgroup, disk, gpu, host, progress
 
 TERMINAL = ("succeeded", "failed", "cancelled")

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 from rgt import _fs
 from rgt.agent import _artifacts, _system
-from rgt.jobs.paths import JobPaths
+from rgt.agent.paths import JobPaths
 
 MANIFEST_SCHEMA = "rgt.manifest/1"
 Entry = Dict[str, Any]

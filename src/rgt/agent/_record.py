@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional
 
 from rgt import _fs
 from rgt.agent import _system, jobfiles
-from rgt.jobs.paths import JobPaths
+from rgt.agent.paths import JobPaths
 
 REDACTED = "***"
 NOTIFY_TIMEOUT_S = 5.0

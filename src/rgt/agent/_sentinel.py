@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, Optional
 
 from rgt.agent import _system
 from rgt.agent._record import JobRecorder, log
-from rgt.jobs.paths import JobPaths
+from rgt.agent.paths import JobPaths
 from rgt.probes import cgroup, disk, gpu, progress
 
 DEFAULTS = {

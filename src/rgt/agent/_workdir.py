@@ -33,7 +33,7 @@ import time
 from typing import Any, Dict, List, Optional, Union
 
 from rgt import _fs
-from rgt.jobs.paths import JobPaths, damaged_marker
+from rgt.agent.paths import JobPaths, damaged_marker
 
 FICLONE = 0x40049409  # _IOW(0x94, 9, int) from linux/fs.h
 # Copied: small files a script may rewrite or append to (configs, CSVs, JSON, small data).

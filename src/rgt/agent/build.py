@@ -5,7 +5,7 @@ source, so an edited agent gets a new file name and a machine never runs a stale
 the name of a new one. The archive is deterministic (sorted entries, fixed timestamps and
 modes): the same sources always give the same bytes, so re-uploading can be skipped by hash.
 
-Bundled: ``rgt/__init__.py``, ``rgt/_fs.py``, ``rgt/jobs/{__init__,paths}.py``, every module of
+Bundled: ``rgt/__init__.py``, ``rgt/_fs.py``, every module of
 ``rgt/agent/`` except this one, ``rgt/probes/``, and ``rgt/triage/`` with its JSON rules.
 """
 
@@ -20,7 +20,7 @@ import rgt
 from rgt import _fs
 
 PACKAGE_ROOT = Path(rgt.__file__).resolve().parent
-SINGLE_FILES = ("__init__.py", "_fs.py", "jobs/__init__.py", "jobs/paths.py")
+SINGLE_FILES = ("__init__.py", "_fs.py")
 PACKAGES = {"agent": ("*.py",), "probes": ("*.py",), "triage": ("*.py", "rules/*.json")}
 NOT_BUNDLED = frozenset({"agent/build.py"})  # CLI-side, modern Python
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -42,7 +42,17 @@ def bundled_sources() -> list[tuple[str, bytes]]:
             for path in (PACKAGE_ROOT / package).glob(pattern):
                 rels.add(path.relative_to(PACKAGE_ROOT).as_posix())
     rels -= NOT_BUNDLED
-    return [(f"rgt/{rel}", (PACKAGE_ROOT / rel).read_bytes()) for rel in sorted(rels)]
+    files = [(f"rgt/{rel}", (PACKAGE_ROOT / rel).read_bytes()) for rel in sorted(rels)]
+    return files + _learned_rules()
+
+
+def _learned_rules() -> list[tuple[str, bytes]]:
+    """The user's learned triage rules, one family file, so the agent's verdicts use them too."""
+    from rgt.config import rgt_home
+    from rgt.triage.learned import merged_document
+
+    doc = merged_document(str(rgt_home() / "rules"))
+    return [("rgt/triage/user_rules.json", doc.encode())] if doc else []
 
 
 def _content_hash(files: list[tuple[str, bytes]]) -> str:

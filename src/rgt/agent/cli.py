@@ -21,7 +21,7 @@ from rgt import _fs
 from rgt.agent import _system, jobfiles
 from rgt.agent._liveness import status_doc, try_lock
 from rgt.agent._record import JobRecorder, log, read_status
-from rgt.jobs.paths import JobPaths
+from rgt.agent.paths import JobPaths
 
 SPEC_SCHEMA = "rgt.spec/1"
 TERMINAL = ("succeeded", "failed", "cancelled")  # as rgt.agent.supervisor.TERMINAL

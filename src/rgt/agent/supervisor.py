@@ -18,7 +18,7 @@ from rgt.agent import _manifest, _resume, _system, _webhook, jobfiles
 from rgt.agent._attempt import AttemptRunner
 from rgt.agent._classify import REMEDY_PREEMPTED, Decision
 from rgt.agent._record import JobRecorder, log, previous_status
-from rgt.jobs.paths import JobPaths
+from rgt.agent.paths import JobPaths
 
 # How long a job that ended waits for a full disk to take its manifest and terminal status
 # (the user may be freeing space) before it is failed as disk_full. RGT_AGENT_TERMINAL_WAIT_S
@@ -217,8 +217,8 @@ class Supervisor(object):
             label, remedy = "unknown", "check what else writes into the job directory, rerun"
         else:
             reason = "%s; no manifest: %s" % (reason, result.reason)
-        if label is None and self.rec.status.get("label"):  # the last failure, kept
-            label = self.rec.status["label"]
+        if label is None and state != "succeeded" and self.rec.status.get("label"):
+            label = self.rec.status["label"]  # the last failure, kept; a success has no label
         self.rec.status.update(state=state, ended=_system.now_iso(), reason=reason, label=label)
         self._land_terminal_state()
         self.rec.event(

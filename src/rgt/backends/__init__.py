@@ -10,6 +10,7 @@ from rgt.errors import UsageError
 if TYPE_CHECKING:
     from rgt.backends.base import Backend
     from rgt.models import Machine
+    from rgt.state.store import Store
 
 # name -> (module, class, pip extra that provides its dependencies or None)
 REGISTRY: dict[str, tuple[str, str, str | None]] = {
@@ -36,3 +37,8 @@ def get_backend(machine: Machine) -> Backend:
         raise UsageError(f"backend {machine.backend!r} needs {exc.name}", fix=hint) from exc
     backend: Backend = getattr(module, class_name)(machine)
     return backend
+
+
+def backend_for(store: Store, name: str) -> Backend:
+    """The backend object of a registered machine."""
+    return get_backend(store.machine(name))

@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rgt.agent.paths import JobPaths, RootPaths
 from rgt.config import rgt_home
 from rgt.errors import BackendError, RgtError
-from rgt.jobs.paths import JobPaths, RootPaths
-from rgt.jobs.snapshot import Snapshot, materialize, retire_damaged_argv
 from rgt.models import JobSpec, Machine
 from rgt.transport.base import ProgressFn, Transport
+from rgt.transport.snapshot import Snapshot, materialize, retire_damaged_argv
 
 
 def staging_path(remote: str) -> str:
@@ -179,7 +179,7 @@ class Backend(abc.ABC):
     def machine_jobs(self) -> dict[str, dict[str, Any]]:
         """Every job directory on the machine -> its status, in one agent round trip: the
         jobs the machine knows, whichever RGT_HOME launched them (the teardown gate's roster)."""
-        from rgt.watch.remote import machine_call
+        from rgt.backends.remote import machine_call
 
         doc = machine_call(self, "patrol", ["--events", "0", "--no-gpu"], timeout=60)
         return {str(j.get("job_id")): j for j in doc.get("jobs") or [] if isinstance(j, dict)}
@@ -201,7 +201,7 @@ class Backend(abc.ABC):
         return result.stdout if result.ok else b""
 
     def manifest(self, job_id: str) -> tuple[dict[str, Any], bytes] | None:
-        from rgt.jobs.jobstatus import manifest_from
+        from rgt.backends.jobstatus import manifest_from
 
         path = self.job_paths(job_id).manifest
         raw = self.transport.read_bytes(path)

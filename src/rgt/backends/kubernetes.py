@@ -24,14 +24,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rgt.agent.paths import JobPaths
 from rgt.backends._render.k8s import K8sJob, render_input, render_job
 from rgt.backends.base import Backend
 from rgt.errors import BackendError, UsageError
-from rgt.jobs.paths import JobPaths
-from rgt.jobs.snapshot import Snapshot, materialize
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
 from rgt.transport.base import CommandResult, ProgressFn, Transport
+from rgt.transport.snapshot import Snapshot, materialize
 
 CONFIGMAP_LIMIT = 1024 * 1024  # etcd's object size limit for a ConfigMap
 # Pod states that mean "not started, and it will not start by waiting".

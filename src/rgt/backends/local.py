@@ -9,10 +9,10 @@ from pathlib import Path
 
 from rgt.backends.base import Backend, staging_path
 from rgt.errors import BackendError
-from rgt.jobs.snapshot import Snapshot, materialize, retire_damaged_argv
 from rgt.models import Machine
 from rgt.transport.base import ProgressFn
 from rgt.transport.local import LocalTransport
+from rgt.transport.snapshot import Snapshot, materialize, retire_damaged_argv
 
 
 class LocalBackend(Backend):

@@ -21,14 +21,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rgt.agent.paths import JobPaths
 from rgt.backends._render.sbatch import SbatchJob, render_script, sbatch_argv
 from rgt.backends._slurm_state import AGENT_TERMINAL, merge, parse_scontrol
 from rgt.backends.base import Backend
 from rgt.errors import BackendError, UsageError
-from rgt.jobs.paths import JobPaths
-from rgt.jobs.store import Store, utcnow
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
+from rgt.state.store import Store, utcnow
 from rgt.transport.base import Transport
 from rgt.transport.local import LocalTransport
 

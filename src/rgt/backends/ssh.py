@@ -26,10 +26,10 @@ from typing import Any
 
 from rgt.backends.base import Backend, staging_path
 from rgt.errors import BackendError, RgtError, UsageError
-from rgt.jobs.snapshot import Snapshot, retire_damaged_argv
-from rgt.jobs.store import Store, utcnow
 from rgt.models import Machine
+from rgt.state.store import Store, utcnow
 from rgt.transport.base import ProgressFn
+from rgt.transport.snapshot import Snapshot, retire_damaged_argv
 from rgt.transport.ssh import SshTarget, SshTransport, known_hosts_path, parse_ssh_line
 
 SSH_KINDS = ("ssh-rental", "cloud-api")  # profile kinds whose machines take an ssh line
@@ -126,7 +126,7 @@ class SshBackend(Backend):
         """rsync the snapshot's files into this launch's own staging dir (resumable within the
         launch), check every file's hash there, then rename it into place: a snapshot is
         complete or absent, and concurrent launches never share a staging dir."""
-        from rgt.jobs.push import push_snapshot_files
+        from rgt.transport.code_push import push_snapshot_files
 
         remote = self.root.snapshot(snapshot.digest)
         self.transport.check(retire_damaged_argv(remote))

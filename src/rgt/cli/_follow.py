@@ -14,11 +14,11 @@ from typing import Any
 
 import click
 
+from rgt.backends import jobstatus
 from rgt.backends.base import Backend
-from rgt.jobs import jobstatus
 from rgt.jobs.launch import refresh
-from rgt.jobs.store import Store
 from rgt.models import JobState
+from rgt.state.store import Store
 
 POLL_S = 1.0
 

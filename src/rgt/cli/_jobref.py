@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from rgt.errors import UnknownJobError
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 
 
 def job_id(ctx: click.Context, param: click.Parameter, value: str) -> str:

@@ -7,7 +7,7 @@ import click
 from rich.markup import escape
 
 from rgt.cli._output import Output, output_options
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 
 
 @click.command()

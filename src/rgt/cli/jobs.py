@@ -14,7 +14,7 @@ from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, output_options
 from rgt.cli._runargs import RunCommand, check_separator
 from rgt.cli._text import printable
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 
 if TYPE_CHECKING:
     from rgt.jobs.launch import ProbeResult
@@ -213,8 +213,8 @@ def logs(job_id: str, follow: bool, attempt: int | None) -> None:
     """Print a job's log (the raw log is the output; there is no --json form of a log).
 
     With -f the exit status is the job's outcome: 0 succeeded, 1 failed or cancelled."""
+    from rgt.backends import backend_for
     from rgt.cli._follow import follow_log
-    from rgt.machines import backend_for
 
     store = Store.open()
     backend = backend_for(store, store.job(job_id).machine)
@@ -226,7 +226,7 @@ def logs(job_id: str, follow: bool, attempt: int | None) -> None:
 @output_options
 def cancel(job_id: str, out: Output) -> None:
     """Stop a job (its process group); it ends as `cancelled`, never retried."""
-    from rgt.machines import backend_for
+    from rgt.backends import backend_for
 
     store = Store.open()
     data = backend_for(store, store.job(job_id).machine).cancel(job_id)

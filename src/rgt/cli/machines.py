@@ -8,7 +8,7 @@ from rich.markup import escape
 from rgt.cli._jobref import job_ids
 from rgt.cli._output import Output, output_options
 from rgt.cli.vendors import vendor_up_options
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 
 
 @click.command()

@@ -8,8 +8,8 @@ import click
 from rich.markup import escape
 
 from rgt.cli._output import Output, output_options
-from rgt.jobs._ignored import HOW_TO_INCLUDE, SHOWN, Ignored
-from rgt.jobs.store import Store
+from rgt.state.store import Store
+from rgt.transport._ignored import HOW_TO_INCLUDE, SHOWN, Ignored
 
 
 @click.command()

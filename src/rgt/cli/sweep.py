@@ -1,4 +1,4 @@
-"""Sweeps: `rgt sweep run|status|pull|groups SWEEP.toml` (library: rgt.jobs.sweep)."""
+"""Sweeps: `rgt sweep run|status|pull|groups SWEEP.toml` (library: rgt.sweep.sweep)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import click
 from rich.markup import escape
 
 from rgt.cli._output import Output, output_options
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 
 SWEEP_FILE = click.Path(path_type=Path, dir_okay=False)
 UNFINISHED = ("running", "queued", "unreachable", "failed", "missing", "duplicate")
@@ -43,7 +43,7 @@ def run(
     out: Output,
 ) -> None:
     """Launch the cells that need it; skip done ones, leave running ones alone."""
-    from rgt.jobs.sweep import RunOptions, load_sweep, report, run_sweep
+    from rgt.sweep.sweep import RunOptions, load_sweep, report, run_sweep
 
     spec = load_sweep(sweep_file)
     options = RunOptions(retry_failed, detach, poll_s, unreachable_wait)
@@ -66,8 +66,8 @@ def _tick(out: Output, seen: Any) -> None:
 @output_options
 def status(sweep_file: Path, out: Output) -> None:
     """The reconciliation table: done, succeeded, running, failed, missing, duplicate."""
-    from rgt.jobs.sweep import load_sweep
-    from rgt.jobs.sweep import status as sweep_status
+    from rgt.sweep.sweep import load_sweep
+    from rgt.sweep.sweep import status as sweep_status
 
     data = sweep_status(Store.open(), load_sweep(sweep_file))
     out.result(data, lambda o: _table(o, data))
@@ -103,7 +103,7 @@ def _table(o: Output, data: dict[str, Any]) -> None:
 @output_options
 def pull(sweep_file: Path, dest: Path | None, out: Output) -> None:
     """Pull every finished cell, verified, into DIR/<cell-id>/ (+ DIR/by-group/ for compare)."""
-    from rgt.jobs.sweep import load_sweep, pull_sweep
+    from rgt.sweep.sweep import load_sweep, pull_sweep
 
     spec = load_sweep(sweep_file)
     target = (dest or Path("rgt-pulls") / spec.name).absolute()
@@ -134,8 +134,8 @@ def pull(sweep_file: Path, dest: Path | None, out: Output) -> None:
 @output_options
 def groups(sweep_file: Path, dest: Path | None, out: Output) -> None:
     """One run group per setting (all its seeds): the arguments `rgt verify compare` takes."""
-    from rgt.jobs.sweep import groups as sweep_groups
-    from rgt.jobs.sweep import load_sweep
+    from rgt.sweep.sweep import groups as sweep_groups
+    from rgt.sweep.sweep import load_sweep
 
     spec = load_sweep(sweep_file)
     target = (dest or Path("rgt-pulls") / spec.name).absolute()

@@ -47,7 +47,7 @@ def _resolve_target(target: str, exit_code: int | None, signal: int | None) -> T
 def _from_job(target: str, exit_code: int | None, signal: int | None) -> TriageInput:
     from rgt.errors import UnknownJobError
     from rgt.jobs.diagnose import job_evidence
-    from rgt.jobs.store import Store
+    from rgt.state.store import Store
 
     store = Store.open()
     try:
@@ -101,37 +101,92 @@ def _not_failed_human(data: dict[str, Any]) -> Any:
 
 def _human(data: dict[str, Any]) -> Any:
     def render(o: Output) -> None:
-        retry = "yes" if data["retryable"] else "no"
+        from rgt.triage.labels import RETRY_ELSEWHERE
+
+        retry = "no"
+        if data["retryable"]:
+            where = "another machine" if data["label"] in RETRY_ELSEWHERE else "this machine"
+            retry = f"yes (with the same config, on {where})"
         o.line(f"label:     [bold]{data['label']}[/]  (rule {data['rule_id']})")
         o.line(f"cause:     {escape(data['cause'])}")
         o.line(f"remedy:    {escape(data['remedy'])}")
-        o.line(f"retry:     {retry} (with the same config)")
+        o.line(f"retry:     {retry}")
         if data["secondary"]:
             o.line(f"secondary: {', '.join(data['secondary'])}")
         o.line("evidence:")
         for line in data["evidence"] or ["(none)"]:
             # A log is the job's output: its escape sequences must not drive this terminal.
             o.out.print(f"  {printable(line)}", markup=False)
+        if "explain" in data:
+            _explain_lines(o, data["explain"])
 
     return render
 
 
+def _explain_lines(o: Output, why: dict[str, Any]) -> None:
+    runner = why["runner_up"] or "none (no rule of another label fired)"
+    if why["runner_up_rule"]:
+        runner += f" (rule {why['runner_up_rule']})"
+    o.line(f"decided by: rule {why['decided_by']}")
+    o.line(f"runner-up: {escape(runner)}")
+    o.line("rules that fired:")
+    for firing in why["fired"] or [{"rule_id": "(none)", "label": "", "silenced_by": []}]:
+        silenced = firing["silenced_by"]
+        note = f"  silenced by {', '.join(silenced)}" if silenced else ""
+        o.line(f"  {firing['rule_id']} -> {firing['label']}{note}")
+
+
 @click.command()
-@click.argument("target", metavar="LOGFILE|JOB")
+@click.argument("target", metavar="LOGFILE|JOB", required=False)
 @click.option("--exit-code", type=int, help="The job's exit status (137 = killed by SIGKILL).")
 @click.option("--signal", "signal_", type=int, help="The signal that ended the job, if any.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Show the rule that decided, every rule that fired, the runner-up.",
+)
+@click.option("--learn", "learn_label", metavar="LABEL", help="Learn a rule: this log is LABEL.")
+@click.option("--remedy", help="With --learn: the remedy the learned rule states.")
+@click.option("--yes", is_flag=True, help="With --learn: store the proposed rule without asking.")
+@click.option("--rules", "list_rules", is_flag=True, help="List bundled and learned rules.")
 @output_options
-def triage(target: str, exit_code: int | None, signal_: int | None, out: Output) -> None:
+def triage(
+    target: str | None,
+    exit_code: int | None,
+    signal_: int | None,
+    explain: bool,
+    learn_label: str | None,
+    remedy: str | None,
+    yes: bool,
+    list_rules: bool,
+    out: Output,
+) -> None:
     """Classify a failed job (its LOGFILE or JOB id): label, cause, remedy, retry, evidence."""
+    from rgt.cli import _triage_learn
     from rgt.triage import classify
+    from rgt.triage.explain import explain as explain_verdict
+
+    _triage_learn.use_learned_rules()
+    if list_rules:
+        _triage_learn.list_rules(out)
+        return
+    if target is None:
+        raise UsageError("a LOGFILE or JOB is needed", fix="rgt triage LOGFILE|JOB, or --rules")
 
     job = _resolve_target(target, exit_code, signal_)
     if job.state in NOT_FAILED:
         data = _not_failed(job)
         out.result(data, _not_failed_human(data))
         return
+    if learn_label:
+        _triage_learn.learn(job.log_tail, job, learn_label, remedy, yes, out)
+        return
     verdict = classify(job.log_tail, job.exit_code, job.signal, job.context)
+    _triage_learn.record_fire(verdict.rule_id)
     data = {**verdict.to_dict(), "failure": True, "job_id": job.job_id, "state": job.state}
+    if explain:
+        why = explain_verdict(job.log_tail, job.exit_code, job.signal, job.context)
+        data["explain"] = why.to_dict()
     out.result(data, _human(data))
 
 

@@ -11,7 +11,7 @@ import click
 from rich.markup import escape
 
 from rgt.cli._output import Output, output_options
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 

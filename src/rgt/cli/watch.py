@@ -11,14 +11,14 @@ from rich.markup import escape
 
 from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, output_options
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 
 
 def _options(events: int, no_gpu: bool) -> Any:
+    from rgt.backends.jobstatus import heartbeat_limit_s
     from rgt.config import Settings
-    from rgt.jobs.jobstatus import heartbeat_limit_s
     from rgt.watch.patrol import PatrolOptions
 
     settings = Settings.load()
@@ -66,7 +66,7 @@ def _follow(
 ) -> None:
     """Follow one job until it ends, or until following would wait for ever (its agent is
     gone, its directory vanished, its status file is unreadable with no agent to fix it)."""
-    from rgt.jobs.jobstatus import stuck
+    from rgt.backends.jobstatus import stuck
     from rgt.watch.patrol import patrol
     from rgt.watch.render import job_line
 
@@ -189,9 +189,9 @@ def _gib(value: Any) -> str:
 @output_options
 def reap(name: str, kill: bool, out: Output) -> None:
     """List processes holding GPU memory on NAME that are not running jobs; --kill stops them."""
+    from rgt.backends import backend_for
+    from rgt.backends.remote import machine_call
     from rgt.errors import GateRefused
-    from rgt.machines import backend_for
-    from rgt.watch.remote import machine_call
 
     backend = backend_for(Store.open(), name)
     data = machine_call(backend, "reap")

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from rgt.backends import backend_for
 from rgt.backends.base import Backend
 from rgt.errors import JobError, RgtError, UsageError
-from rgt.jobs.store import Store, utcnow
-from rgt.machines import backend_for
 from rgt.models import JOB_ID_RE, JobSpec, JobState
+from rgt.state.store import Store, utcnow
 
 
 def adopt(store: Store, name: str, job_ids: Sequence[str] = ()) -> dict[str, Any]:
@@ -118,7 +118,7 @@ def _read_spec(backend: Backend, job_id: str) -> JobSpec:
 
 
 def _void_down_approval(store: Store, name: str) -> None:
-    from rgt.gate import ACTION_DOWN
+    from rgt.models import ACTION_DOWN
 
     while (approval := store.pending_approval(name, ACTION_DOWN)) is not None:
         store.consume_approval(int(approval["id"]))

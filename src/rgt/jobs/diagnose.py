@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rgt.jobs.store import Store
-from rgt.machines import backend_for
+from rgt.backends import backend_for
+from rgt.state.store import Store
 
 TAIL_BYTES = 256 * 1024
 

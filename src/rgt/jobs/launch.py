@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from rgt._log import register_secrets
+from rgt.backends import backend_for, jobstatus
 from rgt.backends.base import Backend
 from rgt.errors import TransportError, UsageError
-from rgt.jobs import jobstatus
 from rgt.jobs.notify import Webhook, reread
-from rgt.jobs.snapshot import take_snapshot
-from rgt.jobs.store import Store, utcnow
-from rgt.machines import backend_for
 from rgt.models import TERMINAL, JobRecord, JobSpec, JobState, RetryPolicy
+from rgt.state.store import Store, utcnow
+from rgt.transport.snapshot import take_snapshot
 
 TRACEBACK_MARK = "Traceback (most recent call last)"
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from rgt.errors import TransportError, UnknownJobError, UnknownMachineError
 from rgt.jobs.launch import refresh
-from rgt.jobs.store import Store
 from rgt.models import TERMINAL, JobRecord
+from rgt.state.store import Store
 
 
 def overview(store: Store, target: str | None = None) -> dict[str, Any]:

@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rgt.backends import backend_for
 from rgt.errors import JobError, VerifyError
 from rgt.jobs._pull_dest import STAGING, Destination, Refused
 from rgt.jobs._pull_fetch import fetch
 from rgt.jobs._pull_space import check_free_space, need_of
 from rgt.jobs.pulled import failure_reasons, file_records
-from rgt.jobs.store import Store
-from rgt.machines import backend_for
 from rgt.models import TERMINAL, JobState
+from rgt.state.store import Store
 
 # progress(file_path, bytes_done_total, bytes_total)
 PullProgress = Callable[[str, int, int], None]

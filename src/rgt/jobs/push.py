@@ -17,7 +17,6 @@ slash) puts the folder's contents into ``<to>/…``. Either way:
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
 from collections.abc import Sequence
@@ -27,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import UsageError, VerifyError
-from rgt.jobs._ignored import Ignored, gitignored
 from rgt.jobs._push_local import (
     LocalFile,
     NoticeFn,
@@ -38,10 +36,11 @@ from rgt.jobs._push_local import (
     local_hashes,
     warn_crlf,
 )
-from rgt.jobs.remote_hash import HashAsItLands, remote_sha256
-from rgt.jobs.snapshot import Snapshot, take_snapshot
-from rgt.jobs.store import Store
+from rgt.state.store import Store
+from rgt.transport._ignored import Ignored, gitignored
 from rgt.transport.base import ProgressFn
+from rgt.transport.remote_hash import HashAsItLands, remote_sha256
+from rgt.transport.snapshot import Snapshot, take_snapshot
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,7 @@ def push(
     progress: ProgressFn | None = None,
     notice: NoticeFn | None = None,
 ) -> PushReport:
-    from rgt.machines import backend_for
+    from rgt.backends import backend_for
 
     backend = backend_for(store, name)
     if not paths:
@@ -196,44 +195,6 @@ def _transfer(
         )
         arrived = hashes.result()
     return len(report.attempts), report.sent_bytes, report.matched_bytes, arrived
-
-
-def push_snapshot_files(
-    transport: Any, snapshot: Snapshot, remote: str, progress: ProgressFn | None = None
-) -> None:
-    """rsync exactly the snapshot's files into ``remote`` (read-only there), then prove the
-    remote tree hashes to the snapshot's digest."""
-    import tempfile
-
-    from rgt.transport.rsync import Rsync
-
-    with tempfile.NamedTemporaryFile("wb", prefix="rgt-files-") as listing:
-        listing.write(b"\0".join(f.rel.encode("utf-8", "surrogateescape") for f in snapshot.files))
-        listing.flush()
-        extra = ["--from0", f"--files-from={listing.name}", "--chmod=Fa-w"]
-        Rsync(transport, extra=extra).transfer(
-            [f"{snapshot.root}/"], transport.remote_spec(remote + "/"), progress=progress
-        )
-    python = transport.target.python
-    remote_hashes = remote_sha256(transport, python, remote, [f.rel for f in snapshot.files])
-    if snapshot_digest(snapshot, remote_hashes) != snapshot.digest:
-        raise VerifyError(
-            f"the code that arrived in {remote} does not hash to snapshot {snapshot.digest}",
-            path=remote,
-            fix="a file changed while it was pushed; push again",
-        )
-
-
-def snapshot_digest(snapshot: Snapshot, hashes: dict[str, str | None]) -> str:
-    """The snapshot digest (see ``rgt.jobs.snapshot``) recomputed from the given file hashes."""
-    outer = hashlib.sha256()
-    for item in snapshot.files:
-        outer.update(
-            f"{item.rel}\0{int(item.executable)}\0{hashes.get(item.rel)}\n".encode(
-                "utf-8", "surrogateescape"
-            )
-        )
-    return outer.hexdigest()[:20]
 
 
 def _compare(

@@ -17,10 +17,10 @@ import time
 from typing import Any
 
 from rgt.agent.jobfiles import parse_time
+from rgt.backends import jobstatus
 from rgt.backends.base import Backend
-from rgt.jobs import jobstatus
 from rgt.jobs.launch import refresh
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 
 STAY_S = 2.0
 DEFAULT_WAIT_S = 15.0

@@ -149,7 +149,7 @@ def smoke(
 
 def copy_tree(source: Path, dest: Path) -> tuple[Path, int]:
     """A writable copy of what `rgt run` would ship from ``source`` (its code snapshot)."""
-    from rgt.jobs.snapshot import take_snapshot
+    from rgt.transport.snapshot import take_snapshot
 
     snapshot = take_snapshot(source)
     dest.mkdir(parents=True)

@@ -23,6 +23,7 @@ from rgt.triage.rules import Rule, load_rules
 DEFAULT_TAIL_BYTES = 256 * 1024
 MAX_EVIDENCE = 6
 MAX_EVIDENCE_CHARS = 300
+AT_END_LINES = 3  # what an ``at_end`` rule reads: the last lines before the log fell silent
 
 # A Python traceback or an uncaught C++ exception means the program itself saw the failure; a
 # process that died with neither was killed from outside (OOM killer, scheduler, platform).
@@ -64,8 +65,13 @@ class Verdict:
 
 @lru_cache(maxsize=1)  # functools.cache is Python 3.9+; the agent runs on 3.8
 def default_rules() -> tuple[Rule, ...]:
-    """The packaged rule base, loaded once per process."""
-    return tuple(sorted(load_rules(), key=lambda rule: -rule.priority))
+    """The packaged rule base plus the user's learned rules ($RGT_TRIAGE_RULES), loaded once."""
+    from rgt.triage.learned import bundled_user_rules, load_user_rules, user_rule_dir
+
+    directory = user_rule_dir()  # a directory named by the user wins over the copy in the agent
+    learned = load_user_rules(directory) if directory else bundled_user_rules()
+    rules = load_rules() + learned
+    return tuple(sorted(rules, key=lambda rule: -rule.priority))
 
 
 def classify(
@@ -76,16 +82,15 @@ def classify(
     rules: Sequence[Rule] | None = None,
 ) -> Verdict:
     """One verdict for a failed job; ``label`` is ``unknown`` when no rule fires."""
-    exit_code, signal = normalize_status(exit_code, signal)
-    facts = _Facts(log_tail, exit_code, signal, context or {})
     ranked = sorted(rules, key=lambda r: -r.priority) if rules is not None else default_rules()
-    fired = [
-        (rule, lines) for rule, lines in ((r, facts.fire(r)) for r in ranked) if lines is not None
-    ]
+    fired = fired_rules(log_tail, exit_code, signal, context or {}, ranked)
+    exit_code, signal = normalize_status(exit_code, signal)
     fired_labels = {rule.label for rule, _ in fired}
     fired = [(r, lines) for r, lines in fired if not fired_labels.intersection(r.yields_to)]
     if not fired:
-        return Verdict(label="unknown", evidence=last_lines(log_tail))
+        return Verdict(
+            label="unknown", cause=unknown_cause(log_tail), evidence=last_lines(log_tail)
+        )
     winner, lines = fired[0]
     return Verdict(
         label=winner.label,
@@ -96,6 +101,31 @@ def classify(
         evidence=lines or _status_evidence(exit_code, signal, context or {}),
         rule_id=winner.id,
     )
+
+
+def fired_rules(
+    log_tail: str,
+    exit_code: int | None,
+    signal: int | None,
+    context: dict[str, Any],
+    ranked: Sequence[Rule],
+) -> list[tuple[Rule, list[str]]]:
+    """Every rule whose conditions hold, highest priority first, with the lines it matched."""
+    exit_code, signal = normalize_status(exit_code, signal)
+    facts = _Facts(log_tail, exit_code, signal, context)
+    found = ((rule, facts.fire(rule)) for rule in ranked)
+    return [(rule, lines) for rule, lines in found if lines is not None]
+
+
+def unknown_cause(log_tail: str) -> str:
+    """Why no rule could match: an empty or binary log says so instead of a generic shrug."""
+    if not log_tail.strip():
+        return UNKNOWN_CAUSE + "; the log is empty (the job printed nothing it kept)"
+    sample = log_tail[-65536:]
+    odd = sum(1 for ch in sample if ch == "\ufffd" or (ch < " " and ch not in "\t\r\n"))
+    if odd * 10 > len(sample):
+        return UNKNOWN_CAUSE + "; the log is mostly binary or not UTF-8 text"
+    return UNKNOWN_CAUSE
 
 
 def normalize_status(exit_code: int | None, signal: int | None) -> tuple[int | None, int | None]:
@@ -142,6 +172,7 @@ class _Facts:
         self.haystack = Haystack(text)
         self._uncaught: Uncaught | bool | None = False  # False: not looked for yet
         self._lines: dict[Pattern[str], list[tuple[int, str]]] = {}
+        self.end_lines = last_lines(text[-16384:], AT_END_LINES)  # the end, not the whole tail
 
     def fire(self, rule: Rule) -> list[str] | None:
         """The evidence lines if the rule fires (none for a status-only rule), else None."""
@@ -170,11 +201,19 @@ class _Facts:
         return not rule.signals or self.signal in rule.signals
 
     def _pattern_evidence(self, rule: Rule) -> list[str] | None:
+        if rule.at_end:
+            return self._end_evidence(rule)
         found = [self._matches(pattern) for pattern in rule.patterns]
         if rule.patterns and (not all(found) if rule.match_all else not any(found)):
             return None
         merged = sorted({pos_line for lines in found for pos_line in lines})
         return [line for _, line in merged][-MAX_EVIDENCE:]
+
+    def _end_evidence(self, rule: Rule) -> list[str] | None:
+        hits = [[ln for ln in self.end_lines if p.search(ln)] for p in rule.patterns]
+        if not (all(hits) if rule.match_all else any(hits)):
+            return None
+        return [ln for ln in self.end_lines if any(ln in h for h in hits)]
 
     def _matches(self, pattern: Pattern[str]) -> list[tuple[int, str]]:
         if pattern not in self._lines:
@@ -216,7 +255,7 @@ def read_tail(path: str, max_bytes: int = DEFAULT_TAIL_BYTES) -> str:
         size = handle.seek(0, os.SEEK_END)
         start = max(0, size - max_bytes)
         handle.seek(start)
-        data = handle.read()
+        data = handle.read(max_bytes)  # a log still growing never makes this read unbounded
     if start > 0:
         cut = data.find(b"\n")
         data = data[cut + 1 :] if 0 <= cut < len(data) - 1 else data

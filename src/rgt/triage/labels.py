@@ -56,6 +56,10 @@ LABEL_RETRYABLE = {
     "unknown": False,
 }
 
+# Labels whose remedy is to retry on *another* machine: the agent never reruns them in place
+# (``rgt.agent._classify.RETRIED_ELSEWHERE`` mirrors this; a test keeps the two equal).
+RETRY_ELSEWHERE = ("gpu_hw",)
+
 # Rules whose ``retryable`` differs from their label's default, and why. Kept next to the
 # defaults so a reader sees every exception in one place; a test checks the rule files agree.
 RETRY_EXCEPTIONS = {

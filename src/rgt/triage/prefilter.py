@@ -80,6 +80,7 @@ class Haystack:
         lowered = text.lower()
         # Lower-casing can change the length of some non-ASCII text; then offsets would lie.
         self.lower = lowered if len(lowered) == len(text) else None
+        self._counts: dict[tuple[bool, str], int] = {}
 
     def candidate_lines(
         self, pattern: Pattern[str], reqs: list[Requirement]
@@ -88,11 +89,21 @@ class Haystack:
         hay = self.lower if pattern.flags & re.IGNORECASE else self.text
         if not reqs or hay is None:
             return None
-        counts = [sum(hay.count(lit) for lit in alts) for alts in reqs]
-        if min(counts) == 0:
-            return []
-        rarest = reqs[counts.index(min(counts))]
+        counts = []
+        # Longest literals first: the rarest, so an absent one ends the search soonest.
+        for alts in sorted(reqs, key=lambda a: -min(len(lit) for lit in a)):
+            counts.append((sum(self._count(hay, lit) for lit in alts), alts))
+            if counts[-1][0] == 0:
+                return []
+        rarest = min(counts, key=lambda pair: pair[0])[1]
         return sorted({self._line_span(pos) for lit in rarest for pos in _positions(hay, lit)})
+
+    def _count(self, hay: str, literal: str) -> int:
+        """``hay.count(literal)``, once per literal: many patterns share their literals."""
+        key = (hay is self.text, literal)
+        if key not in self._counts:
+            self._counts[key] = hay.count(literal)
+        return self._counts[key]
 
     def _line_span(self, pos: int) -> tuple[int, int]:
         start = self.text.rfind("\n", 0, pos) + 1

@@ -16,6 +16,8 @@ A rule fires when every condition it states holds:
 ``uncaught_exception``     the log ends with an uncaught Python exception (``exception.py``);
                            its evidence is the user's frame (file:line) and the exception line
 ``fires_on_success``       the rule may fire for a job that exited 0 (a NaN loss can)
+``at_end``                 the patterns must match in the last lines before the log fell silent
+                           (``AT_END_LINES`` non-empty lines), not anywhere in the tail
 ``yields_to``              labels whose rules, when they fire, silence this one entirely
 
 ``priority`` orders the rules that fired: the highest names the root cause, the rest become
@@ -49,6 +51,7 @@ _KEYS = frozenset(
         "requires_no_traceback",
         "uncaught_exception",
         "fires_on_success",
+        "at_end",
         "yields_to",
         "retryable",
         "cause",
@@ -75,6 +78,7 @@ class Rule:
     requires_no_traceback: bool
     uncaught_exception: bool
     fires_on_success: bool
+    at_end: bool
     yields_to: tuple[str, ...]
     retryable: bool
     cause: str
@@ -166,6 +170,7 @@ def parse_rule(raw: Any, where: str, family: str) -> Rule:
         requires_no_traceback=_field(raw, "requires_no_traceback", bool, where, False),
         uncaught_exception=_field(raw, "uncaught_exception", bool, where, False),
         fires_on_success=_field(raw, "fires_on_success", bool, where, False),
+        at_end=_field(raw, "at_end", bool, where, False),
         yields_to=tuple(_yields(raw, where)),
         retryable=_field(raw, "retryable", bool, where),
         cause=_field(raw, "cause", str, where),

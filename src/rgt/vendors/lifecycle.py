@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rgt.errors import GateRefused, RgtError, VendorError
-from rgt.jobs.store import Store
 from rgt.models import Machine
+from rgt.state.store import Store
 from rgt.vendors import client_for
 from rgt.vendors._model import ERROR, RUNNING, STOPPED, TERMINATED, CreateRequest, Instance, Offer
 from rgt.vendors._rest import VendorClient

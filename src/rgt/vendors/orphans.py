@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rgt.errors import MissingKeyError, VendorError
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 from rgt.vendors import VENDORS, client_for
 from rgt.vendors._model import TERMINATED
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from rgt.approvals import approve_at_terminal
 from rgt.errors import RgtError, VendorError
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 from rgt.vendors import client_for
 from rgt.vendors._model import STOPPED, TERMINATED, Instance
 from rgt.vendors._rest import VendorClient

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rgt.jobs.store import Store
-from rgt.machines import backend_for
-from rgt.watch.remote import machine_call
+from rgt.backends import backend_for
+from rgt.backends.remote import machine_call
+from rgt.state.store import Store
 
 GIB = 1 << 30
 SMALL_SHM = 1 * GIB  # Docker's default is 64 MiB; DataLoader workers pass batches through it

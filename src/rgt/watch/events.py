@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 
 
 def parse_time(stamp: Any) -> datetime | None:

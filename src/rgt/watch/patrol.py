@@ -16,16 +16,16 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rgt import _fs
+from rgt.agent.paths import RootPaths
 from rgt.backends import get_backend
+from rgt.backends.jobstatus import judge, missing_dir, problem_reason, reached_machine, settle
+from rgt.backends.remote import machine_call
 from rgt.config import rgt_home
 from rgt.errors import RgtError, TransportError, UnknownJobError, UnknownMachineError
-from rgt.jobs.jobstatus import judge, missing_dir, problem_reason, reached_machine, settle
 from rgt.jobs.launch import NEVER_LAUNCHED, NEVER_LAUNCHED_S
-from rgt.jobs.paths import RootPaths
-from rgt.jobs.store import Store, utcnow
 from rgt.models import JobRecord, JobState, Machine
+from rgt.state.store import Store, utcnow
 from rgt.watch import events as ev
-from rgt.watch.remote import machine_call
 
 MAX_THREADS = 16
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rgt.errors import UsageError
-from rgt.jobs._ignored import name_matches
+from rgt.transport._ignored import name_matches
 
 ALWAYS_SKIP = (
     ".git",
@@ -73,8 +73,8 @@ def take_snapshot(root: Path) -> Snapshot:
 
 
 def _reincluded(root: Path) -> list[str]:
-    """``!PATTERN`` lines of .rgtignore take back files .gitignore left out (rgt.jobs._ignored)."""
-    from rgt.jobs._ignored import reincluded
+    """``!PATTERN`` lines of .rgtignore take back files .gitignore left out."""
+    from rgt.transport._ignored import reincluded
 
     patterns = _ignore_patterns(root / ".rgtignore")
     return [r for r in reincluded(root) if not _ignored(r, patterns)]
@@ -119,7 +119,7 @@ def _ignore_patterns(path: Path) -> list[str]:
         return []
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     kept = [ln.strip().rstrip("/") for ln in lines if ln.strip() and not ln.startswith("#")]
-    return [ln for ln in kept if not ln.startswith("!")]  # `!` takes back: rgt.jobs._ignored
+    return [ln for ln in kept if not ln.startswith("!")]  # `!` takes back: rgt.transport._ignored
 
 
 def _ignored(rel: str, patterns: list[str]) -> bool:

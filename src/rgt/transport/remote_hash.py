@@ -32,7 +32,7 @@ FINISHED = b"\0"  # written once the transfer is over; EOF without it aborts the
 
 
 def machine_script() -> str:
-    return resources.files("rgt.jobs").joinpath("_machine_sha256.py").read_text("utf-8")
+    return resources.files("rgt.transport").joinpath("_machine_sha256.py").read_text("utf-8")
 
 
 def hash_input(rels: Sequence[str], expected: Sequence[tuple[int, int]]) -> bytes:

@@ -19,9 +19,9 @@ from typing import Any
 
 from rgt.config import rgt_home
 from rgt.errors import AmbiguousJobError, StateError, UnknownJobError, UnknownMachineError
-from rgt.jobs._dbfile import check_database_file, create_database_file
-from rgt.jobs._dbwrite import RERUN, pull_rerun, state_write_error, write_transaction
 from rgt.models import JobRecord, JobSpec, JobState, Machine
+from rgt.state._dbfile import check_database_file, create_database_file
+from rgt.state._dbwrite import RERUN, pull_rerun, state_write_error, write_transaction
 
 BUSY_TIMEOUT_MS = 30_000
 

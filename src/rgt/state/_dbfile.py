@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rgt.errors import StateError
-from rgt.jobs._dbwrite import state_write_error
+from rgt.state._dbwrite import state_write_error
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 HEADER_BYTES = 100

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rgt.errors import BackendError, SpecError, TransportError
-from rgt.jobs._sweep_file import Cell, Sweep
-from rgt.jobs._sweep_state import CellView, Observation, observe
-from rgt.jobs.store import Store, utcnow
 from rgt.models import JobSpec, JobState, RetryPolicy
+from rgt.state.store import Store, utcnow
+from rgt.sweep._file import Cell, Sweep
+from rgt.sweep._state import CellView, Observation, observe
 
 
 @dataclass(frozen=True)
@@ -206,9 +206,9 @@ class Launcher:
         """All of ``cells`` as one Slurm job array on the sweep's one machine."""
         if not cells:
             return
+        from rgt.backends import backend_for
         from rgt.backends.slurm import SlurmBackend
-        from rgt.jobs.snapshot import take_snapshot
-        from rgt.machines import backend_for
+        from rgt.transport.snapshot import take_snapshot
 
         machine = self.sweep.machines[0]
         backend = backend_for(self.store, machine)

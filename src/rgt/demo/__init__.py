@@ -24,7 +24,7 @@ from typing import Any
 from rgt.config import rgt_home
 from rgt.errors import GateRefused, UsageError
 from rgt.jobs.smoke import SmokeRun, run_once
-from rgt.jobs.store import Store
+from rgt.state.store import Store
 
 STEP_RE = re.compile(rb"^step (\d+) ", re.MULTILINE)
 Say = Callable[[str], None]
@@ -55,7 +55,7 @@ class DemoReport:
 
 def example_script() -> Path:
     """The demo trains ``examples/train_demo.py`` of this source checkout."""
-    candidate = Path(__file__).resolve().parents[2] / "examples" / "train_demo.py"
+    candidate = Path(__file__).resolve().parents[3] / "examples" / "train_demo.py"
     if not candidate.is_file():
         raise UsageError(
             "rgt demo needs the examples/ folder of a source checkout",
@@ -139,7 +139,7 @@ def run_demo(say: Say, steps: int = 120) -> DemoReport:
 
 
 def _verify_and_deliver(report: DemoReport, workspace: Path, say: Say) -> None:
-    from rgt import _demo_evidence as evidence
+    from rgt.demo import _evidence as evidence
 
     with _Phase(report, "train 3 seeds x 2 variants", say):
         groups = evidence.train_variants(example_script(), workspace / "variants", steps=40)
@@ -162,9 +162,10 @@ def _verify_and_deliver(report: DemoReport, workspace: Path, say: Say) -> None:
 def _run_with_kill(
     store: Store, report: DemoReport, project: Path, command: tuple[str, ...], say: Say
 ) -> None:
+    from rgt.backends import backend_for
     from rgt.ckpt import Checkpointer
     from rgt.jobs.launch import LaunchOptions, launch, wait
-    from rgt.machines import backend_for, register_local
+    from rgt.machines import register_local
 
     register_local(store, report.machine, Path(report.workspace) / "machine")
     record = launch(
@@ -191,6 +192,8 @@ def _run_with_kill(
     )
     final = wait(store, record.job_id, poll=0.5)
     report.job = {k: final.get(k) for k in ("state", "attempt", "label", "reason")}
+    ended = [e for e in backend.events(record.job_id) if e.get("kind") == "attempt_ended"]
+    report.job["interrupted_label"] = ended[0]["detail"].get("label") if ended else None
     resumed_from = _resume_step(backend.log(record.job_id, 2))
     report.steps_lost = at_kill - resumed_from if resumed_from is not None else None
     say(

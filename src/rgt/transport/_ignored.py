@@ -1,6 +1,6 @@
 """The files ``.gitignore`` leaves out of a code snapshot, and the ones ``.rgtignore`` takes back.
 
-A code snapshot holds what git would track (``rgt.jobs.snapshot``), so a project's own
+A code snapshot holds what git would track (``rgt.transport.snapshot``), so a project's own
 ``.gitignore`` silently decides what reaches the machine: nanoGPT ignores ``*.bin`` and
 ``*.pkl``, which are its data files. ``rgt push`` names what was left out this way (count,
 bytes, the first few paths), and a ``!PATTERN`` line in ``.rgtignore`` takes such files back
@@ -101,7 +101,7 @@ def _lines(path: Path) -> list[str]:
 
 
 def name_matches(rel: str, patterns: list[str]) -> bool:
-    """The name-pattern rule of ``rgt.jobs.snapshot``: a pattern with a slash is anchored at
+    """The name-pattern rule of ``rgt.transport.snapshot``: a pattern with a slash is anchored at
     the root (and covers a folder's contents), one without matches any path component."""
     parts = rel.split("/")
     for pattern in patterns:
@@ -115,7 +115,7 @@ def name_matches(rel: str, patterns: list[str]) -> bool:
 
 
 def _always_skipped(rel: str) -> bool:
-    from rgt.jobs.snapshot import ALWAYS_SKIP
+    from rgt.transport.snapshot import ALWAYS_SKIP
 
     return name_matches(rel, list(ALWAYS_SKIP))
 

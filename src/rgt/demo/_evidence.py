@@ -120,7 +120,7 @@ def _add_figure(root: Path, run_ids: list[str]) -> None:
     folder = root / "figures" / "loss"
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy2(
-        Path(__file__).resolve().parents[2] / "examples" / "delivery" / "plot_loss.py",
+        Path(__file__).resolve().parents[3] / "examples" / "delivery" / "plot_loss.py",
         folder / "plot.py",
     )
     runs = ", ".join(json.dumps(r) for r in run_ids)

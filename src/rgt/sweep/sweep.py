@@ -31,10 +31,10 @@ from typing import Any
 
 from rgt._fs import atomic_write_json
 from rgt.errors import RgtError
-from rgt.jobs._sweep_file import Cell, Sweep, cell_id, load_sweep
-from rgt.jobs._sweep_run import RunLog, RunOptions, check_machines, run_sweep
-from rgt.jobs._sweep_state import CELL_STATES, CellView, Observation, observe
-from rgt.jobs.store import Store, utcnow
+from rgt.state.store import Store, utcnow
+from rgt.sweep._file import Cell, Sweep, cell_id, load_sweep
+from rgt.sweep._run import RunLog, RunOptions, check_machines, run_sweep
+from rgt.sweep._state import CELL_STATES, CellView, Observation, observe
 
 __all__ = [
     "CELL_STATES",

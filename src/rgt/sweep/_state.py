@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rgt.errors import RgtError
-from rgt.jobs._sweep_file import Cell, Sweep
 from rgt.jobs.launch import NEVER_LAUNCHED_S, _age_s
-from rgt.jobs.store import Store
 from rgt.models import TERMINAL, JobRecord, JobState
+from rgt.state.store import Store
+from rgt.sweep._file import Cell, Sweep
 
 ACTIVE = ("running", "retrying")
 # Cell states, in the order the table shows them.
@@ -142,8 +142,8 @@ def read_machine(
     store: Store, name: str, records: Sequence[JobRecord]
 ) -> dict[str, dict[str, Any]] | str:
     """job id -> status for ``records`` on machine ``name``, or why it could not be read."""
-    from rgt.machines import backend_for
-    from rgt.watch.remote import machine_call
+    from rgt.backends import backend_for
+    from rgt.backends.remote import machine_call
 
     try:
         backend = backend_for(store, name)

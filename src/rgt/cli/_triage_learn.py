@@ -1,0 +1,134 @@
+"""`rgt triage ... --learn LABEL` and `rgt triage --rules`: learned rules and how often rules fire.
+
+Learned rules live in ``$RGT_HOME/rules/`` (format: ``rgt.triage.learned``); fire counts of the
+verdicts ``rgt triage`` gave live in ``$RGT_HOME/triage-fired.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from rgt.cli._output import Output
+from rgt.errors import UsageError
+
+
+def rules_dir() -> Path:
+    from rgt.config import rgt_home
+
+    return rgt_home() / "rules"
+
+
+def use_learned_rules() -> None:
+    """Make this process's rule base include the user's learned rules."""
+    from rgt.triage.learned import ENV_DIR
+
+    os.environ.setdefault(ENV_DIR, str(rules_dir()))
+
+
+def _fired_path() -> Path:
+    from rgt.config import rgt_home
+
+    return rgt_home() / "triage-fired.json"
+
+
+def fire_counts() -> dict[str, int]:
+    try:
+        data = json.loads(_fired_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): int(v) for k, v in data.items() if isinstance(v, int)}
+
+
+def record_fire(rule_id: str) -> None:
+    """Count one verdict of ``rule_id`` (best effort: a read-only home never fails triage)."""
+    from rgt import _fs
+
+    counts = fire_counts()
+    counts[rule_id] = counts.get(rule_id, 0) + 1
+    with contextlib.suppress(OSError):
+        _fs.atomic_write_json(str(_fired_path()), counts)
+
+
+def learn(
+    log_tail: str, context: Any, label: str, remedy: str | None, yes: bool, out: Output
+) -> None:
+    from rgt.triage import LABELS, classify, default_rules
+    from rgt.triage.learned import load_user_rules, propose, save
+
+    if label not in LABELS or label == "unknown":
+        raise UsageError(f"--learn {label!r} is not a label", fix=f"use one of {list(LABELS)[:-1]}")
+    verdict = classify(log_tail, context.exit_code, context.signal, context.context)
+    try:
+        rule = propose(log_tail, label, verdict, list(default_rules()), remedy, _note(context))
+    except ValueError as exc:
+        raise UsageError(str(exc), fix="learn from a log that shows the failure") from None
+    data = {"proposed": rule, "was": verdict.label, "was_rule": verdict.rule_id, "saved": None}
+    if yes or (not out.json_mode and click.confirm(_describe(rule, verdict), default=False)):
+        data["saved"] = save(str(rules_dir()), rule)
+        load_user_rules(str(rules_dir()))  # the stored file loads, or this says why
+    out.result(data, _learn_human(data))
+
+
+def _note(context: Any) -> str:
+    return f"learned from job {context.job_id}" if context.job_id else "learned from a log file"
+
+
+def _describe(rule: dict[str, Any], verdict: Any) -> str:
+    lines = [
+        f"proposed rule {rule['id']} -> {rule['label']} (priority {rule['priority']}, "
+        f"retryable {str(rule['retryable']).lower()})",
+        *(f"  pattern: {p}" for p in rule["patterns"]),
+        f"  today this log is {verdict.label} (rule {verdict.rule_id})",
+        "Store it in " + str(rules_dir()) + "?",
+    ]
+    return "\n".join(lines)
+
+
+def _learn_human(data: dict[str, Any]) -> Any:
+    def render(o: Output) -> None:
+        rule = data["proposed"]
+        if data["saved"]:
+            o.line(f"stored {rule['id']} -> {rule['label']} in {escape(str(data['saved']))}")
+        else:
+            o.line(
+                f"not stored: rerun with --yes, or edit and save it as a JSON file in "
+                f"{escape(str(rules_dir()))}"
+            )
+            o.out.print(json.dumps(rule, indent=2), markup=False)
+
+    return render
+
+
+def list_rules(out: Output) -> None:
+    from rgt.triage import default_rules
+
+    counts = fire_counts()
+    rows = [
+        {
+            "rule_id": rule.id,
+            "label": rule.label,
+            "priority": rule.priority,
+            "learned": rule.id.startswith("learned."),
+            "retryable": rule.retryable,
+            "fired": counts.get(rule.id, 0),
+        }
+        for rule in default_rules()
+    ]
+    data = {"rules": rows, "learned_dir": str(rules_dir())}
+
+    def render(o: Output) -> None:
+        for row in rows:
+            origin = "learned" if row["learned"] else "bundled"
+            o.line(
+                f"{row['rule_id']:<34} {row['label']:<18} {origin:<8} "
+                f"priority {row['priority']:>3}  fired {row['fired']}"
+            )
+
+    out.result(data, render)

@@ -1,0 +1,127 @@
+"""The package layers drawn in README's "Architecture" section, checked on every import.
+
+Each subpackage of ``rgt`` has a rank; an import (at module level or inside a function, both
+are real dependencies) may only go to a package of lower rank. Top-level modules
+(``rgt/machines.py``…) are nodes of their own: no cycle may run through them either.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "rgt"
+
+# Bottom to top; README's Architecture section draws the same order.
+RANKS = {
+    "ckpt": 0,
+    "profiles": 0,
+    "probes": 0,
+    "triage": 0,
+    "deliver": 0,
+    "verify": 1,
+    "agent": 1,
+    "state": 2,
+    "transport": 2,
+    "backends": 3,
+    "jobs": 4,
+    "vendors": 4,
+    "watch": 5,
+    "sweep": 5,
+    "demo": 6,
+    "cli": 7,
+}
+
+
+def _node(parts: tuple[str, ...]) -> str:
+    """``("rgt", "jobs", "launch")`` -> ``jobs``; ``("rgt", "machines")`` -> ``rgt.machines``."""
+    if len(parts) >= 2 and (SRC / parts[1]).is_dir():
+        return parts[1]
+    return ".".join(parts[:2])
+
+
+def _imports(path: Path, module: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    package = module if path.name == "__init__.py" else module[:-1]
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield tuple(alias.name.split("."))
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            target = base + tuple((node.module or "").split(".")) if node.module else base
+            yield target
+            for alias in node.names:  # `from rgt import machines` imports a module
+                yield (*target, alias.name)
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC.parent).with_suffix("").parts
+        module = rel[:-1] if rel[-1] == "__init__" else rel
+        source = _node(module)
+        for target in _imports(path, module):
+            if len(target) < 2 or target[0] != "rgt":
+                continue
+            if not (SRC / target[1]).is_dir() and not (SRC / f"{target[1]}.py").is_file():
+                continue  # `from rgt import __version__`
+            dest = _node(target)
+            if dest != source:
+                graph.setdefault(source, set()).add(dest)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
+    assert packages - RANKS.keys() == set(), "add the new package to RANKS and README"
+
+
+def test_imports_only_go_down_the_layers() -> None:
+    upward = [
+        f"{source} -> {dest}"
+        for source, dests in import_graph().items()
+        for dest in dests
+        if source in RANKS and dest in RANKS and RANKS[dest] >= RANKS[source]
+    ]
+    assert upward == []
+
+
+def test_no_import_cycle_between_packages_or_top_level_modules() -> None:
+    assert _cycles(import_graph()) == []
+
+
+def test_the_checker_sees_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

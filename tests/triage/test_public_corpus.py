@@ -1,0 +1,48 @@
+"""The generalization corpus: real public logs, split by repository, measured on both halves."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rgt.triage import LABELS, classify
+from tests.triage.public_corpus import load_public, written_from
+
+ALL = load_public(measured=False)
+MEASURED = load_public()
+
+
+def _accuracy(half: str) -> float:
+    logs = [log for log in MEASURED if log.half == half]
+    right = sum(classify(log.log, log.exit_code, log.signal).label == log.label for log in logs)
+    return right / len(logs)
+
+
+def test_every_log_cites_a_public_url_and_a_known_label() -> None:
+    for log in ALL:
+        assert log.source.startswith("https://"), log.source
+        assert log.label in LABELS and log.label != "unknown", log.source
+        assert log.log.strip(), log.source
+
+
+def test_no_source_is_recorded_twice() -> None:
+    twice = [source for source, n in Counter(log.source for log in ALL).items() if n > 1]
+    assert not twice
+
+
+def test_a_repository_lands_in_one_half_only() -> None:
+    halves: dict[str, set[str]] = {}
+    for log in ALL:
+        halves.setdefault(log.repository, set()).add(log.half)
+    assert all(len(h) == 1 for h in halves.values())
+    assert {log.half for log in MEASURED} == {"dev", "validation"}
+
+
+def test_sources_the_rules_were_written_from_are_not_measured() -> None:
+    seen = written_from()
+    assert seen and not any(log.source in seen for log in MEASURED)
+
+
+def test_accuracy_on_both_halves() -> None:
+    # BENCHMARKS.md has the per-label table; these floors catch a regression, not the goal.
+    assert _accuracy("dev") >= 0.97
+    assert _accuracy("validation") >= 0.88
