@@ -1,4 +1,4 @@
-"""Reading a delivery's ``findings/``: the VERIFY records (``rgt.verify.findings.Finding``) that
+"""Reading a delivery's ``findings/``: the records VERIFY writes (``rgt.findings.Finding``) that
 the disclosure gate puts next to the claims they touch (disclose, never enforce).
 
 Each ``findings/*.json`` holds one finding or ``{"findings": [...]}``, which is exactly what
@@ -29,13 +29,13 @@ from typing import Any
 
 from rgt.deliver.workspace import Workspace
 from rgt.errors import SpecError
-from rgt.verify.findings import SEVERITIES, SEVERITY_ALIASES, Finding
+from rgt.findings import SEVERITIES, SEVERITY_ALIASES, Finding
 
 __all__ = ["Finding", "FindingSet", "load_findings", "parse_finding"]
 
 _FIX = (
     "save the output of `rgt verify … --json` there, or write "
-    "{kind, severity, message, runs: [run ids, globs or run directories]} (see rgt.verify.findings)"
+    "{kind, severity, message, runs: [run ids, globs or run directories]} (see rgt.findings)"
 )
 
 

@@ -5,7 +5,7 @@ disclosed next to the number it affects ("disclose it, or don't claim it"). ``st
 is true when any claim carries an unresolved bug or warning (an ``info`` finding is context);
 only ``rgt deliver gate --strict`` turns that into exit 1, for CI users who want it.
 
-Findings are ``rgt.verify.findings.Finding``, the records ``rgt verify … --json`` prints; a
+Findings are ``rgt.findings.Finding``, the records ``rgt verify … --json`` prints; a
 finding's ``runs`` may name a stored run by id or by the directory it was recorded from.
 """
 

@@ -111,7 +111,7 @@ def build_delivery(
 
 def _write_findings(root: Path, comparison: dict[str, Any]) -> None:
     """VERIFY's findings on the comparison travel with the claims they touch (DESIGN inv. 5):
-    the document `rgt verify compare --json` prints, saved as is (``rgt.verify.findings``)."""
+    the document `rgt verify compare --json` prints, saved as is (``rgt.findings``)."""
     (root / "findings").mkdir(exist_ok=True)
     (root / "findings" / "compare.json").write_text(json.dumps(comparison, indent=2))
 
