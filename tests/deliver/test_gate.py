@@ -62,7 +62,7 @@ def test_planted_findings_are_disclosed(paper_ws: Workspace, tmp_path: Path) -> 
         "f1": ["not_verified", "smoke_run", "test_selection"],
     }
     text = paper_ws.disclosure.read_text()
-    assert "[leakage] 12 test images also in train (UNRESOLVED)" in text
+    assert "[leakage, warning] 12 test images also in train (UNRESOLVED)" in text
     assert "(resolved: re-selected on val)" in text
     assert "notes.md:1 prints 0.415" in text
     assert "constant outputs" not in text  # it touches no claimed run

@@ -103,7 +103,7 @@ def test_direction_registry(metric: str, direction: str | None) -> None:
 def bug_probes(tmp_path: Path, a: str, b: str, metric: str = "psnr") -> set[str]:
     result = compare(a, b, metric)
     assert result.verdict == "suspect_bug", result.explanation
-    return {f.probe for f in result.findings if f.severity == "bug"}
+    return {f.kind for f in result.findings if f.severity == "bug"}
 
 
 def test_trigger_zero_spread(tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ def test_percent_accuracy_everywhere_is_fine(tmp_path: Path) -> None:
     b = write_group(tmp_path, "aug", [93.0, 94.0, 95.0], metric="accuracy")
     result = compare(a, b, "accuracy")
     assert result.verdict != "suspect_bug"
-    assert "percent_scale" in {f.probe for f in result.findings}
+    assert "percent_scale" in {f.kind for f in result.findings}
 
 
 def test_trigger_delta_far_outside_seed_noise(tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ def test_config_diff_flags_more_than_one_change(tmp_path: Path) -> None:
     b = write_group(tmp_path, "aug", BETTER, config={"lr": 0.01, "model": {"depth": 8}})
     result = compare(a, b, "psnr")
     assert result.changed_keys == ("lr", "model.depth")
-    (multi,) = [f for f in result.findings if f.probe == "multiple_changes"]
+    (multi,) = [f for f in result.findings if f.kind == "multiple_changes"]
     assert multi.severity == "warning" and "cannot be attributed" in multi.message
     assert multi.evidence["lr"] == {"A": ["0.001"], "B": ["0.01"]}
 
@@ -180,7 +180,7 @@ def test_config_varying_within_a_group_is_reported(tmp_path: Path) -> None:
     record = json.loads(run.read_text())
     record["config"]["batch"] = 64
     run.write_text(json.dumps(record))
-    probes = {f.probe for f in compare(a, b, "psnr").findings}
+    probes = {f.kind for f in compare(a, b, "psnr").findings}
     assert "config_varies_in_group" in probes
 
 
@@ -236,7 +236,7 @@ def test_runs_sharing_a_seed_are_not_replications(tmp_path: Path) -> None:
     b = write_group(tmp_path, "aug", BETTER, seed=0, config={"seed": 0, "augment": True})
     result = compare(a, b, "psnr")
     assert result.verdict == "suspect_bug"
-    dupes = [f for f in result.findings if f.probe == "duplicate_seed"]
+    dupes = [f for f in result.findings if f.kind == "duplicate_seed"]
     assert [f.severity for f in dupes] == ["bug", "bug"]
     assert "seed 0 (5 runs)" in dupes[0].message and "not independent" in dupes[0].message
     assert dupes[0].evidence == {"duplicated_seeds": [0], "independent_seeds": 1, "runs": 5}

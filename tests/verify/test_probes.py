@@ -25,7 +25,7 @@ def test_leakage_from_hash_lists_with_examples(tmp_path: Path) -> None:
     (finding,) = leakage(
         read_hash_list(tmp_path / "train.txt"), read_hash_list(tmp_path / "test.txt")
     )
-    assert (finding.probe, finding.severity) == ("test_leakage", "bug")
+    assert (finding.kind, finding.severity) == ("test_leakage", "bug")
     assert finding.evidence["overlap"] == 5 and finding.evidence["distinct"] == 105
     assert finding.evidence["examples"][0]["test"].startswith("line ")
 
@@ -47,7 +47,7 @@ def test_no_overlap_and_duplicates_inside_test(tmp_path: Path) -> None:
     findings = leakage(
         read_hash_list(tmp_path / "train.txt"), read_hash_list(tmp_path / "test.txt")
     )
-    assert [(f.probe, f.evidence["duplicates"]) for f in findings] == [("test_duplicates", 2)]
+    assert [(f.kind, f.evidence["duplicates"]) for f in findings] == [("test_duplicates", 2)]
 
 
 def test_leakage_on_a_million_hashes(tmp_path: Path) -> None:
@@ -65,16 +65,16 @@ def test_leakage_on_a_million_hashes(tmp_path: Path) -> None:
 
 def test_collapse_constant_partial_and_healthy() -> None:
     rng = np.random.default_rng(0)
-    assert [f.probe for f in collapse(np.full((50, 8), 0.3))] == ["constant_output"]
+    assert [f.kind for f in collapse(np.full((50, 8), 0.3))] == ["constant_output"]
     half_dead = np.concatenate([rng.normal(size=(50, 2)), np.ones((50, 6))], axis=1)
-    assert [f.probe for f in collapse(half_dead)] == ["partial_collapse"]
+    assert [f.kind for f in collapse(half_dead)] == ["partial_collapse"]
     assert collapse(rng.normal(size=(50, 8))) == []
     with pytest.raises(UsageError):
         collapse(np.ones((1, 3)))
 
 
 def test_shuffled_input_gap() -> None:
-    assert [f.probe for f in shuffled_gap(0.101, 0.100)] == ["input_ignored"]
+    assert [f.kind for f in shuffled_gap(0.101, 0.100)] == ["input_ignored"]
     assert shuffled_gap(0.91, 0.10) == []
 
 
@@ -128,7 +128,7 @@ def test_selection_probe(tmp_path: Path) -> None:
     for name, record in runs.items():
         (tmp_path / name).mkdir()
         write_results(tmp_path / name, {"name": name, "steps": 100, **record})
-    found = {(Path(f.runs[0]).name, f.probe) for f in selection_findings(find_runs(tmp_path))}
+    found = {(Path(f.runs[0]).name, f.kind) for f in selection_findings(find_runs(tmp_path))}
     assert found == {
         ("early", "test_selection"),
         ("best", "test_selection"),

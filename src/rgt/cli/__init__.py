@@ -2,21 +2,23 @@
 
 ``main`` is the only place that catches exceptions: an ``RgtError`` becomes its message, the fix
 and an exit code (0 ok, 1 failed, 2 usage or bad input, 3 refused by a gate); anything else is a
-bug and says so. ``RGT_DEBUG=1`` shows tracebacks. Command modules must not import torch, numpy
-or any other heavy package at module level (a test checks ``rgt --help`` in a fresh interpreter).
+bug and says so. ``RGT_DEBUG=1`` shows tracebacks and, like ``rgt -v``, logs every
+ssh/rsync/sbatch argv with its duration on stderr (``rgt._log``). Command modules must not
+import torch, numpy or any other heavy package at module level (a test checks ``rgt --help`` in
+a fresh interpreter).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
 import traceback
 
 import click
 
 from rgt import __version__
+from rgt._log import debug_wanted, enable_debug
 from rgt.errors import RgtError
 
 # Each module defines ``register(group)``. Add one line per noun group.
@@ -42,8 +44,16 @@ COMMAND_MODULES = (
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rgt")
-def cli() -> None:
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Log every ssh/rsync/sbatch command and its duration on stderr (as RGT_DEBUG=1).",
+)
+def cli(verbose: bool) -> None:
     """rgt: run, verify and deliver deep-learning experiments on rented GPU machines."""
+    if verbose:
+        enable_debug()
 
 
 for _name in COMMAND_MODULES:
@@ -56,7 +66,9 @@ def _wants_json(argv: list[str]) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = os.environ.get("RGT_DEBUG") == "1"
+    debug = debug_wanted()
+    if debug:
+        enable_debug()
     try:
         cli.main(args=args, prog_name="rgt", standalone_mode=False)
     except RgtError as exc:

@@ -223,6 +223,9 @@ def reconcile(
         for hit in report.drifts:
             where = escape(f"{hit.file}:{hit.line} {hit.claim}")
             o.line(f"[red]DRIFT[/] {where}: found {hit.found}, evidence {hit.expected:.6g}")
+        for hit in report.possible:
+            where = escape(f"{hit.file}:{hit.line} {hit.claim}")
+            o.line(f"[yellow]POSSIBLE DRIFT[/] {where}: {hit.found}, evidence {hit.expected:.6g}")
         for claim_id in report.missing:
             o.line(f"[yellow]MISSING[/] {claim_id}: appears nowhere")
         o.line(f"{report.files} files, {len(report.ok)} copies ok, {len(report.drifts)} drifted")
@@ -233,7 +236,9 @@ def reconcile(
 
 
 @deliver.command()
-@click.option("--strict", is_flag=True, help="Exit 1 when any claim has an unresolved finding.")
+@click.option(
+    "--strict", is_flag=True, help="Exit 1 when any claim has an unresolved bug or warning finding."
+)
 @_workspace_option
 @output_options
 def gate(strict: bool, workspace_dir: Path | None, out: Output) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -114,19 +115,25 @@ def compare(
             o.line(f"  config keys that differ: {', '.join(result.changed_keys)}")
         for finding in result.findings:
             colour = _COLOURS[finding.severity]
-            o.line(f"  [{colour}]{finding.severity}[/] {finding.probe}: {finding.message}")
+            o.line(f"  [{colour}]{finding.severity}[/] {finding.kind}: {finding.message}")
 
-    out.result(result.to_json(), human)
+    out.result(_with_source(result.to_json(), result.findings, "compare"), human)
 
 
 _COLOURS = {"bug": "red", "warning": "yellow", "info": "blue"}
 
 
-def _print_findings(out: Output, findings: list[Finding], clean: str) -> None:
+def _print_findings(out: Output, findings: list[Finding], clean: str, source: str) -> None:
+    """``--json`` prints ``{"findings": [...]}``: saved into a delivery's ``findings/``, the
+    disclosure gate reads it as is (run directories made absolute so they match later)."""
+    from rgt.verify.findings import stamped
+
+    findings = stamped(findings, f"rgt verify {source}")
+
     def human(o: Output) -> None:
         for finding in findings:
             colour = _COLOURS[finding.severity]
-            o.line(f"[{colour}]{finding.severity}[/] {finding.probe}: {finding.message}")
+            o.line(f"[{colour}]{finding.severity}[/] {finding.kind}: {finding.message}")
             for example in finding.evidence.get("examples", []):
                 o.line(f"    {example}")
         if not findings:
@@ -158,7 +165,7 @@ def leakage(train: Path, test: Path, split: str, out: Output) -> None:
     from rgt.verify.probes import read_hash_list
 
     findings = find_leaks(read_hash_list(train), read_hash_list(test), split=split)
-    _print_findings(out, findings, f"no {split} sample occurs in train")
+    _print_findings(out, findings, f"no {split} sample occurs in train", "leakage")
 
 
 @verify.command()
@@ -170,7 +177,9 @@ def selection(runs: tuple[str, ...], out: Output) -> None:
     from rgt.verify.selection import selection_findings
 
     found = [run for spec in runs for run in find_runs(spec)]
-    _print_findings(out, selection_findings(found), f"{len(found)} run(s): no test-set selection")
+    _print_findings(
+        out, selection_findings(found), f"{len(found)} run(s): no test-set selection", "selection"
+    )
 
 
 @verify.command()
@@ -193,7 +202,7 @@ def collapse(
     findings = find_collapse(load_predictions(predictions, key))
     if real_metric is not None and shuffled_metric is not None:
         findings += shuffled_gap(real_metric, shuffled_metric)
-    _print_findings(out, findings, "outputs vary with the input")
+    _print_findings(out, findings, "outputs vary with the input", "collapse")
 
 
 @verify.command()
@@ -229,7 +238,15 @@ def tracker(path: Path, results: tuple[str, ...], stale_after: float, out: Outpu
         if report.runs and not report.findings:
             o.line("[green]ok[/]: no duplicate, stale or inconsistent runs")
 
-    out.result(report.to_json(), human)
+    out.result(_with_source(report.to_json(), report.findings, "tracker"), human)
+
+
+def _with_source(data: dict[str, Any], findings: Sequence[Finding], command: str) -> dict[str, Any]:
+    """The document with its findings as ``rgt deliver gate`` reads them from ``findings/``."""
+    from rgt.verify.findings import stamped
+
+    data["findings"] = [f.to_json() for f in stamped(findings, f"rgt verify {command}")]
+    return data
 
 
 def register(cli_group: click.Group) -> None:

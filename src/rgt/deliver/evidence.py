@@ -3,8 +3,8 @@
 A claim names a metric, the runs (ids, or a glob over recorded run ids), how to aggregate them
 and how to print the result. Its value is never stored: it is computed from the recorded runs
 every time, so it cannot go stale. ``keywords`` (optional) anchor copies of the number in
-documents for reconcile; by default they come from the metric name (``val_accuracy`` →
-"val_accuracy", "val accuracy", "accuracy").
+documents for reconcile; by default they come from the metric name (``val/acc`` →
+"val/acc", "val acc", "validation accuracy", "acc", "accuracy": ``rgt.deliver.anchors``).
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ from importlib import resources
 from typing import Any
 
 from rgt._fs import atomic_write_json
+from rgt.deliver.anchors import metric_anchors
 from rgt.deliver.numbers import NumberFormat
 from rgt.deliver.runs import load_stored, stored_run_ids
 from rgt.deliver.stats import Summary, summarize
 from rgt.deliver.workspace import EVIDENCE_SCHEMA, Workspace
 from rgt.errors import SpecError, UsageError
-
-# Prefixes that name a split, not the quantity; "accuracy" alone anchors a copy of val_accuracy.
-_SPLIT_WORDS = {"val", "valid", "validation", "test", "train", "dev", "eval", "best", "final"}
 
 
 @dataclass(frozen=True)
@@ -70,11 +68,7 @@ class Claim:
         """Lower-case words whose presence next to a number ties it to this claim."""
         if self.keywords:
             return tuple(k.lower() for k in self.keywords)
-        name = self.metric.lower()
-        words = [w for w in name.replace("-", "_").split("_") if w]
-        core = [w for w in words if w not in _SPLIT_WORDS] or words
-        found = {name, " ".join(words), " ".join(core)}
-        return tuple(sorted(k for k in found if len(k) >= 2))
+        return metric_anchors(self.metric)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,11 @@
 
 ``gate`` writes DISCLOSURE.md and returns a ``GateReport``. It never refuses: a finding is
 disclosed next to the number it affects ("disclose it, or don't claim it"). ``strict_failed``
-is true when any claim carries an unresolved finding; only ``rgt deliver gate --strict`` turns
-that into exit 1, for CI users who want it.
+is true when any claim carries an unresolved bug or warning (an ``info`` finding is context);
+only ``rgt deliver gate --strict`` turns that into exit 1, for CI users who want it.
+
+Findings are ``rgt.findings.Finding``, the records ``rgt verify … --json`` prints; a
+finding's ``runs`` may name a stored run by id or by the directory it was recorded from.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ class ClaimDisclosure:
 
     @property
     def unresolved(self) -> list[Finding]:
-        return [f for f in self.findings if not f.resolved]
+        return [f for f in self.findings if f.outstanding]
 
     def to_json(self) -> dict[str, Any]:
         summary, claim = self.value.summary, self.value.claim
@@ -76,7 +79,7 @@ def gate(ws: Workspace, *, scan_root: Path | None = None) -> GateReport:
     disclosures = []
     for claim in load_claims(ws):
         value = claim_value(ws, claim)
-        found = findings.for_claim(claim.id, value.run_ids)
+        found = findings.for_claim(claim.id, _run_names(ws, value.run_ids))
         disclosures.append(ClaimDisclosure(value, _data_hashes(ws, value.run_ids), found))
     report = GateReport(ws.disclosure, disclosures)
     atomic_write_bytes(str(ws.disclosure), disclosure_markdown(report).encode("utf-8"))
@@ -87,14 +90,15 @@ def _store_findings(ws: Workspace) -> list[Finding]:
     found = []
     for tamper in check_store(ws).tampered:
         message = f"{tamper.file} was {tamper.problem} after the run was recorded"
-        found.append(Finding("tampered", message, (tamper.run_id,), severity="error"))
+        found.append(Finding("tampered", "bug", message, (tamper.run_id,)))
     for run_id in stored_run_ids(ws):
         verified = read_record(ws, run_id).get("verified")
         if verified is not True:
             why = "failed its hash check" if verified is False else "declared no artifact hashes"
-            found.append(Finding("not_verified", f"run {why} when recorded", (run_id,)))
+            found.append(Finding("not_verified", "warning", f"run {why} when recorded", (run_id,)))
         if load_stored(ws, run_id).smoke:
-            found.append(Finding("smoke_run", "a smoke run (1-2 batches) is cited", (run_id,)))
+            smoke = "a smoke run (1-2 batches) is cited"
+            found.append(Finding("smoke_run", "warning", smoke, (run_id,)))
     return found
 
 
@@ -102,12 +106,29 @@ def _stale_findings(report: ReconcileReport) -> list[Finding]:
     return [
         Finding(
             "stale",
+            "warning",
             f"{hit.file}:{hit.line} prints {hit.found}, the evidence says {hit.expected:.6g}",
             claims=(hit.claim,),
             source="rgt deliver reconcile",
         )
         for hit in report.drifts
+    ] + [
+        Finding(
+            "possibly_stale",
+            "info",
+            f"{hit.file}:{hit.line} prints {hit.found} next to the metric's name, just outside "
+            f"the tolerance of the evidence's {hit.expected:.6g}: an older run, or another number",
+            claims=(hit.claim,),
+            source="rgt deliver reconcile",
+        )
+        for hit in report.possible
     ]
+
+
+def _run_names(ws: Workspace, run_ids: tuple[str, ...]) -> tuple[str, ...]:
+    """Each run's id and the directory it was recorded from: VERIFY names runs by directory."""
+    sources = (read_record(ws, run_id).get("source") for run_id in run_ids)
+    return (*run_ids, *(str(s) for s in sources if s))
 
 
 def _data_hashes(ws: Workspace, run_ids: tuple[str, ...]) -> dict[str, list[str]]:
@@ -148,6 +169,13 @@ def _claim_section(item: ClaimDisclosure) -> list[str]:
         lines.append(f"- figure: `{claim.figure}`")
     lines.append("- findings: none" if not item.findings else "- findings:")
     for finding in item.findings:
-        state = f"resolved: {finding.resolution or 'yes'}" if finding.resolved else "UNRESOLVED"
-        lines.append(f"  - [{finding.kind}] {finding.message} ({state})")
+        lines.append(
+            f"  - [{finding.kind}, {finding.severity}] {finding.message} ({_state(finding)})"
+        )
     return [*lines, ""]
+
+
+def _state(finding: Finding) -> str:
+    if finding.resolved:
+        return f"resolved: {finding.resolution or 'yes'}"
+    return "context" if finding.severity == "info" else "UNRESOLVED"

@@ -163,7 +163,7 @@ def _copy_in(
         _check_copied(source, staging, hashes, stored)
         record = {
             "run_id": run_id,
-            "source": str(source),
+            "source": os.path.abspath(source),  # VERIFY's findings name runs by directory
             "recorded": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "verified": verified,
             "files": stored,

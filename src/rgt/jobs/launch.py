@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rgt._log import register_secrets
 from rgt.backends import backend_for, jobstatus
 from rgt.backends.base import Backend
 from rgt.errors import TransportError, UsageError
@@ -159,6 +160,7 @@ def _read_secrets(names: Sequence[str]) -> dict[str, str]:
             f"secret(s) {missing} are not set in the environment",
             fix="export them first; rgt sends them over stdin, never in argv",
         )
+    register_secrets(os.environ[n] for n in names)  # never in a debug log line
     return {n: os.environ[n] for n in names}
 
 

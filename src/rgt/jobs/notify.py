@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import IO
 
+from rgt._log import register_secrets
 from rgt.agent._webhook import NOTIFY_SECRET
 from rgt.config import rgt_home
 from rgt.errors import UsageError
@@ -43,6 +44,7 @@ class Webhook:
     url: str = field(repr=False)
 
     def secrets(self) -> dict[str, str]:
+        register_secrets([self.url])  # never in a debug log line
         return {NOTIFY_SECRET: self.url}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -9,8 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rgt._fs import atomic_write_bytes
+from rgt._log import CommandLog
 from rgt.errors import TransportError
 from rgt.transport.base import CommandResult, ProgressFn, Transport
+
+log = logging.getLogger("rgt.transport.local")
 
 
 class LocalTransport(Transport):
@@ -25,9 +29,16 @@ class LocalTransport(Transport):
         cwd: str | None = None,
     ) -> CommandResult:
         try:
-            proc = subprocess.run(
-                list(argv), input=input, capture_output=True, timeout=timeout, cwd=cwd, check=False
-            )
+            with CommandLog(log, argv[0], argv) as logged:
+                proc = subprocess.run(
+                    list(argv),
+                    input=input,
+                    capture_output=True,
+                    timeout=timeout,
+                    cwd=cwd,
+                    check=False,
+                )
+                logged.returncode = proc.returncode
         except FileNotFoundError as exc:
             return CommandResult(tuple(argv), 127, b"", str(exc).encode())
         except subprocess.TimeoutExpired as exc:

@@ -22,6 +22,7 @@ than the manifest declared is accepted (``--max-size``). What it skips, the call
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import pty
 import re
@@ -31,9 +32,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rgt._log import CommandLog
 from rgt.errors import BackendError, TransportError
 from rgt.transport.base import ProgressFn
 from rgt.transport.ssh import HOST_KEY_MARKERS, SshTransport, ssh_argv
+
+log = logging.getLogger("rgt.transport.rsync")
 
 PARTIAL_DIR = ".rgt-partial"
 # rsync exit codes that mean the connection (not the data) failed: socket I/O (10), protocol
@@ -230,8 +234,9 @@ def _run_once(argv: list[str], progress: ProgressFn | None) -> Attempt:
     errors: list[bytes] = []
     reader = threading.Thread(target=_drain, args=(proc, errors))
     reader.start()
-    stats, last_progress = _read_stdout(master, progress)
-    returncode = proc.wait()
+    with CommandLog(log, "rsync", argv) as logged:
+        stats, last_progress = _read_stdout(master, progress)
+        returncode = logged.returncode = proc.wait()
     reader.join()
     tail = "\n".join(b"".join(errors).decode("utf-8", "replace").splitlines()[-20:])
     literal = stats.get("literal", last_progress if returncode not in OK_CODES else 0)

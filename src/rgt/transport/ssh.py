@@ -21,6 +21,7 @@ status 255 — ssh's own failure — is a ``TransportError``, never a job failur
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shlex
 import subprocess
@@ -30,9 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rgt._log import CommandLog
 from rgt.config import rgt_home
 from rgt.errors import HostKeyChangedError, TransportError, UsageError
 from rgt.transport.base import CommandResult, ProgressFn, Transport
+
+log = logging.getLogger("rgt.transport.ssh")
 
 SSH_EXIT_FAILURE = 255
 CONNECT_TIMEOUT_S = 15
@@ -198,13 +202,15 @@ class SshTransport(Transport):
     ) -> CommandResult:
         full = [*ssh_argv(self.target), self.target.destination, "--", remote_command(argv, cwd)]
         try:
-            proc = subprocess.run(
-                full,
-                input=input if input is not None else b"",
-                capture_output=True,
-                timeout=timeout,
-                check=False,
-            )
+            with CommandLog(log, "ssh", full) as logged:
+                proc = subprocess.run(
+                    full,
+                    input=input if input is not None else b"",
+                    capture_output=True,
+                    timeout=timeout,
+                    check=False,
+                )
+                logged.returncode = proc.returncode
         except subprocess.TimeoutExpired as exc:
             raise TransportError(
                 f"`{argv[0]}` on {self.host} gave no answer within {timeout}s",
@@ -269,7 +275,10 @@ class SshTransport(Transport):
     def close(self) -> None:
         """Stop the master connection (``ssh -O exit``); the next command opens a new one."""
         argv = [*ssh_argv(self.target), "-O", "exit", self.target.destination]
-        subprocess.run(argv, capture_output=True, timeout=30, check=False)
+        with CommandLog(log, "ssh", argv) as logged:
+            logged.returncode = subprocess.run(
+                argv, capture_output=True, timeout=30, check=False
+            ).returncode
 
 
 # -- the line a platform console shows -----------------------------------------------------

@@ -25,7 +25,7 @@ def found(report: TrackerReport) -> set[tuple[str, str]]:
             if source not in SOURCES:  # a results.json folder, not a tracked run
                 continue
             name = rest.rsplit(" (", 1)[0]
-            pairs.add((finding.probe, name))
+            pairs.add((finding.kind, name))
     return pairs
 
 
@@ -89,10 +89,10 @@ def test_exactly_the_planted_defects(
 
 def test_severities_follow_the_status(corpus: Path) -> None:
     report = scan(corpus / "trackio")
-    truncated = [f for f in report.findings if f.probe == "truncated_history"]
+    truncated = [f for f in report.findings if f.kind == "truncated_history"]
     assert [f.severity for f in truncated] == ["warning"]  # trackio has no status to contradict
     mlflow = scan(corpus / "mlflow")
-    short = [f for f in mlflow.findings if f.probe == "truncated_history"]
+    short = [f for f in mlflow.findings if f.kind == "truncated_history"]
     assert [f.severity for f in short] == ["bug"]  # FINISHED at 3 of 10 epochs
     assert short[0].evidence == {"reached": 3, "configured": 10, "unit": "epochs",
                                  "status": "finished"}  # fmt: skip
@@ -111,11 +111,11 @@ def test_stale_after_is_the_users_threshold(corpus: Path) -> None:
 def test_results_json_that_disagrees_with_the_tracker(corpus: Path, tmp_path: Path) -> None:
     write_results(tmp_path, {"name": "clean", "metrics": {"loss": 0.2}})
     report = scan(corpus / "trackio", results=[_load(tmp_path)])
-    mismatch = [f for f in report.findings if f.probe == "results_mismatch"]
+    mismatch = [f for f in report.findings if f.kind == "results_mismatch"]
     assert len(mismatch) == 1 and mismatch[0].evidence["results"] == 0.2
     write_results(tmp_path, {"name": "clean", "metrics": {"loss": 0.25}})
     agreeing = scan(corpus / "trackio", results=[_load(tmp_path)])
-    assert not [f for f in agreeing.findings if f.probe == "results_mismatch"]
+    assert not [f for f in agreeing.findings if f.kind == "results_mismatch"]
 
 
 def test_results_json_found_next_to_the_run_it_describes(tmp_path: Path) -> None:
@@ -161,7 +161,7 @@ def test_missing_reader_library_is_disclosed_not_fatal(
     monkeypatch.setitem(sys.modules, "mlflow.entities", None)
     monkeypatch.setitem(sys.modules, "mlflow.tracking", None)
     report = scan(corpus)
-    unread = [f for f in report.findings if f.probe == "tracker_unread"]
+    unread = [f for f in report.findings if f.kind == "tracker_unread"]
     assert len(unread) == 1 and "mlflow-skinny" in unread[0].message
     assert report.sources["mlflow"]["runs"] == 0
     assert {r.source for r in report.runs} == {"tensorboard", "wandb", "trackio"}
@@ -186,7 +186,7 @@ def test_running_run_summary_ahead_of_its_history_is_not_a_mismatch() -> None:
     alive = TrackedRun("wandb", "a", "a", "running", "/x", summary={"loss": 0.4}, history=history)
     done = TrackedRun("wandb", "a", "a", "finished", "/x", summary={"loss": 0.4}, history=history)
     assert summary_mismatch(alive) == []
-    assert [f.probe for f in summary_mismatch(done)] == ["summary_mismatch"]
+    assert [f.kind for f in summary_mismatch(done)] == ["summary_mismatch"]
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ def test_json_document(corpus: Path) -> None:
     assert {k: v["runs"] for k, v in data["sources"].items()} == {
         "mlflow": 7, "tensorboard": 5, "wandb": 6, "trackio": 4,
     }  # fmt: skip
-    probes = {f["probe"] for f in data["findings"]}
+    probes = {f["kind"] for f in data["findings"]}
     assert probes == {"duplicate_run", "name_config_mismatch", "truncated_history", "nan_at_end",
                       "failed_run", "stale_running", "summary_mismatch"}  # fmt: skip
     diverged = [

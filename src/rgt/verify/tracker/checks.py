@@ -53,7 +53,7 @@ def _duplicate(group: list[TrackedRun]) -> Finding:
     seed = group[0].seed
     said = f"seed {seed}" if seed is not None else "no recorded seed"
     return Finding(
-        probe="duplicate_run",
+        kind="duplicate_run",
         severity="warning",
         message=f"{len(group)} {group[0].source} runs share one config and {said}; "
         "counting them separately inflates the number of seeds",
@@ -70,7 +70,7 @@ def stale_running(run: TrackedRun, now: float, stale_after: float) -> list[Findi
     quiet = f"{idle / 3600:.1f} h" if idle >= 3600 else f"{idle / 60:.0f} min"
     return [
         Finding(
-            probe="stale_running",
+            kind="stale_running",
             severity="bug",
             message=f"{run.label} is marked running but wrote nothing for {quiet}: "
             "it crashed or was killed and never closed; its numbers are partial",
@@ -91,7 +91,7 @@ def failed(run: TrackedRun) -> list[Finding]:
         return []
     return [
         Finding(
-            probe="failed_run",
+            kind="failed_run",
             severity="info",
             message=f"{run.label} ended {run.status} ({run.raw_status})",
             runs=(run.label,),
@@ -134,7 +134,7 @@ def truncated(run: TrackedRun) -> list[Finding]:
         said = f"is marked finished ({run.raw_status or 'by the tracker'}) but its"
     return [
         Finding(
-            probe="truncated_history",
+            kind="truncated_history",
             severity=severity,
             message=f"{run.label} {said} history stops at {got} of {count} configured {unit}: "
             "the job probably crashed or was cut off",
@@ -152,7 +152,7 @@ def nan_at_end(run: TrackedRun) -> list[Finding]:
         return []
     return [
         Finding(
-            probe="nan_at_end",
+            kind="nan_at_end",
             severity="bug",
             message=f"{run.label} ends with non-finite {', '.join(sorted(bad))}: training "
             "diverged, and any summary taken from it is meaningless",
@@ -184,7 +184,7 @@ def _summary_finding(
 ) -> Finding:
     last, low, high = candidates
     return Finding(
-        probe="summary_mismatch",
+        kind="summary_mismatch",
         severity="bug",
         message=f"{run.label}: summary {key} = {value:.6g} is not in its logged history "
         f"(last {last:.6g}, min {low:.6g}, max {high:.6g}); the summary was overwritten or "
@@ -210,7 +210,7 @@ def name_config(run: TrackedRun) -> list[Finding]:
     )
     return [
         Finding(
-            probe="name_config_mismatch",
+            kind="name_config_mismatch",
             severity="bug",
             message=f"{run.label}: the name contradicts the config ({said}); tables keyed by "
             "name put this run in the wrong row",
@@ -228,7 +228,7 @@ def results_mismatch(run: TrackedRun, results: RunResults) -> list[Finding]:
             continue
         findings.append(
             Finding(
-                probe="results_mismatch",
+                kind="results_mismatch",
                 severity="bug",
                 message=f"{results.label}/results.json says {name} = {metric.value:.6g}, "
                 f"but {run.label} recorded {tracked:.6g}",

@@ -98,7 +98,7 @@ def read_source(source: str, units: list[Path]) -> list[TrackedRun]:
 def _unread(source: str, error: ImportError) -> Finding:
     module, package = LIBRARIES[source]
     return Finding(
-        probe="tracker_unread",
+        kind="tracker_unread",
         severity="warning",
         message=f"{source} data was found but not read: {module} is not installed "
         f"(pip install {package}, or remote-gpu-trainer[tracker])",
@@ -157,7 +157,7 @@ def _load_found_results(files: list[Path], findings: list[Finding]) -> list[RunR
         except SpecError as exc:
             findings.append(
                 Finding(
-                    probe="results_unreadable",
+                    kind="results_unreadable",
                     severity="warning",
                     message=f"{file} was not compared with the trackers: {exc.message}",
                     runs=(str(file.parent),),
