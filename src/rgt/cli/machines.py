@@ -24,6 +24,14 @@ from rgt.state.store import Store
     is_flag=True,
     help="NAME is an active machine with jobs: release it through the gate first.",
 )
+@click.option(
+    "--mirror",
+    "mirrors",
+    multiple=True,
+    metavar="KIND=URL",
+    help="Jobs use this mirror (KIND: hf, pip, conda) instead of the profile's; repeatable.",
+)
+@click.option("--no-mirrors", is_flag=True, help="Jobs get none of the profile's mirror settings.")
 @vendor_up_options
 @output_options
 def up(
@@ -33,16 +41,29 @@ def up(
     price: float | None,
     root: str | None,
     replace: bool,
+    mirrors: tuple[str, ...],
+    no_mirrors: bool,
     vendor: object,
     out: Output,
 ) -> None:
     """Register a machine (PROFILE: local, generic-ssh, autodl, …); with --gpu, rent it through
     the vendor's API (runpod, vastai, lambda, paperspace)."""
     from rgt.machines import register
+    from rgt.profiles.network import machine_plan, parse_mirrors
 
+    chosen = parse_mirrors(mirrors)
     store = Store.open()
     result = register(
-        store, profile, name, ssh=ssh_line, price=price, root=root, replace=replace, vendor=vendor
+        store,
+        profile,
+        name,
+        ssh=ssh_line,
+        price=price,
+        root=root,
+        replace=replace,
+        vendor=vendor,
+        mirrors=chosen,
+        no_mirrors=no_mirrors,
     )
     data = {
         "machine": result.machine.name,
@@ -51,6 +72,7 @@ def up(
         "durable_root": result.machine.durable_root,
         "price_per_hour": result.machine.price_per_hour,
         "notes": list(result.notes),
+        "network": machine_plan(result.machine.profile, result.machine.connection).to_json(),
     }
 
     def human(o: Output) -> None:
