@@ -81,6 +81,7 @@ PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
     "{ckpt} = the checkpoint's path (README: a script not written for rgt).",
 )
 @click.option("--ckpt", "ckpt_glob", metavar="GLOB", help="Where the script's checkpoints appear.")
+@click.option("--force", is_flag=True, help="Start despite errors of the machine's last audit.")
 @output_options
 def run(
     machine: str,
@@ -94,6 +95,7 @@ def run(
     notify_source: str | None,
     resume_with: str | None,
     ckpt_glob: str | None,
+    force: bool,
     out: Output,
 ) -> None:
     """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
@@ -101,8 +103,11 @@ def run(
     from rgt.jobs.notify import resolve
     from rgt.jobs.resume_form import resume_spec
     from rgt.models import RetryPolicy
+    from rgt.watch.envgate import check_gate
 
     check_separator(click.get_current_context())
+    for note in check_gate(machine, force):
+        out.warn(note)
     store = Store.open()
     options = LaunchOptions(
         command=command,
