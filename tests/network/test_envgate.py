@@ -5,39 +5,14 @@ recorded audit until --force."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rgt.profiles.loader import user_profile_dir
+from tests.network.helpers import profile_with, rgt
 from tests.sshd import SshServer, register
-
-BUNDLED = Path(__file__).parents[2] / "src" / "rgt" / "profiles" / "generic-ssh.toml"
-
-
-def rgt(*args: str, cwd: Path | None = None) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, "RGT_NVIDIA_SMI": "/nonexistent/nvidia-smi"},
-        timeout=120,
-    )
-
-
-def profile_with(python: str, hf_home: Path) -> None:
-    """The user's generic-ssh profile: the image's environment is ``python`` and jobs get
-    HF_HOME=``hf_home`` from [network.env]."""
-    text = BUNDLED.read_text().replace("[environment]\n", f'[environment]\npython = "{python}"\n')
-    user_profile_dir().mkdir(parents=True, exist_ok=True)
-    (user_profile_dir() / "generic-ssh.toml").write_text(
-        text + f'\n[network.env]\nHF_HOME = "{hf_home}"\n'
-    )
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +73,4 @@ def test_the_right_interpreter_first_on_the_ssh_path_passes(
     assert found["python"]["prefix"] == found["expected"]["prefix"] == str(venv.parent.parent)
     checks = {f["check"] for f in data["findings"]}
     assert "interpreter" not in checks and "cache disk" not in checks
+    assert data["routes"] == {} and data["readings"]["routes"] == []  # no mirror: no choice

@@ -173,6 +173,8 @@ def _audit_human(data: dict[str, Any]) -> Any:
                 for t in r.get("tiers") or []
             ],
         )
+        for kind, choice in sorted((data.get("routes") or {}).items()):
+            o.line(escape(f"route {kind}: {choice['chosen'] or 'none'} ({choice['why']})"))
         o.line(
             f"suggested DataLoader workers: {data['workers']['suggested']} "
             f"({data['workers']['basis']})"
