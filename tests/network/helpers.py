@@ -13,9 +13,10 @@ from rgt.profiles.loader import user_profile_dir
 BUNDLED = Path(__file__).parents[2] / "src" / "rgt" / "profiles" / "generic-ssh.toml"
 
 
-def rgt(*args: str, cwd: Path | None = None) -> Any:
+def rgt(*args: str, cwd: Path | None = None, stdin: str = "") -> Any:
     return subprocess.run(
         [sys.executable, "-m", "rgt.cli", *args],
+        input=stdin,
         capture_output=True,
         text=True,
         cwd=cwd,

@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "rgt.cli.ckpt",
     "rgt.cli.vendors",
     "rgt.cli.adopt",
+    "rgt.cli.fetch",
 )
 
 
