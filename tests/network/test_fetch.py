@@ -143,3 +143,20 @@ def test_gated_html_and_disk_full_fail_clearly(box: Path, small_tmpfs: Any) -> N
     assert code == 1 and "disk full writing model.safetensors" in data["log_tail"], data
     assert (small / "m" / "model.safetensors.part").stat().st_size > 0  # the partial is kept
     assert _Hub.gets["model.safetensors"] == 1  # no retry loop
+
+
+def test_a_plain_url_resumes_after_a_drop_in_process(
+    hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The downloader itself (the code the machine runs) on an https-style URL: no listing, the
+    size from Content-Length/Content-Range, one drop, no byte sent twice."""
+    from rgt.fetch import downloader
+
+    monkeypatch.setattr(downloader, "BACKOFF_S", 0.01)
+    _Hub.drop, _Hub.served, _Hub.gets = True, Counter(), Counter()
+    url = f"{hub}/org/toy/resolve/main/model.safetensors"
+    assert downloader.main([url, "--to", str(tmp_path / "d")]) == 0
+    assert (tmp_path / "d" / "model.safetensors").read_bytes() == WEIGHTS
+    assert _Hub.gets["model.safetensors"] == 2 and _Hub.served["model.safetensors"] == len(WEIGHTS)
+    assert downloader.main([url, "--to", str(tmp_path / "d")]) == 0
+    assert _Hub.gets["model.safetensors"] == 3  # no published sha256: fetched again, overwritten
