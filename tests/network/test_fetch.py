@@ -160,3 +160,21 @@ def test_a_plain_url_resumes_after_a_drop_in_process(
     assert _Hub.gets["model.safetensors"] == 2 and _Hub.served["model.safetensors"] == len(WEIGHTS)
     assert downloader.main([url, "--to", str(tmp_path / "d")]) == 0
     assert _Hub.gets["model.safetensors"] == 3  # no published sha256: fetched again, overwritten
+
+
+def test_a_part_left_by_an_earlier_run_is_resumed_and_verified(
+    hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rgt.fetch import downloader
+
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    _Hub.drop, _Hub.served, _Hub.gets = False, Counter(), Counter()
+    (tmp_path / "model.safetensors.part").write_bytes(WEIGHTS[:DROP_AT])
+    args = ["hf://org/toy", "--include", "*.safetensors", "--to", str(tmp_path)]
+    assert downloader.main(args) == 0
+    assert _Hub.served["model.safetensors"] == len(WEIGHTS) - DROP_AT  # only the missing tail
+    assert (tmp_path / "model.safetensors").read_bytes() == WEIGHTS
+    (tmp_path / "model.safetensors").unlink()  # a corrupt earlier part: the sha256 catches it
+    (tmp_path / "model.safetensors.part").write_bytes(b"\0" * DROP_AT)
+    assert downloader.main(args) == 1
+    assert not (tmp_path / "model.safetensors.part").exists()  # wrong bytes are not resumed

@@ -117,9 +117,10 @@ def fetch_file(f: Dict[str, Any], to: str, token: str) -> Dict[str, Any]:
         return {"name": f["name"], "size": os.path.getsize(target), "downloaded": 0}
     os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
     part, got, tries = target + ".part", 0, 0
+    hashed = Hashed(part, bool(f.get("sha256")))
     while True:
         try:
-            got += _transfer(f, part, token)
+            got += _transfer(f, part, token, hashed)
             break
         except Fatal:
             raise
@@ -138,13 +139,33 @@ def fetch_file(f: Dict[str, Any], to: str, token: str) -> Dict[str, Any]:
             say("retry %d/%d of %s in %.1fs at byte %d: %s"
                 % (tries, RETRIES, f["name"], wait, _size(part), exc))  # fmt: skip
             time.sleep(wait)
-    _verify(f, part)
+    _verify(f, part, hashed)
     os.replace(part, target)
     say("done %s (%d bytes)" % (f["name"], os.path.getsize(target)))
     return {"name": f["name"], "size": os.path.getsize(target), "downloaded": got}
 
 
-def _transfer(f: Dict[str, Any], part: str, token: str) -> int:
+class Hashed:
+    """sha256 of a part file kept while it is written, so verifying a 1 GB file costs no second
+    read; a part left by an earlier run is hashed once when the download resumes."""
+
+    def __init__(self, path: str, enabled: bool) -> None:
+        self.path, self.h, self.count, self.enabled = path, hashlib.sha256(), 0, enabled
+
+    def catch_up(self, start: int) -> None:
+        if self.enabled and self.count != start:
+            self.h, self.count = hashlib.sha256(), 0
+            with open(self.path, "rb") as src:
+                for block in iter(lambda: src.read(min(CHUNK, start - self.count)), b""):
+                    self.update(block)
+
+    def update(self, data: bytes) -> None:
+        if self.enabled:
+            self.h.update(data)
+        self.count += len(data)
+
+
+def _transfer(f: Dict[str, Any], part: str, token: str, hashed: Hashed) -> int:
     start = _size(part)
     response = request(f["url"], token, start)
     if response is None:
@@ -157,6 +178,7 @@ def _transfer(f: Dict[str, Any], part: str, token: str) -> int:
         if f.get("size") is None:
             f["size"] = _published_size(response, start)
         mode = "ab" if start and response.status == 206 else "wb"
+        hashed.catch_up(start if mode == "ab" else 0)
         got = 0
         with open(part, mode) as out:
             while True:
@@ -164,6 +186,7 @@ def _transfer(f: Dict[str, Any], part: str, token: str) -> int:
                 if not chunk:
                     break
                 out.write(chunk)
+                hashed.update(chunk)
                 got += len(chunk)
     if f.get("size") is not None and _size(part) < int(f["size"]):
         raise ConnectionResetError("connection closed at byte %d of %s" % (_size(part), f["size"]))
@@ -181,12 +204,12 @@ def _published_size(response: Any, start: int) -> Optional[int]:
     return int(length) + (start if response.status == 206 else 0) if length else None
 
 
-def _verify(f: Dict[str, Any], part: str) -> None:
+def _verify(f: Dict[str, Any], part: str, hashed: Hashed) -> None:
     size, want = _size(part), f.get("size")
     if want is not None and size != int(want):
         raise Fatal("%s is %d bytes, the hub publishes %s: the mirror served another file; %s "
                     "kept for inspection" % (f["name"], size, want, part))  # fmt: skip
-    if f.get("sha256") and _digest(part, "sha256") != f["sha256"]:
+    if f.get("sha256") and _sha256(part, hashed, size) != f["sha256"]:
         os.remove(part)  # wrong bytes cannot be resumed
         raise Fatal("%s: sha256 differs from the hub's; removed, run the fetch again" % f["name"])
     with open(part, "rb") as head:
@@ -194,6 +217,10 @@ def _verify(f: Dict[str, Any], part: str) -> None:
     if first.startswith((b"<!doctype html", b"<html")) and not f["name"].endswith(".html"):
         raise Fatal("%s is an HTML page, not the file: the mirror answered with an error page"
                     % f["name"])  # fmt: skip
+
+
+def _sha256(part: str, hashed: Hashed, size: int) -> str:
+    return hashed.h.hexdigest() if hashed.count == size else _digest(part, "sha256")
 
 
 def _complete(path: str, f: Dict[str, Any]) -> bool:
