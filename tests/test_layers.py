@@ -29,6 +29,7 @@ RANKS = {
     "vendors": 4,
     "watch": 5,
     "sweep": 5,
+    "fetch": 5,
     "demo": 6,
     "cli": 7,
 }
