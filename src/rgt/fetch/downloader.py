@@ -35,6 +35,7 @@ CHUNK = 1 << 20
 RETRIES = int(os.environ.get("RGT_FETCH_RETRIES", "5"))
 BACKOFF_S = float(os.environ.get("RGT_FETCH_BACKOFF_S", "2"))
 RESULT = ".rgt-fetch.json"
+PROGRESS_S = 10.0  # a progress line in the job's log (`rgt logs`, `rgt watch`)
 
 
 class Fatal(Exception):
@@ -179,7 +180,7 @@ def _transfer(f: Dict[str, Any], part: str, token: str, hashed: Hashed) -> int:
             f["size"] = _published_size(response, start)
         mode = "ab" if start and response.status == 206 else "wb"
         hashed.catch_up(start if mode == "ab" else 0)
-        got = 0
+        got, shown = 0, time.monotonic()
         with open(part, mode) as out:
             while True:
                 chunk = response.read(CHUNK)
@@ -188,6 +189,9 @@ def _transfer(f: Dict[str, Any], part: str, token: str, hashed: Hashed) -> int:
                 out.write(chunk)
                 hashed.update(chunk)
                 got += len(chunk)
+                if time.monotonic() - shown >= PROGRESS_S:
+                    shown = time.monotonic()
+                    say("progress %s %d/%s bytes" % (f["name"], out.tell(), f.get("size")))
     if f.get("size") is not None and _size(part) < int(f["size"]):
         raise ConnectionResetError("connection closed at byte %d of %s" % (_size(part), f["size"]))
     return got
