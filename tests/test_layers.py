@@ -30,6 +30,7 @@ RANKS = {
     "vendors": 6,
     "watch": 5,
     "sweep": 5,
+    "fetch": 5,
     "demo": 6,
     "cli": 7,
     "mcp": 8,

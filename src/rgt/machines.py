@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import replace as replace_field
 from pathlib import Path
 from typing import Any
 
 from rgt.config import rgt_home
 from rgt.errors import GateRefused, UnknownMachineError, UsageError
 from rgt.models import MACHINE_NAME_RE, Machine
+from rgt.profiles.network import machine_plan
 from rgt.state.store import Store, utcnow
 
 
@@ -55,9 +57,35 @@ def register(
     root: str | None = None,
     replace: bool = False,
     vendor: Any = None,
+    mirrors: dict[str, str] | None = None,
+    no_mirrors: bool = False,
 ) -> UpResult:
-    """``rgt up PROFILE --name NAME [--ssh LINE] [--price P] [--replace]``; with ``vendor`` (a
-    ``rgt.vendors.lifecycle.VendorUp``) the machine is rented through the vendor's API."""
+    """``rgt up PROFILE --name NAME [--ssh LINE] [--price P] [--replace] [--mirror K=URL]
+    [--no-mirrors]``; with ``vendor`` (a ``rgt.vendors.lifecycle.VendorUp``) the machine is
+    rented through the vendor's API. The network plan (``rgt.profiles.network``) is shown in the
+    notes; the choices that differ from the profile are kept in the machine's record."""
+    if mirrors and no_mirrors:
+        raise UsageError("--mirror and --no-mirrors contradict each other; pick one")
+    result = _register(store, profile, name, ssh, price, root, replace, vendor)
+    if mirrors or no_mirrors:
+        choice = {"mirrors": dict(mirrors or {}), "no_mirrors": no_mirrors}
+        machine = replace_field(result.machine, connection={**result.machine.connection, **choice})
+        store.add_machine(machine)
+        result = UpResult(machine=machine, notes=result.notes)
+    plan = machine_plan(result.machine.profile, result.machine.connection)
+    return UpResult(machine=result.machine, notes=(*result.notes, *plan.notes()))
+
+
+def _register(
+    store: Store,
+    profile: str,
+    name: str,
+    ssh: str | None,
+    price: float | None,
+    root: str | None,
+    replace: bool,
+    vendor: Any,
+) -> UpResult:
     if price is not None and price < 0:
         raise UsageError("--price must be >= 0 (currency units per hour)")
     guard_replacement(store, validate_name(name), replace=replace)

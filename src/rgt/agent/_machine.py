@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Tuple
 from rgt.agent import _system, jobfiles
 from rgt.agent._record import read_status
 from rgt.agent.paths import JobPaths
-from rgt.probes import cgroup, disk, gpu, host, progress
+from rgt.probes import cgroup, disk, gpu, host, progress, pyenv, routes
 
 TERMINAL = jobfiles.TERMINAL
 EVENTS_TAIL_BYTES = 32 * 1024
@@ -92,7 +92,19 @@ def patrol(root: str, status_of: Any, events: int, with_gpu: bool, version: str)
     )
 
 
-def audit(root: str, tiers: List[str], version: str) -> int:
+def audit(
+    root: str,
+    tiers: List[str],
+    version: str,
+    expected: Any = None,
+    env: Any = None,
+    route_urls: Any = (),
+) -> int:
+    """``expected``: the interpreter the profile names; ``env``: what jobs get on top of this
+    (non-interactive ssh) environment, e.g. the network plan's variables; ``route_urls``:
+    ``(KIND:LABEL, URL)`` download routes to time."""
+    os.environ.update(env or {})  # one-shot process: probes below see what a job sees
+    job_env = dict(os.environ)
     durable = os.path.dirname(root.rstrip("/"))
     paths = [durable, *tiers]
     doc = {
@@ -109,8 +121,22 @@ def audit(root: str, tiers: List[str], version: str) -> int:
     doc["xid"] = gpu.read_xids()
     doc["cuda_driver"] = _driver_cuda()
     doc["python"] = {"executable": sys.executable, "version": sys.version.split()[0]}
-    doc["torch"] = _torch()
+    doc["interpreters"] = pyenv.interpreters(expected, job_env)
+    job_python = pyenv.job_python(doc["interpreters"])
+    doc["torch"] = _torch(job_python) if job_python else {"installed": False, "error": "no python"}
+    doc["torch"]["python"] = job_python
+    prefix = doc["interpreters"].get("expected") or doc["interpreters"].get("python3") or {}
+    home = job_env.get("HOME") or os.path.expanduser("~")
+    doc["caches"] = pyenv.caches(job_env, home, prefix.get("prefix"))
+    doc["routes"] = [_route(name, url) for name, url in route_urls]
     return emit(doc)
+
+
+def _route(name: str, url: str) -> Dict[str, Any]:
+    kind, _sep, label = name.partition(":")
+    reading = dict(routes.probe(url))  # type: Dict[str, Any]
+    reading.update(kind=kind, label=label, url=url)
+    return reading
 
 
 def _driver_cuda() -> Any:
@@ -122,11 +148,12 @@ def _driver_cuda() -> Any:
     return None
 
 
-def _torch() -> Dict[str, Any]:
-    """torch as the image has it; importing it takes seconds, so in a child with a timeout."""
+def _torch(python: str) -> Dict[str, Any]:
+    """torch as the job's interpreter has it; importing it takes seconds, so in a child with a
+    timeout."""
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", TORCH_PROBE],
+            [python, "-c", TORCH_PROBE],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             timeout=120,

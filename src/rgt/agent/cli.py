@@ -177,6 +177,9 @@ def _machine_parsers(sub: Any) -> None:
     patrol.add_argument("--no-gpu", action="store_true", help="skip nvidia-smi")
     audit = sub.add_parser("audit", help="phase-0 readings of the machine, as JSON")
     audit.add_argument("--path", action="append", default=[], help="a storage tier to measure")
+    audit.add_argument("--python", default=None, help="the interpreter the profile expects")
+    audit.add_argument("--env", action="append", default=[], help="K=V a job gets (repeatable)")
+    audit.add_argument("--route", action="append", default=[], help="KIND:LABEL=URL to time")
     reap = sub.add_parser("reap", help="GPU memory held by processes that are not jobs")
     reap.add_argument("--kill", type=int, action="append", default=[], metavar="PID")
     for name in ("patrol", "audit", "reap"):
@@ -190,7 +193,9 @@ def cmd_machine(args: Any, version: str) -> int:
     if args.command == "patrol":
         return _machine.patrol(root, status_doc, args.events, not args.no_gpu, version)
     if args.command == "audit":
-        return _machine.audit(root, list(args.path), version)
+        env = dict(pair.partition("=")[::2] for pair in args.env)
+        routes = [pair.partition("=")[::2] for pair in args.route]
+        return _machine.audit(root, list(args.path), version, args.python, env, routes)
     return _machine.reap(root, list(args.kill))
 
 

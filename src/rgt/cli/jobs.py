@@ -84,6 +84,7 @@ PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
 @click.option(
     "--lint", "lint_first", is_flag=True, help="Refuse to launch if `rgt lint` finds a bug."
 )
+@click.option("--force", is_flag=True, help="Start despite errors of the machine's last audit.")
 @output_options
 def run(
     machine: str,
@@ -98,6 +99,7 @@ def run(
     resume_with: str | None,
     ckpt_glob: str | None,
     lint_first: bool,
+    force: bool,
     out: Output,
 ) -> None:
     """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
@@ -105,6 +107,7 @@ def run(
     from rgt.jobs.notify import resolve
     from rgt.jobs.resume_form import resume_spec
     from rgt.models import RetryPolicy
+    from rgt.watch.envgate import check_gate
 
     check_separator(click.get_current_context())
     if lint_first:
@@ -114,6 +117,8 @@ def run(
         refuse_on_bugs(report)  # exit 3 before anything is launched
         for line in lines(report):
             out.warn(line)
+    for note in check_gate(machine, force):
+        out.warn(note)
     store = Store.open()
     options = LaunchOptions(
         command=command,

@@ -50,6 +50,14 @@ def kube_up_options(func: F) -> F:
     is_flag=True,
     help="NAME is an active machine with jobs: release it through the gate first.",
 )
+@click.option(
+    "--mirror",
+    "mirrors",
+    multiple=True,
+    metavar="KIND=URL",
+    help="Jobs use this mirror (KIND: hf, pip, conda) instead of the profile's; repeatable.",
+)
+@click.option("--no-mirrors", is_flag=True, help="Jobs get none of the profile's mirror settings.")
 @vendor_up_options
 @kube_up_options
 @output_options
@@ -60,6 +68,8 @@ def up(
     price: float | None,
     root: str | None,
     replace: bool,
+    mirrors: tuple[str, ...],
+    no_mirrors: bool,
     vendor: object,
     kube: dict[str, str | None],
     out: Output,
@@ -67,15 +77,25 @@ def up(
     """Register a machine (PROFILE: local, generic-ssh, autodl, slurm, kubernetes, …); with
     --gpu, rent it through the vendor's API (runpod, vastai, lambda, paperspace)."""
     from rgt.machines import register
+    from rgt.profiles.network import machine_plan, parse_mirrors
 
+    chosen = parse_mirrors(mirrors)
     store = Store.open()
     if profile == "kubernetes":
         result = _up_kubernetes(store, name, kube, root, replace)
     else:
         result = register(
-            store, profile, name, ssh=ssh_line, price=price, root=root, replace=replace,
+            store,
+            profile,
+            name,
+            ssh=ssh_line,
+            price=price,
+            root=root,
+            replace=replace,
             vendor=vendor,
-        )  # fmt: skip
+            mirrors=chosen,
+            no_mirrors=no_mirrors,
+        )
     data = {
         "machine": result.machine.name,
         "backend": result.machine.backend,
@@ -83,6 +103,7 @@ def up(
         "durable_root": result.machine.durable_root,
         "price_per_hour": result.machine.price_per_hour,
         "notes": list(result.notes),
+        "network": machine_plan(result.machine.profile, result.machine.connection).to_json(),
     }
 
     def human(o: Output) -> None:

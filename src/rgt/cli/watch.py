@@ -140,6 +140,11 @@ def _live(store: Store, target: str | None, interval: float, options: Any, out: 
 @click.option("--keep", type=int, default=3, show_default=True, help="Checkpoints kept.")
 @click.option("--scratch-gb", type=float, default=0.0, help="Everything else the run writes.")
 @click.option("--worker-gb", type=float, default=2.0, show_default=True, help="RAM per worker.")
+@click.option(
+    "--python",
+    metavar="PATH",
+    help="The interpreter jobs should run (default: the profile's [environment] python).",
+)
 @output_options
 def audit(
     name: str,
@@ -148,6 +153,7 @@ def audit(
     keep: int,
     scratch_gb: float,
     worker_gb: float,
+    python: str | None,
     out: Output,
 ) -> None:
     """Phase 0 on NAME: disks and inodes, cgroup limits, GPUs, driver, torch; findings + fixes."""
@@ -155,7 +161,7 @@ def audit(
     from rgt.watch.audit import audit as run_audit
 
     budget = Budget(ckpt_gb=ckpt_gb, keep=keep, scratch_gb=scratch_gb, worker_gb=worker_gb)
-    data = run_audit(Store.open(), name, list(tiers), budget)
+    data = run_audit(Store.open(), name, list(tiers), budget, python)
     out.result(data, _audit_human(data))
     if not data["ok"]:
         sys.exit(1)
@@ -180,6 +186,8 @@ def _audit_human(data: dict[str, Any]) -> Any:
                 for t in r.get("tiers") or []
             ],
         )
+        for kind, choice in sorted((data.get("routes") or {}).items()):
+            o.line(escape(f"route {kind}: {choice['chosen'] or 'none'} ({choice['why']})"))
         o.line(
             f"suggested DataLoader workers: {data['workers']['suggested']} "
             f"({data['workers']['basis']})"

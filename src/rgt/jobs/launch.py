@@ -92,7 +92,7 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         machine=machine_name,
         command=options.command,
         code_snapshot=snapshot.digest,
-        env={**_price_env(backend.machine.price_per_hour), **options.env},
+        env={**_price_env(backend.machine.price_per_hour), **_network_env(backend), **options.env},
         secret_env=options.secret_env,
         artifacts=options.artifacts,
         exclude=options.exclude,
@@ -111,6 +111,14 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         store.update_job(spec.job_id, state=JobState.FAILED, attempts=0, ended=utcnow())
         raise
     return record
+
+
+def _network_env(backend: Backend) -> dict[str, str]:
+    """The machine's mirrors and no_proxy (``rgt.profiles.network``); ``--env`` wins over them."""
+    from rgt.profiles.network import machine_plan
+
+    machine = backend.machine
+    return machine_plan(machine.profile, machine.connection).env
 
 
 def _price_env(price: float | None) -> dict[str, str]:

@@ -180,7 +180,7 @@ class Launcher:
         options = LaunchOptions(
             command=cell.argv,
             cwd=self.sweep.code,
-            env=self.env(cell),
+            env={**self.network_env(machine), **self.env(cell)},
             artifacts=self.sweep.artifacts,
             exclude=self.sweep.exclude,
             job_id=job_id,
@@ -256,6 +256,13 @@ class Launcher:
 
         values = {**cell.overrides, "seed": cell.seed, "cell_id": cell.cell_id}
         return for_cell(self.sweep.resume, values)
+
+    def network_env(self, machine: str) -> dict[str, str]:
+        """The machine's mirrors and no_proxy (``rgt.profiles.network``); the sweep's env wins."""
+        from rgt.profiles.network import machine_plan
+
+        record = self.store.machine(machine)
+        return machine_plan(record.profile, record.connection).env
 
     def env(self, cell: Cell) -> dict[str, str]:
         import json

@@ -15,7 +15,9 @@ from typing import Any
 
 from rgt.backends import backend_for
 from rgt.backends.remote import machine_call
+from rgt.errors import RgtError
 from rgt.state.store import Store
+from rgt.watch import envgate, routes
 
 GIB = 1 << 30
 SMALL_SHM = 1 * GIB  # Docker's default is 64 MiB; DataLoader workers pass batches through it
@@ -33,21 +35,54 @@ class Budget:
         return int((self.ckpt_gb * self.keep + self.scratch_gb) * GIB)
 
 
-def audit(store: Store, name: str, tiers: list[str], budget: Budget) -> dict[str, Any]:
+def audit(
+    store: Store, name: str, tiers: list[str], budget: Budget, python: str | None = None
+) -> dict[str, Any]:
+    """``python``: the interpreter jobs should run (default: the profile's [environment]
+    python). The result is recorded for `rgt run`'s environment gate."""
     backend = backend_for(store, name)
-    args = [a for tier in tiers for a in ("--path", tier)]
+    args = [a for tier in tiers for a in ("--path", tier)] + _job_args(store, name, python)
     readings = machine_call(backend, "audit", args, timeout=300)
+    choices, route_findings = routes.choose(readings)
     findings = (
-        _disk(readings, budget) + _memory(readings, budget) + _gpu(readings) + _software(readings)
+        _disk(readings, budget)
+        + _memory(readings, budget)
+        + _gpu(readings)
+        + _software(readings)
+        + envgate.interpreter_findings(readings)
+        + envgate.cache_findings(readings)
+        + route_findings
     )
-    return {
+    data = {
         "machine": name,
         "readings": readings,
         "budget": {"need_bytes": budget.need_bytes, **budget.__dict__},
         "workers": workers(readings, budget),
+        "routes": choices,
         "findings": findings,
         "ok": not any(f["severity"] == "error" for f in findings),
     }
+    envgate.record(name, data)
+    return data
+
+
+def _job_args(store: Store, name: str, python: str | None) -> list[str]:
+    """``--python`` (the expected interpreter) and ``--env K=V`` (the network plan's variables,
+    which decide where caches land) for the agent's audit."""
+    from rgt.profiles import load_profile
+    from rgt.profiles.network import NetworkPlan, machine_plan
+
+    machine = store.machine(name)
+    try:
+        profile = load_profile(machine.profile).raw
+        plan = machine_plan(machine.profile, machine.connection)
+    except RgtError:
+        profile, plan = {}, NetworkPlan(env={}, mirrors={}, source="none")
+    expected = python or (profile.get("environment") or {}).get("python")
+    args = ["--python", str(expected)] if expected else []
+    args += [a for k, v in sorted(plan.env.items()) for a in ("--env", f"{k}={v}")]
+    found = routes.candidates(profile.get("network") or {}, plan)
+    return args + [a for label, url in found for a in ("--route", f"{label}={url}")]
 
 
 def finding(severity: str, check: str, text: str, fix: str = "") -> dict[str, str]:

@@ -1,0 +1,67 @@
+"""`rgt fetch NAME hf://ORG/MODEL[@REV] | https://…`: a download that runs ON the machine.
+
+A fetch is a job: its snapshot holds only ``downloader.py`` (stdlib, shipped in rgt) and its
+command runs it with the machine's interpreter, so it is detached, survives ssh drops, gets the
+network plan's ``HF_ENDPOINT``/``no_proxy`` like every job, shows in `rgt watch`, and its token
+travels as a secret over stdin. The downloader retries with backoff itself; the job does not
+restart (``--retries 0``): a re-run resumes the partial files.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from rgt.errors import UsageError
+from rgt.models import JobRecord, RetryPolicy
+from rgt.state.store import Store
+
+HF_SOURCE = re.compile(r"\Ahf://([A-Za-z0-9][\w.-]*)/([A-Za-z0-9][\w.-]*)(@[\w./-]+)?\Z")
+DOWNLOADER = Path(__file__).with_name("downloader.py")
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    source: str
+    includes: tuple[str, ...] = ()
+    to: str | None = None
+    token_env: str | None = None  # the name of the secret that holds the hub token
+
+
+def default_to(source: str, durable_root: str) -> str:
+    """``<durable>/models/ORG/MODEL`` for a hub repo, ``<durable>/downloads`` for a URL."""
+    found = HF_SOURCE.match(source)
+    if found:
+        return f"{durable_root}/models/{found.group(1)}/{found.group(2)}"
+    if source.startswith(("https://", "http://")) and not any(c.isspace() for c in source):
+        return f"{durable_root}/downloads"
+    raise UsageError(
+        f"{source!r} is not a source rgt can fetch",
+        fix="give hf://ORG/MODEL[@REV] or an https:// URL",
+    )
+
+
+def start_fetch(store: Store, name: str, req: FetchRequest) -> tuple[JobRecord, str]:
+    """Launch the fetch job on ``name``; returns it and the directory it fills."""
+    from rgt.backends import backend_for
+    from rgt.jobs.launch import LaunchOptions, launch
+
+    backend = backend_for(store, name)
+    to = req.to or default_to(req.source, backend.machine.durable_root)
+    default_to(req.source, "")  # validates the source even when --to is given
+    command = [backend.python, DOWNLOADER.name, req.source, "--to", to]
+    command += [a for p in req.includes for a in ("--include", p)]
+    if req.token_env:
+        command += ["--token-env", req.token_env]
+    with tempfile.TemporaryDirectory(prefix="rgt-fetch-") as snapshot:
+        shutil.copy(DOWNLOADER, Path(snapshot) / DOWNLOADER.name)
+        options = LaunchOptions(
+            command=tuple(command),
+            cwd=Path(snapshot),
+            secret_env=(req.token_env,) if req.token_env else (),
+            retry=RetryPolicy(max_retries=0),
+        )
+        return launch(store, name, options), to

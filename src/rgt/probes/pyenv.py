@@ -1,0 +1,121 @@
+"""The interpreter a job really runs, and where its caches land (``agent audit``).
+
+A job's command is started with the agent's environment, which is the environment of a
+non-interactive ssh command: no ``~/.bashrc`` activation, no ``conda activate``. So
+``python`` there is often ``/usr/bin/python3`` while the image's environment (the profile's
+``[environment] python``) is ``/root/miniconda3/bin/python``. Interpreters are compared by
+``sys.prefix``, not by path: a venv's ``python`` is a symlink to the base interpreter but has
+its own site-packages.
+
+Caches (pip, Hugging Face, conda packages, torch hub) are resolved the way each tool does,
+from the job's environment, and measured with ``statvfs``: a 30 GB system disk fills with one
+model download while the data disk is empty.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from typing import Any, Dict, List, Mapping, Optional
+
+from rgt.probes import disk
+
+IDENTIFY = (
+    "import json, sys; print(json.dumps([sys.executable, sys.prefix, sys.version.split()[0]]))"
+)
+
+# tool -> (env vars, most specific first, each with the subdirectory it implies; default)
+HF_VARS = (("HF_HUB_CACHE", ""), ("HF_HOME", "hub"), ("XDG_CACHE_HOME", "huggingface/hub"))
+CACHES = (
+    ("huggingface", HF_VARS, "~/.cache/huggingface/hub"),
+    ("pip", (("PIP_CACHE_DIR", ""), ("XDG_CACHE_HOME", "pip")), "~/.cache/pip"),
+    ("torch hub", (("TORCH_HOME", "hub"), ("XDG_CACHE_HOME", "torch/hub")), "~/.cache/torch/hub"),
+    ("conda pkgs", (("CONDA_PKGS_DIRS", ""),), ""),
+)  # fmt: skip
+FIX_VAR = {
+    "huggingface": "HF_HOME",
+    "pip": "PIP_CACHE_DIR",
+    "torch hub": "TORCH_HOME",
+    "conda pkgs": "CONDA_PKGS_DIRS",
+}
+
+
+def identify(python: str, timeout: float = 30.0) -> Dict[str, Any]:
+    """``{"path", "executable", "prefix", "version"}`` of ``python``, or ``{"path", "error"}``
+    (without -S: site.py is what makes a venv's prefix its own)."""
+    try:
+        proc = subprocess.run(
+            [python, "-c", IDENTIFY],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"path": python, "error": str(exc)[:300]}
+    if proc.returncode != 0:
+        return {"path": python, "error": proc.stderr.decode("utf-8", "replace")[-300:]}
+    executable, prefix, version = json.loads(proc.stdout.decode("utf-8", "replace"))
+    return {"path": python, "executable": executable, "prefix": prefix, "version": version}
+
+
+def interpreters(expected: Optional[str], env: Mapping[str, str]) -> Dict[str, Any]:
+    """What ``python``/``python3`` resolve to on the job's PATH, and the expected one."""
+    path = env.get("PATH", os.defpath)
+    found = {}  # type: Dict[str, Any]
+    for name in ("python", "python3"):
+        where = shutil.which(name, path=path)
+        found[name] = identify(where) if where else None
+    return {
+        "path_env": path,
+        "python": found["python"],
+        "python3": found["python3"],
+        "expected": identify(expected) if expected else None,
+    }
+
+
+def job_python(readings: Dict[str, Any]) -> Optional[str]:
+    """The interpreter to ask about torch: the expected one when it runs, else PATH's."""
+    for key in ("expected", "python", "python3"):
+        found = readings.get(key)
+        if found and not found.get("error"):
+            return str(found["path"])
+    return None
+
+
+def caches(env: Mapping[str, str], home: str, prefix: Optional[str]) -> List[Dict[str, Any]]:
+    """Each tool's cache directory (from ``env`` or its default) and the disk holding it;
+    conda's package cache defaults to ``pkgs`` beside the job interpreter's conda base."""
+    out = []
+    for tool, variables, default in CACHES:
+        if tool == "conda pkgs" and prefix and os.path.isdir(os.path.join(prefix, "pkgs")):
+            default = os.path.join(prefix, "pkgs")
+        where, source = _resolve(env, variables, default, home)
+        if not where:
+            continue
+        reading = disk.usage(where)
+        out.append(
+            {
+                "tool": tool,
+                "dir": where,
+                "source": source,
+                "fix_var": FIX_VAR[tool],
+                "mount": reading.get("mount"),
+                "bytes_total": reading.get("bytes_total"),
+                "bytes_free": reading.get("bytes_free"),
+            }
+        )
+    return out
+
+
+def _resolve(env: Mapping[str, str], variables: Any, default: str, home: str) -> Any:
+    for name, sub in variables:
+        value = env.get(name, "")
+        if value:
+            first = value.split(os.pathsep)[0]
+            return os.path.join(first, sub) if sub else first, name
+    if not default:
+        return "", ""
+    return (home + default[1:] if default.startswith("~") else default), "default"

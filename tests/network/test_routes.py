@@ -1,0 +1,77 @@
+"""Route probing in `rgt audit`, from the machine (the real sshd on this box): loopback HTTP
+servers are the mirrors, a closed port is the unreachable route."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from tests.network.helpers import profile_with, rgt
+from tests.sshd import SshServer, free_port, register
+
+BODY = bytes(range(256)) * 2048  # 512 KiB: more than the probe reads
+
+
+class _Files(http.server.BaseHTTPRequestHandler):
+    """Any path is BODY; honours ``Range: bytes=A-B``; counts requests."""
+
+    seen: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        type(self).seen.append(self.path)
+        first, last = 0, len(BODY) - 1
+        wanted = self.headers.get("Range", "")
+        if wanted.startswith("bytes="):
+            a, _sep, b = wanted[6:].partition("-")
+            first, last = int(a), min(int(b or last), last)
+        self.send_response(206 if wanted else 200)
+        self.send_header("Content-Length", str(last - first + 1))
+        self.end_headers()
+        self.wfile.write(BODY[first : last + 1])
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def mirror() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_audit_times_each_route_from_the_machine_and_chooses_the_one_that_answers(
+    sshd_server: SshServer, tmp_path: Path, mirror: str
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens: the blocked route
+    profile_with(
+        network={
+            "hf_endpoint": mirror,  # the mirror answers, huggingface.co does not
+            "hf_direct": dead,
+            "pip_index": f"{dead}/simple",  # the pip mirror is dead, the direct route answers
+            "pip_direct": f"{mirror}/simple",
+        }
+    )
+    register(sshd_server, "box", tmp_path / "data")
+    _Files.seen.clear()
+    data = json.loads(rgt("audit", "box", "--json").stdout)
+    hf, pip = data["routes"]["hf"], data["routes"]["pip"]
+    assert hf["chosen"] == "mirror" and pip["chosen"] == "direct"
+    ok = {r["label"]: r for r in hf["routes"]}["mirror"]
+    assert ok["bytes"] == 256 * 1024 and ok["ttfb_ms"] > 0 and ok["rate_kib_s"] > 0
+    assert ok["url"] == f"{mirror}/openai-community/gpt2/resolve/main/vocab.json"
+    assert "mirror is fastest" in hf["why"] and "direct: failed" in hf["why"]
+    assert "refused" in {r["label"]: r for r in hf["routes"]}["direct"]["error"].lower()
+    assert sorted(_Files.seen) == ["/openai-community/gpt2/resolve/main/vocab.json", "/simple/pip/"]
+    (warn,) = [f for f in data["findings"] if f["check"].startswith("route")]
+    assert warn["check"] == "route pip" and "does not answer" in warn["finding"]
+    assert "--no-mirrors" in warn["fix"] and "--mirror pip=URL" in warn["fix"]
