@@ -46,6 +46,7 @@ def test_archive_holds_the_agent_and_what_it_imports_and_nothing_else(agent_pyz:
         "rgt/agent/paths.py",
         "rgt/agent/cli.py",
         "rgt/agent/supervisor.py",
+        "rgt/triage/__init__.py",  # the agent imports the rule base unguarded
     ):
         assert required in names
     assert "rgt/agent/build.py" not in names

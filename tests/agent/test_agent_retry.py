@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.agent.conftest import process_gone
 from tests.cgroups import in_cgroup, memory_cgroup, remove_cgroup
 
@@ -62,22 +60,6 @@ def test_python_exception_is_not_retried(make_job) -> None:
     assert json.loads(Path(job.paths.manifest).read_text())["state"] == "failed"
     failed = job.events("failed")[0]
     assert failed["next"] and failed["detail"]["label"] == "import_error"
-
-
-def test_without_triage_rules_a_failure_is_unknown_and_not_retried(
-    make_job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # An agent bundle that predates the triage package must still refuse blind retries.
-    from rgt.agent import build
-
-    monkeypatch.setattr(build, "PACKAGES", {"agent": ("*.py",), "probes": ("*.py",)})
-    pyz = build.build_agent(tmp_path / "bare")
-    job = make_job(pyz=pyz).write("raise RuntimeError('shape mismatch somewhere')\n")
-    job.start()
-    assert job.finish() == 1
-    status = job.status()
-    assert status["state"] == "failed" and status["label"] == "unknown"
-    assert "not bundled" in status["reason"] and status["attempt"] == 1
 
 
 def test_self_kill_looks_external_so_the_retry_budget_bounds_it(make_job) -> None:

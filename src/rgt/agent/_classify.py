@@ -10,7 +10,7 @@ The agent knows facts no log contains, so it decides on them first:
    a user's ``kill -9``) -> ``preempted``, retryable. A job that SIGKILLs itself looks exactly
    like this from outside; the retry budget is what bounds it;
 4. everything else is read from the log tail by ``rgt.triage`` (the same rule base as
-   ``rgt triage``); without it the verdict is ``unknown`` and nothing is retried blindly. An
+   ``rgt triage``); when no rule fires the verdict is ``unknown`` and nothing is retried. An
    uncaught exception in the user's own code is ``code_error``: the same code fails the same
    way, so it is never retried, whatever a rule file says. A label whose remedy is another
    machine (``gpu_hw``: the card is broken) is not retried here either: the agent can only
@@ -19,7 +19,6 @@ The agent knows facts no log contains, so it decides on them first:
 
 from __future__ import annotations
 
-import importlib
 import signal
 from typing import Any, Dict, List, Optional
 
@@ -129,14 +128,13 @@ def _signal_name(signal_num: Optional[int]) -> str:
 
 
 def triage(facts: AttemptFacts) -> Decision:
-    """Ask the shared rule base; robust to it being absent (older bundle) or failing."""
+    """Ask the shared rule base (always bundled with the agent); a rule that fails is
+    ``unknown``, never a crash of the supervisor."""
+    import rgt.triage
+
     context = {"oom_kill_delta": facts.oom_kills, "agent_sent_signal": facts.agent_sent_signal}
     try:
-        module = importlib.import_module("rgt.triage")
-    except ImportError:
-        return _unknown(facts, "triage rules are not bundled with this agent")
-    try:
-        verdict = module.classify(facts.log_tail, facts.exit_code, facts.signal_num, context)
+        verdict = rgt.triage.classify(facts.log_tail, facts.exit_code, facts.signal_num, context)
     except Exception as exc:  # a broken rule must not take the supervisor down
         return _unknown(facts, "triage failed: %s: %s" % (type(exc).__name__, exc))
     evidence = [str(item) for item in (verdict.evidence or [])]
