@@ -23,6 +23,22 @@ HOSTILE_NAMES = (
 )
 
 
+# Tests that share one resource of the machine run on one pytest-xdist worker, one at a time
+# (`--dist loadgroup`): the session's single-node Slurm cluster (munged, slurmd and its node
+# name are machine-wide) and the veth/netns "far host" (its 10.213.X.0/30 subnet lives in the
+# root namespace). Keyed on the fixture, so a new test that uses one is pinned too.
+SHARED_RESOURCES = {"slurm_cluster": "slurm", "far_server": "netns"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        groups = sorted({SHARED_RESOURCES[name] for name in names if name in SHARED_RESOURCES})
+        if groups:
+            item.add_marker(pytest.mark.xdist_group("+".join(groups)))
+
+
 @pytest.fixture(autouse=True)
 def rgt_home(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch

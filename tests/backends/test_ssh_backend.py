@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from rgt.backends.ssh import SshBackend
 from rgt.errors import TransportError
 from rgt.jobs.store import Store, utcnow
 from rgt.models import TERMINAL, JobSpec, JobState
+from tests import clirun
 from tests.sshd import SshServer, SshServers, no_pwned, register, wait_for
 
 SECRET = "tok-7f3a-very-secret"
@@ -39,16 +40,7 @@ print("job done", flush=True)
 """
 
 
-def rgt(
-    *args: str, cwd: Path | None = None, timeout: float = 180
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-    )
+rgt = partial(clirun.rgt, timeout=180)
 
 
 def submit(backend: SshBackend, job_id: str, sleep_s: float) -> None:

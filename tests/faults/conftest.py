@@ -50,6 +50,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     target = os.environ.get("RGT_FAULTS_REPORT")
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller writes it
+        return
     if target and _TALLY:
         Path(target).write_text(json.dumps(_TALLY, indent=2, sort_keys=True) + "\n")
 

@@ -12,25 +12,20 @@ import shutil
 import signal
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import clirun
 from tests.sshd import SshServer, wait_for
 
 SCRIPTS = Path(__file__).parent / "scripts"
 pytestmark = pytest.mark.slow
 
 
-def rgt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-    )
+rgt = partial(clirun.rgt, timeout=300)
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from tests import clirun
 from tests.jobs.test_local_lifecycle import _approve_at_a_terminal
 from tests.sshd import SshServer
 from tests.vendors.fakes._server import FakeVendor
@@ -26,15 +27,7 @@ print("step 1 loss 0.5", flush=True)
 """
 
 
-def rgt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=os.environ.copy(),
-        timeout=240,
-    )
+rgt = partial(clirun.rgt, timeout=240)
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
