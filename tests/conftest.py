@@ -30,6 +30,8 @@ HOSTILE_NAMES = (
 # name are machine-wide) and the veth/netns "far host" (its 10.213.X.0/30 subnet lives in the
 # root namespace). Keyed on the fixture, so a new test that uses one is pinned too.
 SHARED_RESOURCES = {"slurm_cluster": "slurm", "far_server": "netns"}
+# The fast tier (`-m "not slow"`) leaves out every test that starts a real sshd or Slurm.
+SLOW_FIXTURES = {"sshd_server", "sshd_factory", "slurm_cluster", "far_server"}
 
 
 @pytest.hookimpl(wrapper=True)
@@ -41,6 +43,8 @@ def pytest_collection_modifyitems(
         groups = sorted({SHARED_RESOURCES[name] for name in names if name in SHARED_RESOURCES})
         if groups:
             item.add_marker(pytest.mark.xdist_group("+".join(groups)))
+        if SLOW_FIXTURES.intersection(names):
+            item.add_marker(pytest.mark.slow)
     yield
     if getattr(config.option, "loadgroup", False):
         _suffix_groups(items)

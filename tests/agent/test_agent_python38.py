@@ -76,7 +76,10 @@ def test_external_kill_is_retried_on_python38(tmp_path: Path) -> None:
     while pid is None and time.monotonic() < deadline:
         try:
             status = json.loads((job_dir / "status.json").read_text())
-            pid = status.get("pid") if status.get("state") == "running" else None
+            running = status.get("state") == "running"
+            # kill once the first attempt wrote its mark (on a busy machine it may lag)
+            marked = (job_dir / "outputs" / "attempts.txt").exists()
+            pid = status.get("pid") if running and marked else None
         except (OSError, ValueError):
             pass
         time.sleep(0.1)

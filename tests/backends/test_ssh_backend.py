@@ -137,7 +137,8 @@ def test_tmux_detach_when_the_profile_says_so(sshd_server: SshServer, tmp_path: 
     assert status["state"] == "succeeded"
     result = (tmp_path / "root/.rgt/jobs/in-tmux/outputs/result.txt").read_text()
     assert result == f"token={len(SECRET)} argv=[]"
-    assert not list(Path("/tmp").glob("rgt-secrets-*"))  # the fifo is gone
+    # the fifo is gone (waited for: a job another xdist worker submits has one for a moment)
+    assert wait_for(lambda: not list(Path("/tmp").glob("rgt-secrets-*")), timeout=30)
     assert wait_for(lambda: not _tmux_has("rgt-in-tmux"), timeout=30)
 
 

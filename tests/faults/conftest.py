@@ -25,6 +25,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.faults)
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
