@@ -4,11 +4,11 @@ watch, pull, down (refused until a human approves)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from functools import partial
 from pathlib import Path
 
 from tests import clirun
+from tests.clirun import ok
 from tests.sshd import SshServer
 
 JOB = """
@@ -21,12 +21,6 @@ print("step 1 loss 0.5", flush=True)
 
 
 rgt = partial(clirun.rgt, timeout=180)
-
-
-def ok(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    doc: dict[str, object] = json.loads(proc.stdout)
-    return doc
 
 
 def test_walkthrough(sshd_server: SshServer, tmp_path: Path) -> None:

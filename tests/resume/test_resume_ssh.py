@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 from functools import partial
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests import clirun
+from tests.clirun import ok
 from tests.sshd import SshServer, wait_for
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -26,12 +26,6 @@ pytestmark = pytest.mark.slow
 
 
 rgt = partial(clirun.rgt, timeout=300)
-
-
-def ok(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    doc: dict[str, Any] = json.loads(proc.stdout)
-    return doc
 
 
 class Machine:

@@ -4,9 +4,7 @@ until the fake really forgot the pod. A planted API key appears in no file rgt w
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -14,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests import clirun
+from tests.clirun import ok
 from tests.jobs.test_local_lifecycle import _approve_at_a_terminal
 from tests.sshd import SshServer
 from tests.vendors.fakes._server import FakeVendor
@@ -28,12 +27,6 @@ print("step 1 loss 0.5", flush=True)
 
 
 rgt = partial(clirun.rgt, timeout=240)
-
-
-def ok(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    doc: dict[str, object] = json.loads(proc.stdout)
-    return doc
 
 
 @pytest.mark.slow
