@@ -55,11 +55,16 @@ echo "== ruff" >&2
 .venv/bin/ruff format --check src tests bench examples
 echo "== mypy" >&2
 .venv/bin/mypy
-echo "== pytest" >&2
+# The tests mostly wait on sshd, Slurm and subprocesses, so more workers than cores pay;
+# --dist loadgroup keeps the tests of one shared resource (tests/conftest.py) on one worker.
+# RGT_TEST_WORKERS=0 runs them in this process, one after another; `-n N` in the args wins.
+workers="${RGT_TEST_WORKERS:-4}"
+parallel=(-n "$workers" --dist loadgroup)
+echo "== pytest ($workers workers)" >&2
 if [ "$#" -gt 0 ]; then
-  exec .venv/bin/python -m pytest "$@"
+  exec .venv/bin/python -m pytest "${parallel[@]}" "$@"
 fi
-.venv/bin/python -m pytest
+.venv/bin/python -m pytest "${parallel[@]}"
 
 # The oldest Python pyproject supports (3.10), when one is on this machine (pyenv ships it):
 # every module must import there, and the tests that need no torch must pass there.
@@ -77,7 +82,7 @@ if [ ! -x .venv-3.10/bin/python ]; then
 fi
 stamp310=".venv-3.10/.rgt-installed-$(cat pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp310" ]; then
-  .venv-3.10/bin/pip install -q -e . pytest pytest-timeout hypothesis
+  .venv-3.10/bin/pip install -q -e . pytest pytest-timeout pytest-xdist hypothesis
   touch "$stamp310"
 fi
 .venv-3.10/bin/python - <<'PY'
@@ -97,6 +102,7 @@ if bad:
     raise SystemExit("modules that fail to import on Python 3.10:\n  " + "\n  ".join(bad))
 print("every rgt module imports on Python 3.10")
 PY
-exec .venv-3.10/bin/python -m pytest -p no:cacheprovider -q tests/profiles tests/triage tests/cli \
+exec .venv-3.10/bin/python -m pytest -p no:cacheprovider -q "${parallel[@]}" -m "not slow" \
+  tests/profiles tests/triage tests/cli \
   tests/jobs/test_store.py tests/agent/test_jobfiles.py tests/vendors/test_conformance.py \
   tests/vendors/test_offers_cli.py

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +23,66 @@ HOSTILE_NAMES = (
     "$(touch PWNED)",
     "semi;colon&amp",
 )
+
+
+# Tests that share one resource of the machine run on one pytest-xdist worker, one at a time
+# (`--dist loadgroup`): the session's single-node Slurm cluster (munged, slurmd and its node
+# name are machine-wide) and the veth/netns "far host" (its 10.213.X.0/30 subnet lives in the
+# root namespace). Keyed on the fixture, so a new test that uses one is pinned too.
+SHARED_RESOURCES = {"slurm_cluster": "slurm", "far_server": "netns"}
+# The fast tier (`-m "not slow"`) leaves out every test that starts a real sshd or Slurm.
+SLOW_FIXTURES = {"sshd_server", "sshd_factory", "slurm_cluster", "far_server"}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Iterator[None]:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        groups = sorted({SHARED_RESOURCES[name] for name in names if name in SHARED_RESOURCES})
+        if groups:
+            item.add_marker(pytest.mark.xdist_group("+".join(groups)))
+        if SLOW_FIXTURES.intersection(names):
+            item.add_marker(pytest.mark.slow)
+    yield
+    if getattr(config.option, "loadgroup", False):
+        _suffix_groups(items)
+
+
+def _suffix_groups(items: list[pytest.Item]) -> None:
+    """xdist's loadgroup scheduler reads an item's group from a ``@group`` suffix of its node
+    id, which xdist 3.8 writes into ``item._nodeid``; pytest >= 9.2 keeps the id in ``item._id``
+    instead, so the suffix is lost and every group is spread over the workers
+    (pytest-dev/pytest-xdist#1386). Write it where this pytest reads it."""
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})  # fmt: skip
+        suffix = "@" + "_".join(groups)
+        if groups and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
+            from _pytest.nodeid import NodeId
+
+            item._id = NodeId.parse(item.nodeid + suffix)
+
+
+# xdist puts each worker's temp dirs one level deeper (<basetemp>/popen-gwN/), which pushes
+# the ssh ControlMaster socket under RGT_HOME past the 107 bytes a unix socket path may have
+# ("unix_listener: path ... too long"). A parallel run without --basetemp gets a short one,
+# removed again when every test passed.
+_SHORT_BASETEMP = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    parallel = getattr(config.option, "numprocesses", None)
+    if parallel and config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = config.stash[_SHORT_BASETEMP] = tempfile.mkdtemp(prefix="rgt-t.")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    short = session.config.stash.get(_SHORT_BASETEMP, None)
+    if short and exitstatus == 0:
+        session.config.add_cleanup(lambda: shutil.rmtree(short, ignore_errors=True))
 
 
 @pytest.fixture(autouse=True)

@@ -14,20 +14,11 @@ from pathlib import Path
 import pytest
 
 from rgt.approvals import ATTEMPTS_FILE, BASE_LOCK_S, MAX_FAILURES, PIN_FILE, failure
+from tests.clirun import rgt
 from tests.ttys import PtyRgt, approve_at_a_terminal, set_pin
 
 PIN = "correct horse 42"
 RGT = f"{sys.executable} -m rgt.cli"
-
-
-def rgt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
 
 
 def scripted(command: str, typed: str = "") -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow
 def test_demo_json() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "rgt.cli", "demo", "--steps", "60", "--json"],

@@ -8,13 +8,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from tests import clirun
 from tests.agent.conftest import Job
 
 FILL_AND_EXIT = """
@@ -119,12 +120,10 @@ def test_resume_on_a_full_disk_tells_the_truth(
     tmp_path: Path, small_tmpfs: Callable[[str, int], Path]
 ) -> None:
     disk = small_tmpfs("8m", 512)
-    env = dict(os.environ, **SHORT_WAIT, RGT_AGENT_CANCEL_GRACE_S="2", RGT_RESUME_WAIT_S="30")
+    env = dict(SHORT_WAIT, RGT_AGENT_CANCEL_GRACE_S="2", RGT_RESUME_WAIT_S="30")
     from tests.watch.test_derived_events import LONG
 
-    def rgt(*args: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "rgt.cli", *args]
-        return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path)
+    rgt = partial(clirun.rgt, env=env, cwd=tmp_path)
 
     assert rgt("up", "local", "--name", "box", "--root", str(disk)).returncode == 0
     (tmp_path / "job.py").write_text(LONG)

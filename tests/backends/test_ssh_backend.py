@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from rgt.backends.ssh import SshBackend
 from rgt.errors import TransportError
 from rgt.models import TERMINAL, JobSpec, JobState
 from rgt.state.store import Store, utcnow
+from tests import clirun
 from tests.sshd import SshServer, SshServers, no_pwned, register, wait_for
 
 SECRET = "tok-7f3a-very-secret"
@@ -39,16 +40,7 @@ print("job done", flush=True)
 """
 
 
-def rgt(
-    *args: str, cwd: Path | None = None, timeout: float = 180
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-    )
+rgt = partial(clirun.rgt, timeout=180)
 
 
 def submit(backend: SshBackend, job_id: str, sleep_s: float) -> None:
@@ -145,7 +137,8 @@ def test_tmux_detach_when_the_profile_says_so(sshd_server: SshServer, tmp_path: 
     assert status["state"] == "succeeded"
     result = (tmp_path / "root/.rgt/jobs/in-tmux/outputs/result.txt").read_text()
     assert result == f"token={len(SECRET)} argv=[]"
-    assert not list(Path("/tmp").glob("rgt-secrets-*"))  # the fifo is gone
+    # the fifo is gone (waited for: a job another xdist worker submits has one for a moment)
+    assert wait_for(lambda: not list(Path("/tmp").glob("rgt-secrets-*")), timeout=30)
     assert wait_for(lambda: not _tmux_has("rgt-in-tmux"), timeout=30)
 
 

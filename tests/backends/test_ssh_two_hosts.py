@@ -7,12 +7,13 @@ import json
 import os
 import random
 import subprocess
-import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from tests import clirun
 from tests.sshd import SshServer, SshServers
 
 JOB = """
@@ -55,14 +56,7 @@ def far_server(sshd_factory: SshServers) -> Iterator[SshServer]:
         ip("link", "del", outside)
 
 
-def rgt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=180,
-    )
+rgt = partial(clirun.rgt, timeout=180)
 
 
 def test_two_hosts_two_jobs_one_status(

@@ -4,11 +4,11 @@ watch, pull, down (refused until a human approves)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
+from tests import clirun
+from tests.clirun import ok
 from tests.sshd import SshServer
 
 JOB = """
@@ -20,21 +20,7 @@ print("step 1 loss 0.5", flush=True)
 """
 
 
-def rgt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=os.environ.copy(),
-        timeout=180,
-    )
-
-
-def ok(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    doc: dict[str, object] = json.loads(proc.stdout)
-    return doc
+rgt = partial(clirun.rgt, timeout=180)
 
 
 def test_walkthrough(sshd_server: SshServer, tmp_path: Path) -> None:

@@ -26,9 +26,12 @@ import pytest
 from rgt.ckpt import Checkpointer
 from tests.ckpt._fork_server import Client
 
-pytestmark = pytest.mark.skipif(
-    find_spec("transformers") is None, reason="needs transformers (the ckpt-adapters extra)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        find_spec("transformers") is None, reason="needs transformers (the ckpt-adapters extra)"
+    ),
+    pytest.mark.slow,  # real HF Trainer runs: minutes in all
+]
 
 ZYGOTE = Path(__file__).with_name("_hf_trainer_zygote.py")
 HOSTILE = "ckpt ünï 'q' $(touch PWNED)"

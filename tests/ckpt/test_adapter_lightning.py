@@ -18,6 +18,8 @@ from tests.ckpt._fork_server import Client
 
 pytest.importorskip("pytorch_lightning")
 
+pytestmark = pytest.mark.slow  # real Lightning runs
+
 ZYGOTE = Path(__file__).with_name("_lightning_zygote.py")
 BATCHES = list(range(1, 25))  # 3 epochs of 8; a checkpoint every 4 optimizer steps
 

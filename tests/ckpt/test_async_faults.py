@@ -13,6 +13,7 @@ import time
 import warnings
 from pathlib import Path
 
+import pytest
 import torch
 
 from rgt.ckpt import Checkpointer, CheckpointFallbackWarning, _store, state_digest
@@ -70,6 +71,7 @@ def check_latest(directory: Path, called: int, last_step: int) -> int:
     return int(step)
 
 
+@pytest.mark.slow
 def test_two_hundred_sigkills_never_leave_a_torn_latest(tmp_path: Path) -> None:
     directory = tmp_path / "ckpt ü $(x)"
     rng = random.Random(int.from_bytes(os.urandom(4), "little"))

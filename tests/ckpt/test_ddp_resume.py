@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real DDP process groups
+
 SCRIPT = Path(__file__).with_name("_ddp_train.py")
 Runs = list[tuple[dict[int, str], str | None]]
 HOSTILE = "ddp ü 'q' $(touch PWNED)"

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from rgt.ckpt import Checkpointer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_demo.py"
@@ -79,6 +81,7 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_random_kills_resume_bit_identical(tmp_path: Path) -> None:
     reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed ü $(x)"
     reference_dir.mkdir()
@@ -105,6 +108,7 @@ def test_random_kills_resume_bit_identical(tmp_path: Path) -> None:
         assert sha(killed_dir / "outputs" / name) == sha(reference_dir / "outputs" / name)
 
 
+@pytest.mark.slow
 def test_smoke_mode_two_batches_and_results_json(tmp_path: Path) -> None:
     # RGT_SMOKE=1: two batches, a checkpoint after each; `rgt smoke` kills after the first.
     dead = run(tmp_path, [], RGT_SMOKE="1", RGT_SMOKE_KILL_AFTER_SAVE="1")
@@ -125,6 +129,7 @@ def test_smoke_mode_two_batches_and_results_json(tmp_path: Path) -> None:
         assert sha(path) == artifact["sha256"] and path.stat().st_size == artifact["bytes"]
 
 
+@pytest.mark.slow
 def test_sigterm_saves_once_and_dies_by_the_signal(tmp_path: Path) -> None:
     proc = start(tmp_path, ["--steps", "100000", "--ckpt-every", "100000", "--train-size", "512"])
     assert proc.stdout is not None

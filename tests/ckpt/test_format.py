@@ -216,6 +216,7 @@ def test_export_round_trip(tmp_path: Path, fmt: str) -> None:
     assert values == {"optimizer.param_groups.0.lr": 0.1, "epoch": 3}
 
 
+@pytest.mark.slow
 def test_export_cli_in_a_hostile_directory(tmp_path: Path) -> None:
     hostile = tmp_path / "it's ü $(touch PWNED)"
     state = exportable()

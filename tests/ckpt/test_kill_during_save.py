@@ -12,6 +12,7 @@ import time
 import warnings
 from pathlib import Path
 
+import pytest
 import torch
 
 from rgt.ckpt import Checkpointer, CheckpointFallbackWarning, _store, state_digest
@@ -30,6 +31,7 @@ def evidence_of_an_interrupted_save(directory: Path) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_fifty_random_kills_during_save(tmp_path: Path) -> None:
     directory = tmp_path / "ckpt dir"
     rng = random.Random(int.from_bytes(os.urandom(4), "little"))

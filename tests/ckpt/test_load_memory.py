@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from rgt.ckpt import Checkpointer
@@ -49,6 +50,7 @@ def run_limited(
         remove_cgroup(cgroup)
 
 
+@pytest.mark.slow
 def test_load_fits_in_the_state_plus_half_of_it(tmp_path: Path) -> None:
     directory = tmp_path / "ckpt ü $(x)"
     Checkpointer(directory).save({"w": [torch.randn(STATE_BYTES // 4 // 4) for _ in range(4)]}, 1)

@@ -13,6 +13,8 @@ import pytest
 
 from tests.ckpt._fork_server import Client
 
+pytestmark = pytest.mark.slow  # real training runs killed and resumed
+
 ZYGOTE = Path(__file__).with_name("_loop_zygote.py")
 # 12 batches per epoch, accumulation 2: optimizer steps 1-6 in epoch 0, 7-12 in epoch 1, ...;
 # checkpoints every 4 steps.

@@ -30,6 +30,7 @@ def tmpfs(small_tmpfs: Mount) -> Iterator[Mount]:
         _persist.hold = None
 
 
+@pytest.mark.slow
 def test_file_size_limit_mid_write(tmp_path: Path) -> None:
     cases = 10
     proc = subprocess.run(

@@ -10,21 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.clirun import rgt
+
 HEAVY = ("torch", "numpy", "scipy", "matplotlib", "httpx", "pandas", "jinja2", "PIL")
-
-
-def rgt(
-    *args: str, cwd: Path | None = None, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        input=stdin,
-        env=os.environ.copy(),
-        timeout=120,
-    )
 
 
 def test_help_imports_nothing_heavy() -> None:

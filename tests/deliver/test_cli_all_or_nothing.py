@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 from rgt.deliver.workspace import init_workspace
+from tests import clirun
 from tests.deliver.deliver_helpers import make_run
 
-
-def _rgt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", "deliver", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-    )
+_rgt = partial(clirun.rgt, "deliver")
 
 
 def test_record_validates_every_run_before_recording_any(tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ from rgt.deliver.workspace import Workspace
 from rgt.errors import VerifyError
 from tests.deliver.deliver_helpers import add_loss_figure
 
+pytestmark = pytest.mark.slow  # each test renders real figures (matplotlib)
+
 
 def test_loss_figure_with_provenance_and_stable_rebuild(demo_ws: Workspace) -> None:
     folder = add_loss_figure(demo_ws)

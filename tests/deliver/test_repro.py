@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from rgt.deliver.figures import build_figure
 from rgt.deliver.render import render
 from rgt.deliver.runs import stored_run_ids
@@ -18,6 +20,7 @@ def _git(root: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
 
 
+@pytest.mark.slow
 def test_repro_check_reproduced_then_changed(demo_ws: Workspace) -> None:
     add_loss_figure(demo_ws)
     build_figure(demo_ws, "loss")

@@ -25,6 +25,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.faults)
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -50,6 +51,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     target = os.environ.get("RGT_FAULTS_REPORT")
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller writes it
+        return
     if target and _TALLY:
         Path(target).write_text(json.dumps(_TALLY, indent=2, sort_keys=True) + "\n")
 

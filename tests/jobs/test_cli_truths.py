@@ -86,6 +86,7 @@ def test_the_probe_shows_the_traceback_not_the_config_dump(project: Path) -> Non
     assert code == 1 and "KeyError: 'learning_rate'" in str(doc["log_tail"])
 
 
+@pytest.mark.slow
 def test_logs_follow_exits_with_the_jobs_outcome(project: Path) -> None:
     _, ok = _run(project, "ok.py")
     _, bad = _run(project, "crash.py", probe="30")

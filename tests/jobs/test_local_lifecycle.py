@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.clirun import rgt
 from tests.ttys import approve_at_a_terminal
 
 JOB = """
@@ -24,19 +25,6 @@ token = os.environ.get("TOKEN", "")
                                              "token_len": len(token)}))
 print("finished", flush=True)
 """
-
-
-def rgt(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        timeout=timeout,
-    )
 
 
 # One directory name with every character that breaks naive quoting, so each test covers all.

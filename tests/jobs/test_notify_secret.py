@@ -10,7 +10,6 @@ import json
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -23,6 +22,7 @@ import pytest
 
 from rgt.errors import UsageError
 from rgt.jobs.notify import resolve
+from tests.clirun import rgt
 
 JOB = """
 import json, os, sys, time
@@ -58,20 +58,6 @@ def hook() -> Iterator[tuple[str, str, list[tuple[str, dict]]]]:
     server.shutdown()
     server.server_close()
     thread.join(timeout=10)
-
-
-def rgt(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, stdin: str = ""
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        env={**os.environ, **(env or {})},
-        cwd=cwd,
-        timeout=120,
-    )
 
 
 def _wait(predicate: object, timeout: float = 60) -> None:

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
+from functools import partial
 from importlib import resources
 from pathlib import Path
 
+from tests import clirun
 
-def rgt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", "profiles", *args],
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        timeout=120,
-    )
+rgt = partial(clirun.rgt, "profiles")
 
 
 def test_list_json_shape() -> None:

@@ -10,33 +10,22 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import clirun
+from tests.clirun import ok
 from tests.sshd import SshServer, wait_for
 
 SCRIPTS = Path(__file__).parent / "scripts"
 pytestmark = pytest.mark.slow
 
 
-def rgt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-    )
-
-
-def ok(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    doc: dict[str, Any] = json.loads(proc.stdout)
-    return doc
+rgt = partial(clirun.rgt, timeout=300)
 
 
 class Machine:

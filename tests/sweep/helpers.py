@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+from tests import clirun
 
 # A "training" cell: sleeps, optionally fails for one lr (a bug) or SIGKILLs its first job
 # (a preemption), writes results.json (rgt.results/1) with a metric that depends on lr and
@@ -72,17 +72,7 @@ def sweep_toml(
     )
 
 
-def rgt(
-    *args: str, cwd: Path | None = None, timeout: float = 240
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=dict(os.environ),
-        timeout=timeout,
-    )
+rgt = partial(clirun.rgt, timeout=240)
 
 
 def rgt_json(*args: str, cwd: Path | None = None, ok: bool = True) -> dict[str, Any]:

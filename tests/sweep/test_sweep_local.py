@@ -27,6 +27,7 @@ def project(tmp_path: Path) -> Path:
     return tmp_path / HOSTILE / "proj"
 
 
+@pytest.mark.slow
 def test_failures_reruns_pull_and_duplicates(project: Path, tmp_path: Path) -> None:
     ledger, marks = tmp_path / "ledger", tmp_path / "marks"
     args = ["--fail-lr", "0.2", "--die-once-lr", "0.3", "--marks", str(marks)]

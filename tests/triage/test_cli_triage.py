@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
+from tests import clirun
 
-def _rgt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", "triage", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+_rgt = partial(clirun.rgt, "triage", timeout=60)
 
 
 def test_json_verdict_for_a_log_in_a_hostile_path(hostile_dir: Path) -> None:

@@ -4,15 +4,15 @@ until the fake really forgot the pod. A planted API key appears in no file rgt w
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests import clirun
+from tests.clirun import ok
 from tests.jobs.test_local_lifecycle import _approve_at_a_terminal
 from tests.sshd import SshServer
 from tests.vendors.fakes._server import FakeVendor
@@ -27,22 +27,9 @@ print("step 1 loss 0.5", flush=True)
 
 
 def rgt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=os.environ.copy(),
-        timeout=240,
-    )
+    proc = clirun.rgt(*args, cwd=cwd, timeout=240)
     assert PLANTED not in proc.stdout + proc.stderr, f"the API key was printed by {args}"
     return proc
-
-
-def ok(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    doc: dict[str, object] = json.loads(proc.stdout)
-    return doc
 
 
 @pytest.mark.slow

@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 
 import pytest
 
+from tests.clirun import rgt
 from tests.vendors.fakes._server import FakeVendor
 
 StartFake = Callable[..., FakeVendor]
-
-
-def rgt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        timeout=120,
-    )
 
 
 @pytest.mark.parametrize(

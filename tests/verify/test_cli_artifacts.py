@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.clirun import rgt
 from tests.verify.test_artifacts import manifest_for, write_good_tree
-
-
-def rgt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args], capture_output=True, text=True, check=False
-    )
 
 
 def test_all_ok_prints_one_line_per_file_and_summary(hostile_dir: Path) -> None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from tests.clirun import rgt
 
 LONG = (
     "import time\nfor i in range(600):\n    print('step', i, 'loss', 1.0, flush=True)\n"
@@ -19,19 +20,6 @@ LONG = (
 QUICK = (
     "import os, pathlib\npathlib.Path(os.environ['RGT_OUTPUT_DIR'], 'r.json').write_text('[1]')\n"
 )
-
-
-def rgt(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        timeout=120,
-    )
 
 
 def launch(tmp_path: Path, script: str) -> str:

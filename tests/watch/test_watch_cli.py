@@ -9,12 +9,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from rgt.models import JobSpec, JobState, Machine
 from rgt.state.store import Store
+from tests.clirun import rgt
 
 JOB = """
 import json, os, time
@@ -30,17 +30,6 @@ while not os.path.exists(os.path.join(out, "go")):
 
 # Every test runs its machine under one root whose name breaks naive quoting.
 pytestmark = pytest.mark.parametrize("hostile_name", ["dir 'q' \"d\" ü $(touch PWNED); x"])
-
-
-def rgt(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        timeout=120,
-    )
 
 
 @pytest.fixture

@@ -8,12 +8,7 @@ import sys
 from pathlib import Path
 
 from rgt.results import write_results
-
-
-def rgt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args], capture_output=True, text=True, check=False
-    )
+from tests.clirun import rgt
 
 
 def test_json_document(corpus: Path) -> None:
