@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,12 @@ from rgt.deliver.evidence import Claim, add_claim
 from rgt.deliver.gate import gate
 from rgt.deliver.runs import record_run
 from rgt.deliver.workspace import Workspace
+from tests import clirun
 from tests.deliver.deliver_helpers import make_run
 
 
 def _rgt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args], cwd=cwd, capture_output=True, text=True
-    )
+    return clirun.rgt(*args, cwd=cwd)
 
 
 def _save(ws: Workspace, name: str, *args: str, cwd: Path) -> dict[str, Any]:

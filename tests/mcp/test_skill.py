@@ -16,6 +16,7 @@ import pytest
 
 from rgt.cli import cli
 from rgt.mcp.skill import BEGIN, END, body, install, skill_text, with_block
+from tests import clirun
 
 SPAN = re.compile(r"`(rgt [^`]+)`")
 
@@ -121,14 +122,7 @@ def test_rgt_help_does_not_import_the_mcp_sdk() -> None:
 
 
 def rgt(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-    )
+    return clirun.rgt(*args, cwd=cwd, timeout=60)
 
 
 def test_rgt_mcp_without_the_sdk_says_how_to_install_it() -> None:

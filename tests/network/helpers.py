@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from rgt.profiles.loader import user_profile_dir
+from tests import clirun
 
 BUNDLED = Path(__file__).parents[2] / "src" / "rgt" / "profiles" / "generic-ssh.toml"
 
 
 def rgt(*args: str, cwd: Path | None = None, stdin: str = "") -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, "RGT_NVIDIA_SMI": "/nonexistent/nvidia-smi"},
-        timeout=120,
-    )
+    env = {"RGT_NVIDIA_SMI": "/nonexistent/nvidia-smi"}
+    return clirun.rgt(*args, cwd=cwd, env=env, stdin=stdin)
 
 
 def profile_with(

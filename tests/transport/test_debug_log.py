@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import secrets
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rgt._log import MASK, CommandLog, redact_argv, register_secrets
+from tests import clirun
 from tests.sshd import SshServer
 
 LINE = re.compile(
@@ -23,10 +22,7 @@ LINE = re.compile(
 
 
 def _rgt(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True, text=True, cwd=cwd, env={**os.environ, **env}, timeout=180,
-    )  # fmt: skip
+    return clirun.rgt(*args, cwd=cwd, env=env, timeout=180)
 
 
 def _up(server: SshServer, tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

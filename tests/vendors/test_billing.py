@@ -8,7 +8,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from rgt.state.store import Store
 from rgt.vendors import _ledger as ledger
 from rgt.vendors.billing import summary
 from rgt.watch.events import parse_time
+from tests import clirun
 from tests.vendors.fakes import KEY_VARIABLES
 from tests.vendors.fakes._server import FakeVendor
 
@@ -29,13 +29,7 @@ StartFake = Callable[..., FakeVendor]
 
 
 def rgt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rgt.cli", *args],
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        timeout=60,
-    )
+    return clirun.rgt(*args, timeout=60)
 
 
 def _machine(name: str, profile: str = "generic-ssh", price: float | None = None) -> None:
