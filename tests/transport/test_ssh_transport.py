@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from rgt.errors import HostKeyChangedError, TransportError
 from rgt.state.store import Store
-from rgt.transport.ssh import SshTransport, control_dir
+from rgt.transport.ssh import MAX_SOCKET_DIR, SshTransport, control_dir
 from tests.conftest import HOSTILE_NAMES
 from tests.sshd import SshServer, SshServers, no_pwned, register, target_for
 from tests.ttys import PtyRgt
@@ -69,6 +71,26 @@ def test_hard_timeout(sshd_server: SshServer) -> None:
 def test_connections_are_reused(sshd_server: SshServer) -> None:
     transport = SshTransport(target_for(sshd_server))
     transport.close()
+
+
+def test_an_rgt_home_right_at_the_socket_limit_connects(
+    sshd_server: SshServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The longest RGT_HOME whose own ssh/ directory holds the sockets: ssh's temporary name
+    # for the master socket (the %C hash plus a 17-character suffix) must still fit.
+    base = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))
+    try:
+        pad = MAX_SOCKET_DIR - len(str(base / "h" / "ssh")) + 1
+        home = base / ("h" * pad)
+        assert len(str(home / "ssh")) == MAX_SOCKET_DIR
+        monkeypatch.setenv("RGT_HOME", str(home))
+        assert control_dir() == home / "ssh"
+        transport = SshTransport(target_for(sshd_server))
+        assert transport.run(["echo", "ok"]).stdout == b"ok\n"
+        assert [p for p in control_dir().iterdir() if p.is_socket()]  # the master is up
+        transport.close()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     for _ in range(3):
         assert transport.run(["true"]).ok
     sockets = [p for p in control_dir().iterdir() if p.is_socket()]

@@ -43,7 +43,9 @@ CONNECT_TIMEOUT_S = 15
 ALIVE_INTERVAL_S = 15
 ALIVE_COUNT = 4
 CONTROL_PERSIST_S = 300
-MAX_SOCKET_DIR = 60  # leaves room for "/" + the 40-character %C hash under the ~104-byte limit
+# ssh binds the master socket at "<dir>/<%C: 40 hex>.<16 random chars>" and renames it: the
+# directory gets what is left of the 104-byte limit (macOS; Linux allows 108) after those 58.
+MAX_SOCKET_DIR = 104 - 1 - 40 - 17
 HOST_KEY_MARKERS = (
     "REMOTE HOST IDENTIFICATION HAS CHANGED",
     "Host key verification failed",
