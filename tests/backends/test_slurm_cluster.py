@@ -111,7 +111,8 @@ def test_time_limit_warning_requeues_and_resumes(cluster: SlurmCluster, tmp_path
     assert backend.status("timelimit")["state"] == "retrying"
     cluster.release(slurm_id, TimeLimit="15")
     final = wait_status(backend, "timelimit", {"succeeded", "failed", "cancelled"})
-    assert final["state"] == "succeeded", final
+    why = (final.get("reason"), final.get("label"), kinds(backend, "timelimit"), cluster.logs())
+    assert final["state"] == "succeeded", why
     assert final["attempts"] == requeued.restarts + 1 == 2
     assert "checkpoint_requested" in kinds(backend, "timelimit")
     assert ended_labels(backend, "timelimit")[0] == "preempted"
