@@ -17,6 +17,7 @@ Not a Kubernetes: no scheduling, images, limits, retries of pods or admission.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -84,6 +85,7 @@ class Cluster:
             )
             self.procs[pod["metadata"]["name"]] = proc
             code = proc.wait()
+        _kill_group(proc.pid, signal.SIGKILL)  # a container's other processes end with it
         with self.lock:
             _ended(job, pod, code)
 
@@ -102,15 +104,21 @@ class Cluster:
         for pod_name in [p for p, pod in self.pods.items() if _job_of(pod) == name]:
             self.pods.pop(pod_name)
             proc = self.procs.pop(pod_name, None)
-            if proc and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
+            if proc:
+                _kill_group(proc.pid, signal.SIGTERM)
 
     def close(self) -> None:
         for name in list(self.jobs):
             self.stop_job(name)
         for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+            _kill_group(proc.pid, signal.SIGKILL)
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    """Signal every process of a pod's session, also after its first process has exited
+    (background children such as the log follower keep the group alive)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
 
 
 def _in_pod(command: list[str], inputs: Path) -> list[str]:
