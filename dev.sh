@@ -64,7 +64,7 @@ echo "== pytest ($workers workers)" >&2
 if [ "$#" -gt 0 ]; then
   exec .venv/bin/python -m pytest "${parallel[@]}" "$@"
 fi
-.venv/bin/python -m pytest "${parallel[@]}"
+.venv/bin/python -m pytest "${parallel[@]}" --durations=25  # the slowest, for the CI log
 
 # The oldest Python pyproject supports (3.10), when one is on this machine (pyenv ships it):
 # every module must import there, and the tests that need no torch must pass there.
