@@ -55,10 +55,14 @@ def test_walkthrough(sshd_server: SshServer, tmp_path: Path) -> None:
     files = pushed["files"]
     assert isinstance(files, list) and [f["path"] for f in files] == ["data/train.txt"]
     remote_data = f"{pushed['remote']}/data/train.txt"  # rsync semantics: the folder itself
+    gated = rgt("run", "box", "--json", "--", "python3", "job.py", cwd=project)
+    if not audit["ok"]:  # the last audit's error (no GPU here) stops `run` until --force
+        assert gated.returncode == 3 and "--force" in gated.stdout + gated.stderr
     launched = ok(
         rgt(
             "run",
             "box",
+            "--force",
             "--env",
             f"DATA={remote_data}",
             "--probe-seconds",

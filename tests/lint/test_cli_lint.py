@@ -134,7 +134,7 @@ def test_folders_and_local_imports(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def test_the_demo_script_lints_clean(capsys: pytest.CaptureFixture[str]) -> None:
     root = Path(__file__).resolve().parents[2]
-    code, data, _ = run(capsys, str(root / "examples"), str(root / "src" / "rgt" / "demo.py"))
+    code, data, _ = run(capsys, str(root / "examples"), str(root / "src" / "rgt" / "demo"))
     assert code == 0 and data["findings"] == []
 
 

@@ -44,7 +44,8 @@ for seed in range(3):  # three seeds of one variant, each its own run directory
 """
 # A job that floods its log and then fails on an import: a bounded tail, a fixed label.
 FAIL = """
-import sys
+import sys, time
+time.sleep(3)  # fail after run's 1 s probe, whatever the machine's load
 for i in range(20000):
     print(f"noise line {i} " + "x" * 60)
 sys.stdout.flush()

@@ -155,6 +155,11 @@ class SlurmBackend(Backend):
         for job_id, (slurm_id, job) in views.items():
             agent = dict(docs[job_id])
             merged = merge(agent, job, slurm_id)
+            if merged["state"] in AGENT_TERMINAL and agent.get("state") not in AGENT_TERMINAL:
+                # The agent's file was read before scontrol: it may have written its end in
+                # between (its label, not the scheduler's guess). Read it once more.
+                agent = dict(super().status(job_id))
+                merged = merge(agent, job, slurm_id)
             # A plain `scancel` killed the agent before it could write the end: record it
             # now, with the agent's own code, so the answer survives Slurm forgetting the job.
             unrecorded = agent.get("state") not in AGENT_TERMINAL and not agent.get("agent_alive")
