@@ -51,13 +51,13 @@ class _Hub(http.server.BaseHTTPRequestHandler):
         if name == "model.safetensors" and type(self).drop and not start:
             type(self).drop = False
             chunk = chunk[:DROP_AT]
+            type(self).served[name] += len(chunk)  # counted first: the client may finish first
             self.wfile.write(chunk)
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)  # the connection drops mid-file
-            type(self).served[name] += len(chunk)
             return None
-        self.wfile.write(chunk)
         type(self).served[name] += len(chunk)
+        self.wfile.write(chunk)
         return None
 
     def _listing(self, repo: str) -> None:

@@ -123,23 +123,32 @@ def test_logs_follow_stops_on_a_lost_agent(lost_job: tuple[str, float]) -> None:
 
 def test_logs_follow_goes_on_into_the_next_attempt(tmp_path: Path) -> None:
     """A retried job's log continues in attempt-2.log: `logs -f` follows it there and exits
-    with the job's outcome."""
+    with the job's outcome. Attempt 1 lasts until `logs -f` has shown its line, whatever the
+    machine's load."""
+    go = tmp_path / "go"
     script = (
         "import os, signal, time\n"
         "print('attempt', os.environ['RGT_ATTEMPT'], flush=True)\n"
-        "time.sleep(1)\n"
         "if os.environ['RGT_ATTEMPT'] == '1':\n"
+        "    deadline = time.time() + 60\n"
+        f"    while not os.path.exists({str(go)!r}) and time.time() < deadline:\n"
+        "        time.sleep(0.1)\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "print('finished', flush=True)\n"
     )
     job_id = launch(tmp_path, script)
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "rgt.cli", "logs", job_id, "-f"],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
         env=os.environ.copy(),
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "attempt 1" in proc.stdout and "attempt 2" in proc.stdout
-    assert "finished" in proc.stdout
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    go.touch()  # attempt 1 is killed only now, while `logs -f` follows it
+    rest, err = proc.communicate(timeout=120)
+    out = first + rest
+    assert proc.returncode == 0, out + err
+    assert first.strip() == "attempt 1" and "attempt 2" in out
+    assert "finished" in out
