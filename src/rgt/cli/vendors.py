@@ -27,6 +27,14 @@ _UP_OPTIONS = (
     click.option(
         "--ssh-key", "identity_file", help="Private key to log in with (its .pub is sent)."
     ),
+    click.option(
+        "--ssh-user", help="Login user, when the image's is not the vendor's (root/ubuntu/…)."
+    ),
+    click.option(
+        "--ssh-port",
+        type=click.IntRange(1, 65535),
+        help="sshd port, when not the one the vendor reports (Lambda, Paperspace: 22).",
+    ),
     click.option("--resume", is_flag=True, help="Finish an interrupted `up` of this name."),
     click.option(
         "--budget",
@@ -40,7 +48,10 @@ _UP_OPTIONS = (
         help="Where the webhook URL for budget notifications is read (never the URL itself).",
     ),
 )
-_UP_NAMES = ("gpu", "offer_id", "image", "disk_gb", "spot", "bid", "max_price", "region")
+_UP_NAMES = (
+    *("gpu", "offer_id", "image", "disk_gb", "spot", "bid", "max_price", "region"),
+    *("ssh_user", "ssh_port"),
+)
 
 
 def vendor_up_options(func: F) -> F:

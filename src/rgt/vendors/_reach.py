@@ -5,6 +5,7 @@ installed in one ssh command (``register``)."""
 
 from __future__ import annotations
 
+import shlex
 import socket
 import threading
 import time
@@ -83,10 +84,10 @@ def register(
     from rgt.backends.ssh import register_ssh
 
     assert ready.ssh_host and ready.ssh_port
-    _wait_for_port(ready.ssh_host, ready.ssh_port, ask.timeout_s, say)
-    line = f"ssh -p {ready.ssh_port} {ready.ssh_user}@{ready.ssh_host}"
-    if ask.identity_file:
-        line = f"ssh -p {ready.ssh_port} -i {ask.identity_file} {ready.ssh_user}@{ready.ssh_host}"
+    port, user = ask.ssh_port or ready.ssh_port, ask.ssh_user or ready.ssh_user
+    _wait_for_port(ready.ssh_host, port, ask.timeout_s, say)
+    key = ["-i", ask.identity_file] if ask.identity_file else []
+    line = shlex.join(["ssh", "-p", str(port), *key, f"{user}@{ready.ssh_host}"])
     machine = register_ssh(
         store, platform, name, ssh_line=line, price=ready.price_per_hour, root=root
     )

@@ -37,6 +37,9 @@ class LambdaClient(VendorClient):
     vendor = "lambda"
     default_url = "https://cloud.lambdalabs.com/api/v1"
     can_stop = False
+    # The API gives only ``ip``/``hostname``: the login is the image's, port 22, user ubuntu
+    # (D:lam-manage). `rgt up lambda --ssh-user/--ssh-port` overrides them.
+    ssh_user, ssh_port = "ubuntu", 22
 
     def error_detail(self, body: Any) -> tuple[str | None, str | None]:
         error = body.get("error") if isinstance(body, dict) else None
@@ -95,10 +98,11 @@ class LambdaClient(VendorClient):
 
     def get(self, instance_id: str) -> Instance | None:
         body = self.call("GET", f"/instances/{instance_id}", missing_ok=True)
-        return None if body is None else _instance(body["data"])
+        return None if body is None else _instance(body["data"], self)
 
     def list(self) -> list[Instance]:
-        return [_instance(i) for i in (self.call("GET", "/instances") or {}).get("data", [])]
+        items = (self.call("GET", "/instances") or {}).get("data", [])
+        return [_instance(i, self) for i in items]
 
     def stop(self, instance_id: str) -> None:
         raise UsageError(
@@ -112,7 +116,7 @@ class LambdaClient(VendorClient):
         self.call("POST", "/instance-operations/terminate", json={"instance_ids": [instance_id]})
 
 
-def _instance(i: dict[str, Any]) -> Instance:
+def _instance(i: dict[str, Any], client: LambdaClient) -> Instance:
     raw = str(i.get("status") or "booting")
     state = _STATES.get(raw, ERROR)
     kind = i.get("instance_type") or {}
@@ -124,7 +128,7 @@ def _instance(i: dict[str, Any]) -> Instance:
         raw_state=raw,
         price_per_hour=int(cents) / 100 if cents is not None else None,
         ssh_host=i.get("ip"),
-        ssh_port=22,
-        ssh_user="ubuntu",
+        ssh_port=client.ssh_port,
+        ssh_user=client.ssh_user,
         gpu=kind.get("gpu_description") or kind.get("description"),
     )

@@ -19,7 +19,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rgt.errors import GateRefused, RgtError, VendorError
@@ -46,6 +46,8 @@ class VendorUp:
     max_price: float | None = None
     region: str | None = None
     identity_file: str | None = None
+    ssh_user: str | None = None  # overrides the vendor's login user (a custom image/template)
+    ssh_port: int | None = None  # overrides the vendor's port (Lambda/Paperspace: always 22)
     resume: bool = False
     timeout_s: float = 1800.0
 
@@ -84,13 +86,21 @@ def vendor_up(
             if instance.state == STOPPED:
                 client.start(instance.id)
         agent = prebuild(platform)  # local work, done while the vendor provisions
-        ready = _wait_running(client, instance, ask.timeout_s, say)
+        ready = _with_price(store, name, _wait_running(client, instance, ask.timeout_s, say))
         store.record_vendor_instance(
             name, platform, ready.id, price=ready.price_per_hour, state=RUNNING
         )
         return register(store, platform, name, ready, ask, root, say, agent)
     finally:
         client.close()
+
+
+def _with_price(store: Store, name: str, ready: Instance) -> Instance:
+    """Some vendors price only offers (Paperspace's machine has no rate): keep the recorded one."""
+    if ready.price_per_hour is not None:
+        return ready
+    rows = [r for r in store.vendor_instances(name) if r["instance_id"] == ready.id]
+    return replace(ready, price_per_hour=rows[0]["price_per_hour"] if rows else None)
 
 
 def _live_instance(store: Store, client: VendorClient, platform: str, name: str) -> Instance | None:

@@ -42,6 +42,9 @@ PAGE = 20
 class PaperspaceClient(VendorClient):
     vendor = "paperspace"
     default_url = "https://api.paperspace.com/v1"
+    # The API gives only ``publicIp``: port 22, and the template's user (ML-in-a-Box:
+    # paperspace). `rgt up paperspace --ssh-user/--ssh-port` overrides them.
+    ssh_user, ssh_port = "paperspace", 22
 
     def error_detail(self, body: Any) -> tuple[str | None, str | None]:
         if isinstance(body, dict) and body.get("message"):
@@ -84,14 +87,14 @@ class PaperspaceClient(VendorClient):
             },
             idempotent=False,
         )
-        return _instance(body.get("data", body), request.offer.price_per_hour)
+        return _instance(body.get("data", body), self, request.offer.price_per_hour)
 
     def get(self, instance_id: str) -> Instance | None:
         body = self.call("GET", f"/machines/{instance_id}", missing_ok=True)
-        return None if body is None else _instance(body.get("data", body))
+        return None if body is None else _instance(body.get("data", body), self)
 
     def list(self) -> list[Instance]:
-        return [_instance(m) for m in self._pages("/machines")]
+        return [_instance(m, self) for m in self._pages("/machines")]
 
     def stop(self, instance_id: str) -> None:
         self.call("PATCH", f"/machines/{instance_id}/stop")
@@ -113,7 +116,9 @@ class PaperspaceClient(VendorClient):
             params = {"limit": PAGE, "after": body["nextPage"]}
 
 
-def _instance(m: dict[str, Any], price: float | None = None) -> Instance:
+def _instance(
+    m: dict[str, Any], client: PaperspaceClient, price: float | None = None
+) -> Instance:
     raw = str(m.get("state") or "provisioning")
     state = _STATES.get(raw, ERROR)
     rate = m.get("hourlyRate", price)
@@ -124,7 +129,7 @@ def _instance(m: dict[str, Any], price: float | None = None) -> Instance:
         raw_state=raw,
         price_per_hour=float(rate) if rate is not None else None,
         ssh_host=m.get("publicIp"),
-        ssh_port=22,
-        ssh_user="paperspace",
+        ssh_port=client.ssh_port,
+        ssh_user=client.ssh_user,
         gpu=m.get("machineType"),
     )
