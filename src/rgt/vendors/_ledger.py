@@ -3,7 +3,8 @@
 - ``$RGT_HOME/budgets.json``: ``rgt up … --budget AMOUNT [--notify SOURCE]`` per machine name,
   with the thresholds already announced (80 %, 100 %), so each is announced once;
 - ``$RGT_HOME/machine-events.jsonl``: machine events (``budget_80``, ``budget_100``,
-  ``danger_clock``), one JSON object a line with the job events' fields (``time``, ``kind``,
+  ``danger_clock``, ``vendor_state``), one JSON object a line
+  (src/rgt/schemas/machine_events.schema.json) with the job events' fields (``time``, ``kind``,
   ``severity``, ``detail``, ``next``) plus ``machine`` and a ``key`` that makes each unique.
 
 Both are rewritten under an flock, the budget file by rename, so two `rgt status` at once never
@@ -83,19 +84,50 @@ def _write_budgets(data: dict[str, Any]) -> None:
 
 
 def machine_events(machine: str | None = None) -> list[dict[str, Any]]:
+    """The events, oldest first; a bad line is skipped (``read_events`` says which and why)."""
+    return read_events(machine)[0]
+
+
+# What a reader needs of a line (src/rgt/schemas/machine_events.schema.json says the rest).
+REQUIRED = {"time": str, "machine": str, "kind": str, "key": str, "severity": str, "next": str}
+SEVERITIES = ("info", "warning", "error")
+
+
+def read_events(machine: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The events (``machine``'s only, if given), oldest first, and one problem per line that
+    is not an event — path, line number, why, and the fix. A bad line never hides the others."""
+    path = rgt_home() / EVENTS
     try:
-        lines = (rgt_home() / EVENTS).read_text().splitlines()
+        lines = path.read_text(errors="replace").splitlines()
     except OSError:
-        return []
-    found = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut by a crash: the others still count
-        if isinstance(record, dict) and (machine is None or record.get("machine") == machine):
+        return [], []
+    found, problems = [], []
+    for number, line in enumerate(lines, start=1):
+        record, why = _parse_event(line)
+        if record is None:
+            if line.strip():
+                problems.append(
+                    f"{path} line {number} is not a machine event ({why}): skipped; fix: delete "
+                    "that line (cut by a crash or edited by hand; the others still count)"
+                )
+        elif machine is None or record["machine"] == machine:
             found.append(record)
-    return found
+    return found, problems
+
+
+def _parse_event(line: str) -> tuple[dict[str, Any] | None, str]:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None, "not JSON"
+    if not isinstance(record, dict):
+        return None, "not a JSON object"
+    for name, kind in REQUIRED.items():
+        if not isinstance(record.get(name), kind) or not record[name]:
+            return None, f"no {name!r}"
+    if record["severity"] not in SEVERITIES or not isinstance(record.get("detail", {}), dict):
+        return None, "bad 'severity' or 'detail'"
+    return record, ""
 
 
 def add_event(

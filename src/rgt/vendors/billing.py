@@ -9,7 +9,8 @@ orphans line asks only vendors with a key set (none set: no network at all), one
 change rgt makes to its own vendor records (an `up`, a `down`) makes that listing stale.
 
 Budgets and clocks are announced as machine events (``rgt.vendors._ledger``) the first time
-any of these commands sees them crossed; a budget never stops a machine by itself.
+any of these commands sees them crossed; a budget never stops a machine by itself. The newest
+machine events (``events``: budgets, clocks, vendor state changes) come with every summary.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from rgt.models import Machine
 from rgt.state.store import Store
 from rgt.vendors import VENDORS, is_vendor
 from rgt.vendors import _ledger as ledger
+from rgt.vendors import machine_events as events
 from rgt.vendors._keys import configured
 from rgt.vendors.orphans import classify, cost_so_far, list_accounts
 
@@ -48,8 +50,9 @@ def summary(
         "budgets": check_budgets(costs),
         "clocks": danger_clocks(machines, now),
         "orphans": glance_orphans(store) if vendors else None,
+        "events": events.recent(only),  # after the glance: it may add vendor_state events
     }
-    data["lines"] = lines(data)
+    data["lines"] = lines(data) + events.lines(data["events"])
     return data
 
 
@@ -199,6 +202,7 @@ def glance_orphans(store: Store) -> dict[str, Any] | None:
             tmp = path.with_name(f".{path.name}.{os.getpid()}")
             tmp.write_text(json.dumps(cached))
             os.replace(tmp, path)
+    events.note_vendor_states(store, cached["listings"])
     result = classify(store, cached["listings"], cached["skipped"])
     result["as_of"] = datetime.fromtimestamp(cached["time"], timezone.utc).strftime("%H:%M:%S")
     return result

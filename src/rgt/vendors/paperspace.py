@@ -116,9 +116,7 @@ class PaperspaceClient(VendorClient):
             params = {"limit": PAGE, "after": body["nextPage"]}
 
 
-def _instance(
-    m: dict[str, Any], client: PaperspaceClient, price: float | None = None
-) -> Instance:
+def _instance(m: dict[str, Any], client: PaperspaceClient, price: float | None = None) -> Instance:
     raw = str(m.get("state") or "provisioning")
     state = _STATES.get(raw, ERROR)
     rate = m.get("hourlyRate", price)
