@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import shlex
 import subprocess
 import tempfile
@@ -332,6 +333,7 @@ def parse_ssh_line(line: str) -> dict[str, Any]:
             f"expected one destination in the ssh line, found {hosts or 'none'}", fix=_LINE_FIX
         )
     found.update(_split_destination(hosts[0], found))
+    _refuse_secrets(found)
     return found
 
 
@@ -339,6 +341,23 @@ _LINE_FIX = (
     "paste the line the platform console shows, e.g. "
     '`--ssh "ssh -p 12345 root@region-1.autodl.com"`, with no remote command'
 )
+
+# A secret written into the line (ProxyCommand=... --token abc, user:pass@host) would be kept in
+# the state store and logged with every ssh command: refused; a $VARIABLE reference is fine.
+_SECRET = re.compile(
+    r"(?i)(?<![a-z])(token|secret|passw(or)?d|api[-_]?key|access[-_]?key|auth)[\w-]*"
+    r"[\s=:]+['\"]?[^\s$'\"]|(^|[\s,/])[^\s,/@:]+:[^\s,/@]*@"
+)
+
+
+def _refuse_secrets(found: dict[str, Any]) -> None:
+    values = [v for o in found["ssh_options"] for v in re.split(r"[=\s]", o, maxsplit=1)[1:]]
+    if any(_SECRET.search(v) for v in values) or ":" in (found.get("user") or ""):
+        raise UsageError(
+            "the ssh line carries what looks like a secret (a token, a password, user:pass@)",
+            fix="rgt stores the ssh line's options: put the secret in an environment variable "
+            "and write $NAME in its place, or move the option to ~/.ssh/config (rgt honours it)",
+        )
 
 
 def _consume_flags(words: list[str], found: dict[str, Any]) -> list[str]:
