@@ -3,7 +3,8 @@ faults (429 with Retry-After, 500, a hang past the client's deadline) and the re
 
 An instance's life is the same state machine everywhere: it is created ``provisioning``, turns
 ``running`` (with the ssh address of a real sshd the test started) after ``boot_polls`` reads
-and ``boot_seconds``; once deleted it stays visible for ``gone_polls`` reads, then is gone.
+and ``boot_seconds``; once deleted it stays visible for ``gone_polls`` reads and ``gone_seconds``,
+then is gone.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class FakeInstance:
     reads: int = 0
     wanted: str = "running"  # running · stopped · deleted
     deleted_reads: int = 0
+    deleted_at: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -60,11 +62,13 @@ class FakeVendor:
         boot_polls: int = 2,
         boot_seconds: float = 0.0,
         gone_polls: int = 0,
+        gone_seconds: float = 0.0,
         key: str | None = None,
     ) -> None:
         self.key = key or self.key
         self.ssh_host, self.ssh_port = ssh_host, ssh_port
         self.boot_polls, self.boot_seconds, self.gone_polls = boot_polls, boot_seconds, gone_polls
+        self.gone_seconds = gone_seconds
         self.instances: dict[str, FakeInstance] = {}
         self.faults: deque[Fault] = deque()
         self.requests: list[tuple[str, str, Any]] = []
@@ -90,7 +94,8 @@ class FakeVendor:
         if read:
             inst.reads += 1
         if inst.wanted == "deleted":
-            if inst.deleted_reads > self.gone_polls:
+            waited = time.monotonic() - (inst.deleted_at or 0.0)
+            if inst.deleted_reads > self.gone_polls and waited >= self.gone_seconds:
                 self.confirmed_at.setdefault(inst.id, time.monotonic())
                 return "gone"
             return "deleting"
@@ -119,7 +124,7 @@ class FakeVendor:
         inst = self.instances.get(instance_id)
         if inst is None or inst.wanted == "deleted":
             return False
-        inst.wanted = "deleted"
+        inst.wanted, inst.deleted_at = "deleted", time.monotonic()
         return True
 
     def billed(self) -> list[FakeInstance]:
