@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from rgt.state.store import Store
+from rgt.vendors._rest import VendorClient
+from rgt.vendors.paperspace import DEFAULT_TEMPLATE
 from tests import clirun
 from tests.clirun import ok
 from tests.jobs.test_local_lifecycle import _approve_at_a_terminal
@@ -43,11 +45,19 @@ class Vendor:
     terminate: tuple[str, str]  # the request that stops the meter
     read: str  # the path of one instance's read, before its id
     fixed_login: bool  # the API gives no port/user: pass --ssh-port/--ssh-user
+    image: tuple[str, str, str] | None = None  # create's (path, field, value) without --image
 
 
+IMAGE = VendorClient.default_image
 VENDORS = [
     Vendor(
-        "runpod", "rpa_PLANTED_7f3a9c2e1d0b4a5f", 1.64, ("DELETE", "/v1/pods"), "/v1/pods/", False
+        "runpod",
+        "rpa_PLANTED_7f3a9c2e1d0b4a5f",
+        1.64,
+        ("DELETE", "/v1/pods"),
+        "/v1/pods/",
+        False,
+        ("/v1/pods", "imageName", IMAGE),
     ),
     Vendor(
         "vastai",
@@ -56,6 +66,7 @@ VENDORS = [
         ("DELETE", "/instances/"),
         "/instances/",
         False,
+        ("/asks/", "image", IMAGE),
     ),
     Vendor(
         "lambda",
@@ -72,6 +83,7 @@ VENDORS = [
         ("DELETE", "/machines/"),
         "/machines/",
         True,
+        ("/machines", "templateId", DEFAULT_TEMPLATE),  # not a container image
     ),
 ]
 
@@ -107,6 +119,11 @@ def test_up_run_pull_approve_down(
         )
     )
     (instance_id,) = fake.instances
+    if v.image:  # each vendor's own default: a container image, or Paperspace's template id
+        path, field, value = v.image
+        assert [b[field] for m, p, b in fake.requests if m in ("POST", "PUT") and path in p] == [
+            value
+        ]
     assert up["price_per_hour"] == v.price and up["backend"] == "ssh"
     login_as = Store.open().machine("box").connection  # the API's port, or the override
     assert (login_as["port"], login_as["user"]) == (sshd_server.port, "root")

@@ -114,7 +114,7 @@ def _vendor_up(values: dict[str, Any]) -> Any:
 
     image = values.pop("image")
     offer = values.pop("offer_id")
-    return VendorUp(**values, offer=offer, **({"image": image} if image else {}))
+    return VendorUp(**values, offer=offer, image=image or None)
 
 
 @click.command()

@@ -48,6 +48,8 @@ class VendorClient(ABC):
     can_stop: ClassVar[bool] = True
     # What a stopped instance's disk costs (currency/GB/month), where the vendor publishes it.
     stopped_disk_per_gb_month: ClassVar[float | None] = None
+    # What `up` creates from without --image: a container image, or a template (Paperspace).
+    default_image: ClassVar[str] = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
     max_attempts: int = MAX_ATTEMPTS
 
     def __init__(self, key: str, base_url: str | None = None, *, backoff_s: float = 0.5) -> None:

@@ -40,6 +40,7 @@ class LambdaClient(VendorClient):
     # The API gives only ``ip``/``hostname``: the login is the image's, port 22, user ubuntu
     # (D:lam-manage). `rgt up lambda --ssh-user/--ssh-port` overrides them.
     ssh_user, ssh_port = "ubuntu", 22
+    default_image = ""  # a Lambda instance is its type's Ubuntu + Lambda Stack: no image choice
 
     def error_detail(self, body: Any) -> tuple[str | None, str | None]:
         error = body.get("error") if isinstance(body, dict) else None

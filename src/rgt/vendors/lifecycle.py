@@ -39,7 +39,7 @@ class VendorUp:
 
     gpu: str | None = None
     offer: str | None = None
-    image: str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
+    image: str | None = None  # None: the vendor client's default_image
     disk_gb: int = 50
     spot: bool = False
     bid: float | None = None
@@ -125,7 +125,8 @@ def _create(
 ) -> Instance:
     offer = pick_offer(client, ask)
     say(f"renting {offer.gpu} ×{offer.count} on {platform} at {offer.price_per_hour:g}/h")
-    request = CreateRequest(name, offer, ask.image, ask.disk_gb, ask.bid, _public_key(ask))
+    image = ask.image or client.default_image
+    request = CreateRequest(name, offer, image, ask.disk_gb, ask.bid, _public_key(ask))
     for attempt in (1, 2):
         try:
             made = client.create(request)

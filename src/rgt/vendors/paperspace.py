@@ -45,6 +45,7 @@ class PaperspaceClient(VendorClient):
     # The API gives only ``publicIp``: port 22, and the template's user (ML-in-a-Box:
     # paperspace). `rgt up paperspace --ssh-user/--ssh-port` overrides them.
     ssh_user, ssh_port = "paperspace", 22
+    default_image = DEFAULT_TEMPLATE  # --image is a template id here
 
     def error_detail(self, body: Any) -> tuple[str | None, str | None]:
         if isinstance(body, dict) and body.get("message"):
@@ -79,7 +80,7 @@ class PaperspaceClient(VendorClient):
             json={
                 "name": request.name,
                 "machineType": request.offer.id,
-                "templateId": request.image or DEFAULT_TEMPLATE,
+                "templateId": request.image,
                 "diskSize": request.disk_gb,
                 "region": request.offer.region,
                 "publicIpType": "dynamic",
