@@ -59,7 +59,13 @@ def kube_up_options(func: F) -> F:
 )
 @click.option("--no-mirrors", is_flag=True, help="Jobs get none of the profile's mirror settings.")
 @click.option("--internet", is_flag=True, help="kaggle: kernels may reach the internet.")
-@click.option("--dataset", "datasets", multiple=True, metavar="OWNER/SLUG", help="kaggle: a dataset every kernel gets.")
+@click.option(
+    "--dataset",
+    "datasets",
+    multiple=True,
+    metavar="OWNER/SLUG",
+    help="kaggle: a dataset every kernel gets.",
+)
 @vendor_up_options
 @kube_up_options
 @output_options

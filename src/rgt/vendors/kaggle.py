@@ -46,7 +46,7 @@ QUOTA = "not reported by the API"
 
 def kernel_name(job_id: str) -> str:
     """The kernel's slug (its title lower-cased, dashes for the rest): ``rgt-<job id>``."""
-    return ("rgt-" + re.sub(r"[^a-z0-9]+", "-", job_id.lower())).strip("-")[:50].rstrip("-")
+    return re.sub(r"[^a-z0-9]+", "-", f"rgt-{job_id}".lower()).strip("-")[:50].rstrip("-")
 
 
 class KaggleBackend(LocalBackend):
