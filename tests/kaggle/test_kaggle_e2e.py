@@ -68,7 +68,8 @@ def test_run_preempt_resume_pull_gate(kaggle: FakeKaggle, tmp_path: Path) -> Non
     assert result["steps"] == 8 and result["started_at"] > 0  # resumed, not from zero
     assert result["total"] == sum(range(9))  # the state carried across the kill is exact
     gate = rgt("down", "kg", "--check", "--json")  # pulled and verified: only a human is missing
-    assert gate.returncode == 3 and json.loads(gate.stdout)["gate"]["only_approval_missing"]
+    assert gate.returncode == 3 and '"only_approval_missing": true' in gate.stdout
+    assert "everything is pulled and verified" in gate.stderr
 
     _no_key_anywhere(kaggle, Path(__import__("os").environ["RGT_HOME"]))
 
