@@ -20,6 +20,7 @@ from tests.kaggle.conftest import KEY, USER
 from tests.kaggle.fake import FakeKaggle
 
 
+@pytest.mark.slow  # two CLI processes
 def test_refused_key_names_the_fix_and_never_the_key(kaggle: FakeKaggle, tmp_path: Path) -> None:
     wrong = "kglWRONGKEY0123456789"
     client = KaggleClient(KaggleCredentials(USER, wrong))
@@ -36,6 +37,7 @@ def test_refused_key_names_the_fix_and_never_the_key(kaggle: FakeKaggle, tmp_pat
     assert "KAGGLE_KEY" in proc.stderr and wrong not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow  # two CLI processes
 def test_key_file_must_be_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KAGGLE_USERNAME", raising=False)
     monkeypatch.delenv("KAGGLE_KEY", raising=False)

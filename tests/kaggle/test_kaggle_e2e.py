@@ -62,6 +62,8 @@ def test_run_preempt_resume_pull_gate(kaggle: FakeKaggle, tmp_path: Path) -> Non
 
     wait_for(job_id, state="succeeded")
     assert len(kaggle.pushes) == 2
+    log = rgt("logs", job_id)  # the latest attempt's log, from the version's output
+    assert log.returncode == 0 and "step 8" in log.stdout and "starting at step 0" not in log.stdout
     pulled = ok(rgt("pull", job_id, "--to", str(tmp_path / "pulled"), "--json"))
     assert pulled["ok"] is True, pulled
     result = json.loads(next((tmp_path / "pulled").rglob("result.json")).read_text())
