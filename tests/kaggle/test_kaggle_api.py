@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from rgt.errors import KeyRefusedError, UsageError, VendorError
-from rgt.vendors.kaggle import _inside, kernel_name
+from rgt.state.store import utcnow
+from rgt.vendors.kaggle import _inside, _stale, kernel_name
 from rgt.vendors.kaggle_api import KaggleClient, KaggleCredentials, OutputFile, credentials
 from rgt.vendors.kaggle_kernel import EMBED_LIMIT, script
 from tests.clirun import rgt
@@ -92,3 +93,12 @@ def test_oversized_job_is_refused_with_the_dataset_fix() -> None:
         script(b"x" * EMBED_LIMIT, "j1", "agent-1.pyz", "")
     assert "--dataset OWNER/SLUG" in (caught.value.fix or "")
     assert "PAYLOAD" in script(b"small", "j1", "agent-1.pyz", "")
+
+
+def test_an_answer_for_the_previous_version_is_not_taken_for_the_new_one() -> None:
+    now = utcnow()
+    v1 = {"version": 1, "attempt": 1, "pushed": "2026-01-01T00:00:00Z"}
+    assert not _stale([{**v1, "attempt": None}], 0)  # a first version is never stale
+    assert _stale([v1, {"version": 2, "pushed": now}], 1)  # no new attempt yet: old output
+    assert not _stale([v1, {"version": 2, "pushed": now}], 2)
+    assert not _stale([v1, {"version": 2, "pushed": "2026-01-01T00:00:00Z"}], 1)  # long ago

@@ -23,9 +23,11 @@ import re
 import shutil
 import tempfile
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rgt.agent.jobfiles import parse_time
 from rgt.agent.paths import JobPaths
 from rgt.backends.local import LocalBackend
 from rgt.backends.statusdoc import JobStatus, absent_doc
@@ -42,6 +44,7 @@ SHAPES = {"T4x2": "NvidiaTeslaT4", "P100": "NvidiaTeslaP100", "none": None}
 ENDED = ("complete", "error", "cancelrequested", "cancelacknowledged")
 TIME_LIMIT = re.compile(r"time ?limit|timed? ?out|maximum (run|execution) time", re.I)
 QUOTA = "not reported by the API"
+STALE_S = 600.0
 
 
 def kernel_name(job_id: str) -> str:
@@ -119,9 +122,22 @@ class KaggleBackend(LocalBackend):
         latest = record["versions"][-1]
         if seen.status in ENDED and not latest.get("synced"):
             self._sync(job_id)
+            attempt = self._attempt(job_id)
+            if _stale(record["versions"], attempt):
+                return KernelStatus("queued", "")
             latest.update(synced=utcnow(), status=seen.status, failure=seen.failure)
-            self._write_record(job_id, record)
+            self._write_record(
+                job_id,
+                {**record, "versions": [*record["versions"][:-1], {**latest, "attempt": attempt}]},
+            )
         return seen
+
+    def _attempt(self, job_id: str) -> int:
+        path = Path(self.job_paths(job_id).status)
+        try:
+            return int(json.loads(path.read_text()).get("attempt") or 0)
+        except (OSError, ValueError, TypeError, AttributeError):
+            return 0
 
     def _sync(self, job_id: str) -> None:
         """Replace the mirror's job dir with the version's output (``rgt/.rgt/jobs/<id>/…``);
@@ -236,6 +252,16 @@ def _unrecorded_end(seen: KernelStatus, state: str, kernel: Any) -> dict[str, An
         "reason": f"the kernel {kernel} ended ({seen.status}: {seen.failure or 'no message'}) "
         "before the agent recorded an end; read its log (`rgt logs JOB`)",
     }
+
+
+def _stale(versions: list[dict[str, Any]], attempt: int) -> bool:
+    """Right after a push the API may still answer for the previous version (ended): its
+    output shows no new attempt. Trusted anyway after ``STALE_S`` (an agent that never
+    started in the new version must not leave the job queued for ever)."""
+    if len(versions) < 2 or attempt > int(versions[-2].get("attempt") or 0):
+        return False
+    pushed = parse_time(versions[-1].get("pushed"))
+    return pushed is not None and (datetime.now(timezone.utc) - pushed).total_seconds() < STALE_S
 
 
 def _inside(item: OutputFile, prefix: str) -> str | None:
