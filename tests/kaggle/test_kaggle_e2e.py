@@ -5,6 +5,7 @@ through the CLI against the fake API, which runs every pushed kernel as a local 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -62,6 +63,8 @@ def test_run_preempt_resume_pull_gate(kaggle: FakeKaggle, tmp_path: Path) -> Non
 
     wait_for(job_id, state="succeeded")
     assert len(kaggle.pushes) == 2
+    mirror = Path(os.environ["RGT_HOME"]) / "kaggle" / "kg" / ".rgt" / "jobs" / job_id
+    assert {p.name for p in mirror.glob("kaggle-v*.log")} == {"kaggle-v1.log", "kaggle-v2.log"}
     log = rgt("logs", job_id)  # the latest attempt's log, from the version's output
     assert log.returncode == 0 and "step 8" in log.stdout and "starting at step 0" not in log.stdout
     pulled = ok(rgt("pull", job_id, "--to", str(tmp_path / "pulled"), "--json"))
@@ -73,7 +76,7 @@ def test_run_preempt_resume_pull_gate(kaggle: FakeKaggle, tmp_path: Path) -> Non
     assert gate.returncode == 3 and '"only_approval_missing": true' in gate.stdout
     assert "everything is pulled and verified" in gate.stderr
 
-    _no_key_anywhere(kaggle, Path(__import__("os").environ["RGT_HOME"]))
+    _no_key_anywhere(kaggle, Path(os.environ["RGT_HOME"]))
 
 
 def _wait_file(base: Path, name: str) -> None:

@@ -153,9 +153,10 @@ class KaggleBackend(LocalBackend):
                     self.client().download(item.url, fresh / rel)
             version = self.record(job_id)["versions"][-1].get("version")
             (fresh / f"kaggle-v{version}.log").write_text(log_text)
-            for keep in (RECORD_NAME, "code"):
-                if (job / keep).exists() or (job / keep).is_symlink():
-                    (job / keep).rename(fresh / keep)
+            kept = [job / RECORD_NAME, job / "code", *job.glob("kaggle-v*.log")]
+            for keep in kept:  # rgt's record, the code link, earlier versions' kernel logs
+                if keep.exists() or keep.is_symlink():
+                    keep.rename(fresh / keep.name)
             (fresh / "logs").mkdir(exist_ok=True)
             old = fresh.with_name(fresh.name + "-old")
             job.rename(old)
