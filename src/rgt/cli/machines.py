@@ -10,6 +10,7 @@ import click
 from rich.markup import escape
 
 from rgt.cli._jobref import job_ids
+from rgt.cli._notebook import NOTEBOOKS, notebook_up_options, up_notebook
 from rgt.cli._output import Output, output_options
 from rgt.cli.vendors import vendor_up_options
 from rgt.state.store import Store
@@ -58,6 +59,7 @@ def kube_up_options(func: F) -> F:
     help="Jobs use this mirror (KIND: hf, pip, conda) instead of the profile's; repeatable.",
 )
 @click.option("--no-mirrors", is_flag=True, help="Jobs get none of the profile's mirror settings.")
+@notebook_up_options
 @vendor_up_options
 @kube_up_options
 @output_options
@@ -72,6 +74,7 @@ def up(
     no_mirrors: bool,
     vendor: object,
     kube: dict[str, str | None],
+    notebook: dict[str, Any],
     out: Output,
 ) -> None:
     """Register a machine (PROFILE: local, generic-ssh, autodl, slurm, kubernetes, …); with
@@ -83,6 +86,8 @@ def up(
     store = Store.open()
     if profile == "kubernetes":
         result = _up_kubernetes(store, name, kube, root, replace)
+    elif profile in NOTEBOOKS:  # colab, kaggle-notebook: this VM, durable folder mirrored
+        result = up_notebook(store, profile, name, notebook, root, replace)
     else:
         result = register(
             store,
