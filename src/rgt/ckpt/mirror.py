@@ -175,6 +175,7 @@ def _copy(source: str, temp: str) -> None:
                 _write_all(fd, block)
                 _persist._hold("mirror-chunk")
         os.fsync(fd)
+        _persist._hold("mirror-written")
     finally:
         os.close(fd)
 
@@ -239,7 +240,10 @@ def committed(local: str, mirror: str | None) -> list[CheckpointInfo]:
     step the local copy comes first (it is faster to read)."""
     infos = _store.list_committed(local)
     if mirror:
-        infos += _store.list_committed(mirror)
+        try:
+            infos += _store.list_committed(mirror)
+        except OSError as exc:  # Drive unmounted, the transport endpoint gone: local only
+            _store.warn(f"cannot read the checkpoint mirror {mirror} ({exc}); using local ones")
     return sorted(
         infos, key=lambda i: (i.step, i.time, os.path.dirname(i.path) == local), reverse=True
     )
