@@ -35,6 +35,7 @@ MARKERS = {  # environment variables each platform documents inside its notebook
     "kaggle-notebook": ("KAGGLE_KERNEL_RUN_TYPE", "KAGGLE_URL_BASE"),
 }
 PROFILE = {"colab": "colab", "kaggle-notebook": "kaggle"}
+VM_DISKS = {"colab": ("/content",)}  # the VM's own disks: a Drive folder is on neither
 MOUNT_FIX = (
     "mount Drive first, in a notebook cell: `from google.colab import drive; "
     "drive.mount('/content/drive')`, then run `rgt up colab` again"
@@ -93,7 +94,8 @@ def check_durable(platform: str, folder: str, local_root: Path) -> str:
     filesystem other than the VM disk rgt works on (Drive not mounted: the path would be an
     ordinary folder on the VM disk, lost with it)."""
     path = Path(folder).expanduser().absolute()
-    if platform == "colab" and _device(path) == _device(local_root):
+    vm_disks = [local_root, *(Path(p) for p in VM_DISKS.get(platform, ()) if Path(p).exists())]
+    if platform == "colab" and _device(path) in {_device(disk) for disk in vm_disks}:
         mount = _mount_point(path)
         raise GateRefused(
             f"{path} is not on a mounted Google Drive (it is on {mount}, the VM's own disk)",

@@ -63,6 +63,17 @@ def test_up_colab_on_a_mounted_drive(up: Any, drive_mount: Path, hostile_name: s
     assert connection["durable"] == str(folder)
 
 
+def test_watch_shows_the_session_clock(
+    up: Any, drive_mount: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = up("colab", "--name", "c", "--drive", str(drive_mount / "rgt"), env=COLAB)
+    assert code == 0
+    assert run_line("watch --once --no-gpu") == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "session c: colab free:" in shown and "left of ~12h (published)" in shown
+    assert "idle disconnect after ~90 min (observed)" in shown
+
+
 def test_up_kaggle_notebook_uses_its_working_folder(up: Any, tmp_path: Path) -> None:
     working = tmp_path / "kaggle" / "working"
     working.mkdir(parents=True)
