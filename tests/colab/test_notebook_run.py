@@ -66,8 +66,8 @@ def test_a_notebook_session_and_the_next_one(drive_mount: Path, tmp_path: Path) 
     (project / "train.py").write_text(TRAIN)
     first = ok(rgt("up", "colab", "--name", "nb", "--drive", str(folder),
                    "--root", str(tmp_path / "vm1"), "--json", env=COLAB))  # fmt: skip
-    # The session has 30 min 8 s left: the agent warns at once (60-min mark, no checkpoint
-    # on Drive yet) and again 8 s later (30-min mark), after the job's saves.
+    # The session has 30 min 8 s left: the agent warns at its first tick (60-min mark) and,
+    # unless `rgt run` took longer than 8 s, again at the 30-min mark.
     ending_in = time.time() - CAP_S + 30 * 60 + 8
     job = _run("nb", project, f"RGT_SESSION_STARTED={ending_in:.0f}")
     mirror = folder / job / "ckpt"
@@ -76,10 +76,11 @@ def test_a_notebook_session_and_the_next_one(drive_mount: Path, tmp_path: Path) 
     events = _events(first["durable_root"], job)
     mirrored = [e for e in events if e["kind"] == "ckpt_mirrored"]
     assert [e["detail"]["step"] for e in mirrored] == [1, 2, 3]
-    early, ending = [e for e in events if e["kind"] == "session_ending"]
-    assert early["detail"]["mark_min"] == 60 and early["severity"] == "warning"
-    assert ending["severity"] == "warning" and ending["detail"]["mark_min"] == 30
-    assert ending["detail"]["newest_checkpoint"]["step"] == 3
+    # Which marks the agent saw depends on how long `rgt run` took (test_session_clock.py
+    # pins the marks); it warned at least once, with the commands to resume.
+    warnings = [e for e in events if e["kind"] == "session_ending"]
+    assert warnings and all(e["severity"] == "warning" for e in warnings)
+    ending = warnings[-1]
     sessions = ok(rgt("watch", "--once", "--no-gpu", "--json"))["sessions"]
     assert sessions[0]["machine"] == "nb" and 0 < sessions[0]["left_s"] <= CAP_S
     # A new session: a new VM (nothing local: no rgt state, no checkpoints), the same Drive;
