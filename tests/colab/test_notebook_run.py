@@ -5,6 +5,7 @@ Drive by running exactly those commands."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import sys
@@ -21,7 +22,7 @@ from tests.clirun import ok, rgt
 COLAB = {"COLAB_RELEASE_TAG": "release-colab-test"}
 CAP_S = 12 * 3600
 TRAIN = """
-import os, time
+import os, pathlib, time
 from rgt.ckpt import Checkpointer
 ckpt = Checkpointer.from_env(keep_last=2)
 state = ckpt.load_latest()
@@ -29,6 +30,7 @@ start = 0 if state is None else state["step"]
 print("resumed from", start, flush=True)
 for step in range(start + 1, start + 4):
     ckpt.save({"step": step, "weights": bytes([step]) * 65536}, step)
+(pathlib.Path(os.environ["RGT_OUTPUT_DIR"]) / "result.json").write_text('{"acc": %d}' % step)
 # Stay alive until the session clock (the agent passes it on) has passed its 30-min mark.
 ends = float(os.environ["RGT_SESSION_STARTED"]) + float(os.environ["RGT_SESSION_CAP_S"])
 wait = ends - 1800 - time.time()
@@ -74,6 +76,14 @@ def test_a_notebook_session_and_the_next_one(drive_mount: Path, tmp_path: Path) 
     assert _verified_steps(mirror) == [3, 2]
     assert json.loads((mirror / POINTER).read_text())["step"] == 3
     events = _events(first["durable_root"], job)
+    # The results and then the manifest reached Drive; the manifest vouches for what is there.
+    manifest = json.loads((folder / job / "manifest.json").read_text())
+    outputs = [e for e in manifest["files"] if not e["path"].startswith("ckpt/")]
+    assert [e["path"] for e in outputs if e["path"].endswith("result.json")]
+    for entry in outputs:
+        copy = (folder / job / entry["path"]).read_bytes()
+        assert hashlib.sha256(copy).hexdigest() == entry["sha256"]
+    assert [e["kind"] for e in events].count("artifacts_mirrored") == 1
     mirrored = [e for e in events if e["kind"] == "ckpt_mirrored"]
     assert [e["detail"]["step"] for e in mirrored] == [1, 2, 3]
     # Which marks the agent saw depends on how long `rgt run` took (test_session_clock.py
