@@ -78,7 +78,8 @@ def up(
     out: Output,
 ) -> None:
     """Register a machine (PROFILE: local, generic-ssh, autodl, slurm, kubernetes, …); with
-    --gpu, rent it through the vendor's API (runpod, vastai, lambda, paperspace)."""
+    --gpu, rent it through the vendor's API (runpod, vastai, lambda, paperspace); colab and
+    kaggle-notebook register the notebook VM this runs in (README: Colab and Kaggle notebooks)."""
     from rgt.machines import register
     from rgt.profiles.network import machine_plan, parse_mirrors
 
