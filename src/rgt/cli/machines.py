@@ -10,6 +10,7 @@ import click
 from rich.markup import escape
 
 from rgt.cli._jobref import job_ids
+from rgt.cli._notebook import NOTEBOOKS, notebook_up_options, up_notebook
 from rgt.cli._output import Output, output_options
 from rgt.cli.vendors import vendor_up_options
 from rgt.state.store import Store
@@ -66,6 +67,7 @@ def kube_up_options(func: F) -> F:
     metavar="OWNER/SLUG",
     help="kaggle: a dataset every kernel gets.",
 )
+@notebook_up_options
 @vendor_up_options
 @kube_up_options
 @output_options
@@ -80,12 +82,14 @@ def up(
     no_mirrors: bool,
     vendor: object,
     kube: dict[str, str | None],
+    notebook: dict[str, Any],
     out: Output,
     internet: bool = False,
     datasets: tuple[str, ...] = (),
 ) -> None:
     """Register a machine (PROFILE: local, generic-ssh, autodl, slurm, kubernetes, …); with
-    --gpu, rent it through the vendor's API (runpod, vastai, lambda, paperspace)."""
+    --gpu, rent it through the vendor's API (runpod, vastai, lambda, paperspace); colab and
+    kaggle-notebook register the notebook VM this runs in (README: Colab and Kaggle notebooks)."""
     from rgt.machines import register
     from rgt.profiles.network import machine_plan, parse_mirrors
 
@@ -95,6 +99,8 @@ def up(
         result = _up_kubernetes(store, name, kube, root, replace)
     elif profile == "kaggle":
         result = _up_kaggle(store, name, vendor, internet, datasets, replace)
+    elif profile in NOTEBOOKS:  # colab, kaggle-notebook: this VM, durable folder mirrored
+        result = up_notebook(store, profile, name, notebook, root, replace)
     else:
         result = register(
             store,

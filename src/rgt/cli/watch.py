@@ -61,7 +61,8 @@ def _view(report: dict[str, Any]) -> Any:
     from rgt.watch.render import report_view
 
     money = [Text(line) for line in report.get("billing", {}).get("lines", [])]
-    return Group(report_view(report), *money)
+    clocks = [Text(f"session {s['machine']}: {s['line']}") for s in report.get("sessions", [])]
+    return Group(report_view(report), *money, *clocks)
 
 
 def _with_billing(store: Store, report: dict[str, Any], target: str | None) -> dict[str, Any]:
@@ -69,7 +70,19 @@ def _with_billing(store: Store, report: dict[str, Any], target: str | None) -> d
     from rgt.vendors.billing import summary
 
     names = [m["name"] for m in report["machines"]] if target else None
-    return {**report, "billing": summary(store, names)}
+    return {**report, "billing": summary(store, names), "sessions": _sessions(store, report)}
+
+
+def _sessions(store: Store, report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Notebook machines' session clocks: time left before the platform takes the VM."""
+    from rgt.profiles.session import describe, session_view
+
+    views = []
+    for name in (m["name"] for m in report["machines"]):
+        view = session_view(store.machine(name).connection)
+        if view is not None:
+            views.append({"machine": name, **view, "line": describe(view)})
+    return views
 
 
 def _follow(
