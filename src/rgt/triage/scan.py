@@ -5,7 +5,7 @@ failure. ``scan_file`` also looks at everything before: the lines of the whole f
 rule's pattern matches, followed by the tail, go through the same ``classify``. Python's ``re``
 has no DFA, so running ~200 patterns over 100 MB costs minutes; instead each pattern is reduced
 to the literals every match must contain (``prefilter``), the literals to a few short *anchors*
-(a substring shared by several literals: finding no "memor" rules out "out of memory" and
+(a substring shared by several literals: finding no "emor" rules out "out of memory" and
 "outofmemoryerror" in one pass), and the file is read as bytes, 8 MiB at a time, lower-cased
 once. ``bytes.count`` of an anchor runs at memory speed; only an anchor that occurs sends its
 literals to be searched, only a line holding a pattern's literals is decoded, and only such a
@@ -26,7 +26,7 @@ from rgt.triage.prefilter import requirements
 from rgt.triage.rules import Rule
 
 CHUNK = 8 * 1024 * 1024
-ANCHOR = 5  # anchor length: shorter substrings occur everywhere in English text
+ANCHOR = 4  # anchor length: fewer, shorter anchors share more literals but occur more often
 CROWDED = 2048  # an anchor seen more than once per this many bytes: search its literals instead
 if TYPE_CHECKING:  # the patterns with their literals, and the anchors with theirs
     Options = Tuple[Tuple[bytes, ...], ...]
@@ -85,7 +85,7 @@ def hit_lines(plan: Plan, chunk: bytes) -> list[tuple[int, str]]:
         if found == 0:
             continue
         if found * CROWDED <= len(low):
-            for start, end in {span for lit in literals for span in _spans(low, lit)}:
+            for start, end in {span for lit in literals for span in counts.spans(lit)}:
                 line = chunk[start:end].decode("utf-8", errors="replace")
                 if start not in by_bytes and pattern.search(line):
                     by_bytes[start] = line
@@ -107,14 +107,25 @@ class _Counts:
     def __init__(self, low: bytes, anchors: dict[bytes, tuple[bytes, ...]]) -> None:
         self.low = low
         self.memo: dict[bytes, int] = {}
+        self.lines: dict[bytes, list[tuple[int, int]]] = {}
         for anchor, literals in anchors.items():
-            if low.count(anchor) == 0:
-                self.memo.update(dict.fromkeys(literals, 0))
+            found = low.count(anchor)
+            if found * CROWDED > len(low):
+                continue  # crowded: each literal is counted on its own, if ever needed
+            spans = _spans(low, anchor) if found else []
+            for literal in literals:  # a sparse anchor's lines are all its literals' lines
+                self.lines[literal] = [(s, e) for s, e in spans if literal in low[s:e]]
+                self.memo[literal] = len(self.lines[literal])
 
     def count(self, literal: bytes) -> int:
         if literal not in self.memo:
             self.memo[literal] = self.low.count(literal)
         return self.memo[literal]
+
+    def spans(self, literal: bytes) -> list[tuple[int, int]]:
+        if literal not in self.lines:
+            self.lines[literal] = _spans(self.low, literal)
+        return self.lines[literal]
 
     def rarest(self, options: Options) -> tuple[int, tuple[bytes, ...]]:
         """The requirement holding the fewest occurrences, and that number."""
