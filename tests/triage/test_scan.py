@@ -34,15 +34,17 @@ def test_a_failure_long_before_the_tail_is_found(tmp_path: Path) -> None:
     assert any("No space left on device" in line for line in verdict.evidence)
 
 
-def test_small_chunks_find_what_one_chunk_finds(
+def test_grep_python_and_small_chunks_find_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = tmp_path / "attempt-1.log"
     lines = [HEALTHY * 3000, b"RuntimeError: CUDA error: device-side assert triggered\n"]
     log.write_bytes(b"".join(lines * 3) + HEALTHY * 4000)
-    whole = scan_file(str(log), exit_code=1)
+    whole = scan_file(str(log), exit_code=1)  # GNU grep as the prefilter, where there is one
+    monkeypatch.setattr(scan_module._grep, "gnu_grep", lambda: None)
+    assert scan_file(str(log), exit_code=1) == whole  # Python reads it, one chunk
     monkeypatch.setattr(scan_module, "CHUNK", 4096)
-    assert scan_file(str(log), exit_code=1) == whole
+    assert scan_file(str(log), exit_code=1) == whole  # many chunks
     assert whole.label == "device_assert" and len(whole.evidence) == 3
 
 
@@ -58,3 +60,5 @@ def test_bad_input_gets_a_verdict(
     log.write_bytes(content)
     verdict = scan_file(str(log), exit_code=1)
     assert verdict.label == classify(read_tail(str(log)), exit_code=1).label
+    monkeypatch.setattr(scan_module._grep, "gnu_grep", lambda: None)
+    assert scan_file(str(log), exit_code=1) == verdict

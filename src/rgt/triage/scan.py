@@ -21,6 +21,7 @@ from functools import lru_cache
 from re import Pattern
 from typing import TYPE_CHECKING, Any, Dict, Tuple
 
+from rgt.triage import _grep
 from rgt.triage.engine import DEFAULT_TAIL_BYTES, Verdict, classify, default_rules, read_tail
 from rgt.triage.prefilter import requirements
 from rgt.triage.rules import Rule
@@ -45,11 +46,28 @@ def scan_file(
     plan = _plan(tuple(p for rule in ranked for p in rule.patterns))
     size = os.path.getsize(path)  # a log still growing is read up to its size now
     tail_start = max(0, size - DEFAULT_TAIL_BYTES)
-    early: list[str] = []
-    for _, chunk in _chunks(path, min(size, tail_start)):
-        early.extend(line for _at, line in hit_lines(plan, chunk))
+    early = _by_grep(path, plan, tail_start) if tail_start else []
+    if early is None:
+        early = []
+        for _, chunk in _chunks(path, tail_start):
+            early.extend(line for _at, line in hit_lines(plan, chunk))
     text = "\n".join([*early, read_tail(path)])
     return classify(text, exit_code, signal, context, ranked)
+
+
+def _by_grep(path: str, plan: Plan, limit: int) -> list[str] | None:
+    """The matching lines before ``limit`` with GNU grep as the prefilter, or None to say
+    Python must read the file itself (no GNU grep, a pattern grep cannot carry, grep failing)."""
+    grep = _grep.gnu_grep()
+    expressions = [_grep.ere(options) for _, options in plan[0]]
+    if grep is None or None in expressions:
+        return None
+    try:
+        lines = _grep.candidate_lines(grep, path, [e for e in expressions if e], limit)
+    except OSError:
+        return None
+    patterns = [pattern for pattern, _ in plan[0]]
+    return [line for _, line in lines if any(p.search(line) for p in patterns)]
 
 
 def _chunks(path: str, limit: int) -> Iterator[tuple[int, bytes]]:
