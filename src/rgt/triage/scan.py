@@ -66,8 +66,20 @@ def _by_grep(path: str, plan: Plan, limit: int) -> list[str] | None:
         lines = _grep.candidate_lines(grep, path, [e for e in expressions if e], limit)
     except OSError:
         return None
-    patterns = [pattern for pattern, _ in plan[0]]
-    return [line for _, line in lines if any(p.search(line) for p in patterns)]
+    by_literal: dict[str, list[Pattern[str]]] = {}
+    for pattern, options in plan[0]:
+        for lit in options[0]:
+            by_literal.setdefault(lit.decode("ascii"), []).append(pattern)
+    return [line for _, line in lines if _matches(by_literal, line)]
+
+
+def _matches(by_literal: dict[str, list[Pattern[str]]], line: str) -> bool:
+    """Some pattern matches the line. The literals are looked for first, in one comprehension
+    (``in`` is far cheaper than a regex search, and a line grep let through usually holds the
+    literals of few patterns)."""
+    low = line.lower()
+    present = [lit for lit in by_literal if lit in low]
+    return any(p.search(line) for lit in present for p in by_literal[lit])
 
 
 def _chunks(path: str, limit: int) -> Iterator[tuple[int, bytes]]:
