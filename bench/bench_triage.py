@@ -5,8 +5,8 @@ precision and recall), and throughput on a generated 100 MB log.
 
 Three timings on the same generated log (training lines, warnings, an OOM traceback at the end):
 ``tail``  what rgt does: ``classify(read_tail(path))`` — reads only the last 256 KiB;
-``scan``  the whole file through the same rule base: ``rgt.triage.scan.scan_file`` (anchored
-          literal search over bytes, 8 MiB at a time; only the lines that hit are decoded);
+``scan``  the whole file through the same rule base: ``rgt.triage.scan.scan_file`` (GNU grep
+          as the prefilter, the exact rules on the lines it passes; its CPU is counted);
 ``grep``  ``grep -E -c`` over the whole file with the same patterns, translated to ERE (patterns
           with lookarounds or ``\\r`` have no ERE form and are counted as skipped). One run each.
 """
@@ -141,9 +141,10 @@ def throughput(megabytes: int) -> None:
         start, cpu = time.perf_counter(), time.process_time()
         verdict = classify(read_tail(str(log)), exit_code=1)
         tail_s, tail_cpu = time.perf_counter() - start, time.process_time() - cpu
-        start, cpu = time.perf_counter(), time.process_time()
-        scanned = full_scan(log)
-        scan_s, scan_cpu = time.perf_counter() - start, time.process_time() - cpu
+        start, cpu = time.perf_counter(), time.process_time() + _children_cpu()
+        scanned = full_scan(log)  # its GNU grep prefilter is a child process: counted too
+        scan_s = time.perf_counter() - start
+        scan_cpu = time.process_time() + _children_cpu() - cpu
         grep_s, grep_cpu, translated, skipped = grep_scan(log, Path(tmp))
     print(
         f"\nlog: {size_mb:.1f} MB generated; {sum(len(r.patterns) for r in default_rules())} "
@@ -163,7 +164,10 @@ def throughput(megabytes: int) -> None:
         f"  {size_mb / max(grep_cpu, 1e-9):6.1f} MB/s per CPU-s"
         f" ({translated} patterns as ERE, {skipped} without an ERE form skipped)"
     )
-    print(f"scan / grep: {scan_cpu / max(grep_cpu, 1e-9):.1f}x CPU (goal <= 3x)")
+    print(
+        f"scan / grep: {scan_cpu / max(grep_cpu, 1e-9):.1f}x CPU, "
+        f"{scan_s / max(grep_s, 1e-9):.1f}x wall (goal <= 3x)"
+    )
 
 
 def main() -> None:
