@@ -31,7 +31,12 @@ sys.path.insert(0, str(ROOT / "tests" / "triage"))
 from public_corpus import load_public  # noqa: E402
 from triage_corpus import load_corpus  # noqa: E402
 
-from rgt.triage import classify, default_rules, read_tail  # noqa: E402
+from rgt.triage import (  # noqa: E402
+    _grep,
+    classify,
+    default_rules,
+    read_tail,
+)
 from rgt.triage.scan import scan_file  # noqa: E402
 
 
@@ -145,6 +150,14 @@ def throughput(megabytes: int) -> None:
         scanned = full_scan(log)  # its GNU grep prefilter is a child process: counted too
         scan_s = time.perf_counter() - start
         scan_cpu = time.process_time() + _children_cpu() - cpu
+        start, cpu = time.perf_counter(), time.process_time()
+        with_grep = _grep.gnu_grep
+        _grep.gnu_grep = lambda: None  # type: ignore[assignment]  # as where there is no GNU grep
+        try:
+            python_labels = full_scan(log)
+        finally:
+            _grep.gnu_grep = with_grep  # type: ignore[assignment]
+        py_s, py_cpu = time.perf_counter() - start, time.process_time() - cpu
         grep_s, grep_cpu, translated, skipped = grep_scan(log, Path(tmp))
     print(
         f"\nlog: {size_mb:.1f} MB generated; {sum(len(r.patterns) for r in default_rules())} "
@@ -160,9 +173,17 @@ def throughput(megabytes: int) -> None:
         f"  {size_mb / scan_cpu:6.1f} MB/s per CPU-s -> {sorted(scanned)}"
     )
     print(
+        f"scan  without GNU grep     {py_s:8.2f} s  wall {py_cpu:8.2f} s  CPU"
+        f"  {size_mb / py_cpu:6.1f} MB/s per CPU-s -> {sorted(python_labels)}"
+    )
+    print(
         f"grep  whole file, grep -E  {grep_s:8.2f} s  wall {grep_cpu:8.2f} s  CPU"
         f"  {size_mb / max(grep_cpu, 1e-9):6.1f} MB/s per CPU-s"
         f" ({translated} patterns as ERE, {skipped} without an ERE form skipped)"
+    )
+    print(
+        f"without GNU grep / grep: {py_cpu / max(grep_cpu, 1e-9):.1f}x CPU, "
+        f"{py_s / max(grep_s, 1e-9):.1f}x wall"
     )
     print(
         f"scan / grep: {scan_cpu / max(grep_cpu, 1e-9):.1f}x CPU, "
