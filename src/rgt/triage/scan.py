@@ -3,13 +3,15 @@
 ``classify(read_tail(path))`` reads the last 256 KiB, which is what decides nearly every
 failure. ``scan_file`` also looks at everything before: the lines of the whole file that any
 rule's pattern matches, followed by the tail, go through the same ``classify``. Python's ``re``
-has no DFA, so running ~200 patterns over 100 MB costs minutes; instead each pattern is reduced
-to the literals every match must contain (``prefilter``), the literals to a few short *anchors*
-(a substring shared by several literals: finding no "emor" rules out "out of memory" and
-"outofmemoryerror" in one pass), and the file is read as bytes, 8 MiB at a time, lower-cased
-once. ``bytes.count`` of an anchor runs at memory speed; only an anchor that occurs sends its
-literals to be searched, only a line holding a pattern's literals is decoded, and only such a
-line meets the regex. Ships inside the agent: stdlib only, Python 3.8.
+has no DFA, so running ~200 patterns over 100 MB costs minutes. Where GNU grep is installed it
+is the prefilter (``_grep``: one pass, the rules' literals as ERE) and Python runs the exact
+rules on the lines it passes. Without it, each pattern is reduced to the literals every match
+must contain (``prefilter``), the literals to short *anchors* (a substring shared by several
+literals: finding no "emor" rules out "out of memory" and "outofmemoryerror" in one pass), and
+the file is read as bytes, 8 MiB at a time, lower-cased once: ``bytes.count`` of an anchor runs
+at memory speed, only an anchor that occurs sends its literals to be searched, and only a line
+holding a pattern's literals is decoded and meets the regex. Ships inside the agent: stdlib
+only, Python 3.8.
 """
 
 from __future__ import annotations
