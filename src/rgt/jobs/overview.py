@@ -77,6 +77,7 @@ def _live(store: Store, job: JobRecord) -> dict[str, Any]:
 LIVE_FIELDS = (
     "state",
     "attempt",
+    "step",
     "label",
     "reason",
     "heartbeat",
