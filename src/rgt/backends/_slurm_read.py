@@ -82,11 +82,6 @@ def parse(text: str) -> MachineRead:
     return MachineRead(patrol if status.strip() == "0" else None, views)
 
 
-def views_only(text: str) -> dict[str, SlurmView]:
-    """The controller's views from output that has no patrol part."""
-    return parse(f"\n@@rgt-patrol -\n{text}").views
-
-
 def _view(section: str) -> tuple[str, SlurmView]:
     head, _, text = section.partition("\n")
     job_id, _, slurm_id = head.partition(" ")
