@@ -113,8 +113,11 @@ def sizes(proj: Path, machines: int = 5, per_machine: int = 10) -> None:
         rgt("up", "local", "--name", f"s{i}")
         options = LaunchOptions(command=(sys.executable, "job.py"), cwd=proj)
         jobs += [launch_job(store, f"s{i}", options).job_id for _ in range(per_machine)]
-    for job_id in jobs:
-        wait_running(job_id)
+    while True:  # one `rgt status` per look: it reads each machine's jobs in one call
+        rows = json.loads(rgt("status", "--json").stdout)["jobs"]
+        if sum(1 for r in rows if r["state"] == "running") == len(jobs):
+            break
+        time.sleep(1)
     try:
         for argv in SIZED:
             cut, full = len(rgt(*argv).stdout), len(rgt(*argv, "--full").stdout)
