@@ -225,7 +225,7 @@ def status(target: str | None, full: bool, out: Output) -> None:
         for line in data["billing"]["lines"]:  # cost, budget, kept volumes, clocks, orphans
             o.out.print(line, markup=False)
 
-    out.result(data if full else compact.status_report(data), human)
+    out.result(data if full else compact.status_report(data), human, dense=not full)
 
 
 @click.command()

@@ -58,7 +58,7 @@ def watch(
         _follow(store, job_id, once, interval, options, out, full)
     elif once:
         report = _with_billing(store, patrol(store, target, options), target)
-        out.result(cut(report), lambda o: o.out.print(_view(report)))
+        out.result(cut(report), lambda o: o.out.print(_view(report)), dense=not full)
     else:
         _live(store, target, interval, options, out, cut)
 
@@ -103,7 +103,7 @@ def _follow(
             break
         out.info(escape(job_line(job)))  # data, never markup: "[heartbeat_lost]" must show
         time.sleep(interval)
-    out.result(job if full else followed(job), lambda o: _job_human(o, job))
+    out.result(job if full else followed(job), lambda o: _job_human(o, job), dense=not full)
     if not once and job["state"] != "succeeded":
         sys.exit(1)
 

@@ -9,7 +9,8 @@ disk, shared-memory, memory and GPU readings; for 50 jobs that is ~14 KB (`statu
 
 plus ``heartbeat_lost``/``problem`` when they are set (rare: they say what went wrong and the
 fix). A field that is null, empty or at its default (``liveness`` "agent", ``waiting`` false,
-``known`` true) is left out. Per machine: its name, backend, whether it answers, cost, and
+``known`` true, the reason "attempt N running") is left out, and the CLI prints it without
+indentation. Per machine: its name, backend, whether it answers, cost, and
 disk/shm use as two percentages. Events: the newest few, five fields each. Same names and
 values as the full form: a reader of the full form reads the compact one with ``.get``.
 Schemas: ``schemas/status.schema.json`` (``$defs/compact_job``) and ``watch.schema.json``.
@@ -39,7 +40,10 @@ def job(row: dict[str, Any]) -> dict[str, Any]:
     view = {k: row.get(k) for k in ALWAYS}
     lost, problem = row.get("heartbeat_lost") or {}, row.get("problem") or {}
     nxt = row.get("next") or lost.get("next") or problem.get("fix")
-    view.update(_pick({**row, "next": nxt}, JOB_KEYS[len(ALWAYS) :]))
+    reason = row.get("reason")
+    if reason == f"attempt {row.get('attempt')} running":  # the agent's word for "running"
+        reason = None
+    view.update(_pick({**row, "next": nxt, "reason": reason}, JOB_KEYS[len(ALWAYS) :]))
     return view
 
 
