@@ -27,6 +27,13 @@ import time
 from pathlib import Path
 
 JOB = "import time\nprint('step 1 loss 0.5', flush=True)\ntime.sleep(600)\n"
+# Part 3's jobs run until told to end (a `go` file in their outputs), then exit 0.
+WAIT_GO = """import os, time
+print('step 1 loss 0.5', flush=True)
+go = os.path.join(os.environ["RGT_OUTPUT_DIR"], "go")
+while not os.path.exists(go):
+    time.sleep(0.5)
+"""
 
 
 def rgt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -103,6 +110,7 @@ SIZED = (("status", "--json"), ("watch", "--once", "--json", "--no-gpu"))
 
 def sizes(proj: Path, machines: int = 5, per_machine: int = 10) -> None:
     """Bytes of the compact and the full documents for ``machines * per_machine`` jobs."""
+    from rgt.backends import backend_for
     from rgt.jobs.launch import LaunchOptions
     from rgt.jobs.launch import launch as launch_job
     from rgt.state.store import Store
@@ -111,7 +119,7 @@ def sizes(proj: Path, machines: int = 5, per_machine: int = 10) -> None:
     jobs = []
     for i in range(machines):
         rgt("up", "local", "--name", f"s{i}")
-        options = LaunchOptions(command=(sys.executable, "job.py"), cwd=proj)
+        options = LaunchOptions(command=(sys.executable, "wait_go.py"), cwd=proj)
         jobs += [launch_job(store, f"s{i}", options).job_id for _ in range(per_machine)]
     while True:  # one `rgt status` per look: it reads each machine's jobs in one call
         rows = json.loads(rgt("status", "--json").stdout)["jobs"]
@@ -124,8 +132,10 @@ def sizes(proj: Path, machines: int = 5, per_machine: int = 10) -> None:
             print(f"rgt {' '.join(argv)} for {len(jobs)} jobs: compact {cut / 1024:.1f} KiB, "
                   f"--full {full / 1024:.1f} KiB ({full / cut:.0f}x smaller)")  # fmt: skip
     finally:
-        for job_id in jobs:
-            rgt("cancel", job_id)
+        for job_id in jobs:  # the jobs end on their own (no 50 cancels)
+            record = store.job(job_id)
+            out = Path(backend_for(store, record.machine).job_paths(job_id).output_dir)
+            (out / "go").write_text("")
 
 
 def main() -> None:
@@ -138,7 +148,7 @@ def main() -> None:
             os.environ["RGT_HOME"] = str(Path(tmp) / "home")
             proj = Path(tmp) / "proj"
             proj.mkdir()
-            (proj / "job.py").write_text(JOB)
+            (proj / "wait_go.py").write_text(WAIT_GO)
             sizes(proj)
         return
     with tempfile.TemporaryDirectory(prefix="rgt-bench-watch-") as tmp:
@@ -155,6 +165,7 @@ def main() -> None:
         patrols = [patrol_time() for _ in range(args.repeat)]
         for job_id in jobs:
             rgt("cancel", job_id)
+        (proj / "wait_go.py").write_text(WAIT_GO)
         sizes(proj)
     for name, values, goal in (
         ("death -> classified event in watch --once", deaths, 5.0),
