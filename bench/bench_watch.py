@@ -136,7 +136,7 @@ def sizes(proj: Path, machines: int = 5, per_machine: int = 10) -> None:
             record = store.job(job_id)
             out = Path(backend_for(store, record.machine).job_paths(job_id).output_dir)
             (out / "go").write_text("")
-        while any(r["state"] == "running" for r in json.loads(rgt("status", "--json").stdout)["jobs"]):
+        while "running" in {r["state"] for r in json.loads(rgt("status", "--json").stdout)["jobs"]}:
             time.sleep(1)  # every agent has finished writing before the directory goes
 
 
