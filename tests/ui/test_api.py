@@ -76,6 +76,8 @@ def test_jobs_run_succeed_and_fail_live(
     assert curves["series"]["loss"]["x"] == [1, 2, 3, 4, 5]
     assert curves["skipped"] == 3
     assert "3 lines skipped" in curves["notes"][0]
+    page = ui.get(f"/jobs/{job_id}").text
+    assert 'data-testid="curve-note"' in page and 'data-metric="loss"' in page
     (Path(_output_dir(job_id)) / "go").write_text("")
     ui.wait(lambda: _state(ui, job_id) == "succeeded", what="the job to succeed")
     ui.wait(lambda: any(job_id in u["jobs"] for u in updates), what="an SSE update")
