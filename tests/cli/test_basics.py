@@ -13,6 +13,7 @@ import pytest
 from tests.clirun import rgt
 
 HEAVY = ("torch", "numpy", "scipy", "matplotlib", "httpx", "pandas", "jinja2", "PIL")
+HEAVY += ("starlette", "uvicorn")  # `rgt ui` imports them only inside rgt.ui
 
 
 def test_help_imports_nothing_heavy() -> None:
