@@ -76,6 +76,32 @@
     el.textContent = text;
   }
 
+  // ---- times -------------------------------------------------------------------------------
+  // The server writes UTC ISO stamps; show them in local time, short (the time alone when it is
+  // today), with the full stamp kept in datetime= and as a tooltip.
+  var ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})$/;
+
+  function pad(n) { return n < 10 ? "0" + n : String(n); }
+
+  function shortTime(d) {
+    var now = new Date();
+    var hms = pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds());
+    if (d.toDateString() === now.toDateString()) return hms;
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + hms.slice(0, 5);
+  }
+
+  function formatTimes(root) {
+    Array.prototype.forEach.call(root.querySelectorAll("time"), function (el) {
+      var iso = el.getAttribute("datetime") || el.textContent.trim();
+      if (!ISO.test(iso)) return;
+      var d = new Date(iso);
+      if (isNaN(d.getTime())) return;
+      el.setAttribute("datetime", iso);
+      el.title = iso;
+      el.textContent = shortTime(d);
+    });
+  }
+
   // ---- fragments ---------------------------------------------------------------------------
   // Swap one server-rendered section for a fresh copy, keeping the scroll position and the
   // element that had focus (by its id) so a refresh under the reader's eyes does not jump.
@@ -89,6 +115,7 @@
     if (!fresh) return false;
     var x = window.scrollX, y = window.scrollY;
     var focusId = document.activeElement && document.activeElement.id;
+    formatTimes(fresh);
     old.replaceWith(fresh);
     window.scrollTo(x, y);
     if (focusId) {
@@ -275,7 +302,8 @@
     var m = await cache.get(path);
     var names = Object.keys(m.series || {});
     var s = (m.series || {})[metric || names[0]];
-    return { runs: s ? [sortedRun(id, s.x || [], s.y || [])] : [], skipped: m.skipped || 0, notes: m.notes || [] };
+    var label = metric || names[0] || "value";
+    return { runs: s ? [sortedRun(label, s.x || [], s.y || [])] : [], skipped: m.skipped || 0, notes: m.notes || [] };
   }
 
   function positive(y) { return y.map(function (v) { return v !== null && v > 0 ? v : null; }); }
@@ -471,6 +499,7 @@
   // ---- boot --------------------------------------------------------------------------------
   function boot() {
     keepToken();
+    formatTimes(document);
     addLogControls();
     renderCurves(document, false);
     connect();
