@@ -34,6 +34,7 @@ RANKS = {
     "demo": 6,
     "cli": 7,
     "mcp": 8,
+    "ui": 8,
 }
 
 

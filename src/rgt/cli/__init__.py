@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "rgt.cli.lint",
     "rgt.mcp.command",  # the agent front end sits above the CLI: loaded by name
     "rgt.mcp.skill_command",
+    "rgt.ui.command",  # the dashboard, like mcp, sits above the CLI
     "rgt.cli.fetch",
 )
 

@@ -1,0 +1,129 @@
+"""The UI's one background patrol: every machine read through the same path as `rgt watch`.
+
+All browsers share it: one ``rgt.watch.patrol.patrol`` call per interval (one agent round trip
+per machine, the backend judging liveness, ``status_cache`` caching what the machine proves),
+however many pages are open. A machine that does not answer keeps its last good readings and
+the time they were taken: unreachable is never "dead". The teardown gate (a few more reads per
+machine) is evaluated again only when a job on the machine changed, or once a minute; job logs
+and metrics files are fetched here too, for the jobs someone looks at (``fetched``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rgt.errors import RgtError
+from rgt.state.store import Store, utcnow
+from rgt.ui.fetched import JobFiles
+from rgt.watch.patrol import PatrolOptions, patrol
+
+GATE_EVERY_S = 60.0
+JOB_KEYS = ("state", "attempt", "label", "step", "reason", "ended")
+
+
+class UiPatrol:
+    """Holds the last patrol's picture; ``tick`` runs in a worker thread, the rest in the loop."""
+
+    def __init__(self, store: Store, interval_s: float = 5.0) -> None:
+        self.store, self.interval_s = store, interval_s
+        self.machines: dict[str, dict[str, Any]] = {}
+        self.last_good: dict[str, dict[str, Any]] = {}
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.gates: dict[str, dict[str, Any]] = {}
+        self.files = JobFiles()
+        self.at: str | None = None
+        self.ticks = 0
+        self._gate_at: dict[str, float] = {}
+        self._subscribers: set[asyncio.Queue[dict[str, Any]]] = set()
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while True:
+            try:
+                update = await asyncio.to_thread(self.tick)
+            except RgtError as exc:  # the state DB itself failed: say so, try again
+                update = {"machines": False, "jobs": [], "at": utcnow(), "error": exc.message}
+            if update.get("machines") or update.get("jobs") or update.get("error"):
+                self.publish(update)
+            await asyncio.sleep(self.interval_s)
+
+    def subscribe(self) -> asyncio.Queue[dict[str, Any]]:
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=64)
+        self._subscribers.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
+        self._subscribers.discard(queue)
+
+    def publish(self, update: dict[str, Any]) -> None:
+        for queue in list(self._subscribers):
+            if queue.full():  # a stalled client loses old updates, never blocks the patrol
+                queue.get_nowait()
+            queue.put_nowait(update)
+
+    # -- one patrol (worker thread) ----------------------------------------------------------
+
+    def tick(self) -> dict[str, Any]:
+        report = patrol(self.store, options=PatrolOptions(events=20))
+        changed_jobs = self._take_jobs(report["jobs"])
+        machines_changed = self._take_machines(report["machines"], report["time"])
+        gates_changed = self._refresh_gates(changed_jobs)
+        changed_jobs += self.files.refresh(self.store, self.jobs)
+        self.at, self.ticks = report["time"], self.ticks + 1
+        return {
+            "machines": machines_changed or gates_changed or self.ticks == 1,
+            "jobs": sorted(set(changed_jobs)),
+            "at": self.at,
+        }
+
+    def _take_jobs(self, views: list[dict[str, Any]]) -> list[str]:
+        changed = []
+        for view in views:
+            old = self.jobs.get(view["job_id"])
+            if old is None or any(old.get(k) != view.get(k) for k in JOB_KEYS):
+                changed.append(view["job_id"])
+            if not view.get("events") and old and old.get("events"):
+                view["events"] = old["events"]  # an ended job's last events stay shown
+            self.jobs[view["job_id"]] = view
+        return changed
+
+    def _take_machines(self, rows: list[dict[str, Any]], at: str) -> bool:
+        changed = False
+        for row in rows:
+            old = self.machines.get(row["name"])
+            if old is None or old.get("reachable") != row.get("reachable"):
+                changed = True
+            if row.get("reachable") and not row.get("error"):
+                self.last_good[row["name"]] = {"at": at, "row": row}
+            self.machines[row["name"]] = row
+        return changed
+
+    def _refresh_gates(self, changed_jobs: list[str]) -> bool:
+        moved = {self.jobs[j].get("machine") for j in changed_jobs if j in self.jobs}
+        changed = False
+        for name, row in self.machines.items():
+            due = time.monotonic() - self._gate_at.get(name, -GATE_EVERY_S) >= GATE_EVERY_S
+            if not row.get("reachable") or not (due or name in moved):
+                continue
+            verdict = gate_of(self.store, name)
+            self._gate_at[name] = time.monotonic()
+            changed |= self.gates.get(name) != verdict
+            self.gates[name] = verdict
+        return changed
+
+
+def gate_of(store: Store, name: str, evaluate: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """The teardown gate's verdict for one machine (``rgt.gate``), as JSON; an error is kept."""
+    from rgt.backends import backend_for
+    from rgt.gate import evaluate as gate_evaluate
+
+    try:
+        verdict = (evaluate or gate_evaluate)(store, backend_for(store, name))
+    except RgtError as exc:
+        return {"ok": False, "error": exc.message, "checks": []}
+    doc: dict[str, Any] = verdict.to_json()
+    return doc

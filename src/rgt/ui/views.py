@@ -1,0 +1,200 @@
+"""The documents the pages and the JSON API share: machines, the jobs table, one job.
+
+Built from the state DB (every job and machine rgt knows) laid over the patrol's last picture
+(``UiPatrol``): the machine's word where the patrol has one, the cached state where not.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from rgt.models import JobRecord, Machine
+from rgt.ui.patrol import UiPatrol
+from rgt.watch.patrol import cost
+
+PER_PAGE = 50
+MAX_PER_PAGE = 500
+GATE_NAMES = {
+    "known": "jobs_known",
+    "ended": "jobs_ended",
+    "pulled": "artifacts_pulled",
+    "verified": "artifacts_verified",
+    "approved": "approved",
+}
+COMMAND_RE = re.compile(r"`([^`]+)`")
+
+
+def machines(patrol: UiPatrol) -> list[dict[str, Any]]:
+    return [machine(m, patrol) for m in patrol.store.machines()]
+
+
+def machine(m: Machine, patrol: UiPatrol) -> dict[str, Any]:
+    row = patrol.machines.get(m.name)
+    good = patrol.last_good.get(m.name)
+    reachable = bool(row and row.get("reachable")) if m.active else False
+    return {
+        "name": m.name,
+        "platform": m.profile,
+        "backend": m.backend,
+        "state": "released" if m.released else "up",
+        "price_per_hour": m.price_per_hour,
+        "cost_so_far": cost(m)["cost_so_far"],
+        "hours_up": cost(m)["hours_up"],
+        "clocks": clocks(m),
+        "readings": readings(good),
+        "reachable": reachable if row else None,
+        "error": row.get("error") if row else None,
+        "unreachable_since": row.get("unreachable_since") if row else None,
+        "last_good_at": good["at"] if good else None,
+        "gate": gate(patrol.gates.get(m.name), m.name),
+    }
+
+
+def clocks(m: Machine) -> list[dict[str, Any]]:
+    from rgt.errors import RgtError
+    from rgt.profiles import load_profile
+
+    try:
+        profile = load_profile(m.profile)
+    except RgtError:
+        return []
+    return [
+        {
+            "name": c.name,
+            "when": c.when,
+            "ends_at": None,
+            "note": f"{c.trigger} [{c.duration}] → {c.consequence}",
+        }
+        for c in profile.clocks
+    ]
+
+
+def readings(good: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not good:
+        return None
+    row = good["row"]
+    disk = row.get("disk") or {}
+    return {
+        "at": good["at"],
+        "disk_free_bytes": disk.get("bytes_free"),
+        "disk_pct": disk.get("bytes_pct"),
+        "inode_free": disk.get("inodes_free"),
+        "inode_pct": disk.get("inodes_pct"),
+        "gpus": row.get("gpus") or [],
+        "gpu_error": row.get("gpu_error"),
+    }
+
+
+def gate(verdict: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
+    """The gate's checks (``rgt.gate``), each with what is missing and the command that fixes it."""
+    if verdict is None:
+        return None
+    checks = []
+    for check in verdict.get("checks") or []:
+        if check["name"] == "known" and check["ok"]:
+            continue  # only shown when a job on the machine is not known here
+        missing = [] if check["ok"] else [p.strip() for p in check["detail"].split("; ")]
+        checks.append(
+            {
+                "name": GATE_NAMES.get(check["name"], check["name"]),
+                "ok": check["ok"],
+                "detail": check["detail"],
+                "missing": missing,
+                "fix": None if check["ok"] else _fix(check, verdict, name),
+            }
+        )
+    return {"ok": bool(verdict.get("ok")), "checks": checks, "error": verdict.get("error")}
+
+
+def _fix(check: dict[str, Any], verdict: dict[str, Any], name: str) -> str:
+    commands = list(dict.fromkeys(COMMAND_RE.findall(check["detail"])))
+    if commands:
+        return " ; ".join(commands)
+    if check["name"] == "ended":
+        running = [j["job"] for j in verdict.get("jobs") or [] if not j.get("ended")]
+        return " ; ".join(f"rgt cancel {j}" for j in running) or f"rgt watch {name}"
+    return f"rgt down {name} --check"
+
+
+def job_row(record: JobRecord, patrol: UiPatrol) -> dict[str, Any]:
+    view = patrol.jobs.get(record.job_id) or {}
+    fetched = patrol.files.get(record.job_id)
+    events = list(fetched.events) if fetched and fetched.events else list(view.get("events") or [])
+    state = view.get("state") or record.state.value
+    label = view.get("label") if view else record.label
+    return {
+        "id": record.job_id,
+        "machine": record.machine,
+        "state": state,
+        "attempts": view.get("attempt") or record.attempts,
+        "step": view.get("step"),
+        "progress": {k: view.get(k) for k in ("epoch", "loss") if view.get(k) is not None} or None,
+        "label": label if state == "failed" or label else None,
+        "remedy": remedy(events, view) if state == "failed" else None,
+        "reason": view.get("reason"),
+        "reachable": view.get("reachable", None),
+        "started": view.get("started") or record.created,
+        "ended": view.get("ended") or record.ended,
+        "last_event": events[-1] if events else None,
+    }
+
+
+def remedy(events: list[dict[str, Any]], view: dict[str, Any]) -> str | None:
+    """What the agent said to do about the failure: the newest event that names a next step."""
+    for event in reversed(events):
+        if event.get("next"):
+            return str(event["next"])
+    return view.get("reason")
+
+
+def jobs_page(
+    patrol: UiPatrol,
+    page: int = 1,
+    per_page: int = PER_PAGE,
+    machine_name: str | None = None,
+    state: str | None = None,
+) -> dict[str, Any]:
+    per_page = max(1, min(MAX_PER_PAGE, per_page))
+    records = patrol.store.jobs(machine_name)
+    records.reverse()  # newest first
+    rows = [job_row(r, patrol) for r in records]
+    if state:
+        rows = [r for r in rows if r["state"] == state]
+    pages = max(1, math.ceil(len(rows) / per_page))
+    page = max(1, min(page, pages))
+    items = rows[(page - 1) * per_page : page * per_page]
+    return {"items": items, "page": page, "pages": pages, "total": len(rows), "per_page": per_page}
+
+
+def job_detail(record: JobRecord, patrol: UiPatrol) -> dict[str, Any]:
+    row = job_row(record, patrol)
+    fetched = patrol.files.get(record.job_id)
+    view = patrol.jobs.get(record.job_id) or {}
+    events = list(fetched.events) if fetched and fetched.events else list(view.get("events") or [])
+    row["events"] = list(reversed(events[-20:]))
+    row["command"] = list(record.spec.command)
+    row["created"] = record.created
+    row["exit_code"] = view.get("exit_code")
+    row["heartbeat"] = view.get("heartbeat")
+    row["alerts"] = view.get("alerts") or []
+    row["ended_state"] = row["state"] in ("succeeded", "failed", "cancelled")
+    return row
+
+
+def log_tail(patrol: UiPatrol, job_id: str, lines: int) -> dict[str, Any]:
+    patrol.files.want(job_id)
+    fetched = patrol.files.get(job_id)
+    lines = max(1, min(2000, lines))
+    if fetched is None:
+        return {"lines": [], "truncated": False, "attempt": None, "at": None, "pending": True}
+    text = fetched.tail.decode("utf-8", "replace").splitlines()
+    cut = fetched.offset > len(fetched.tail) or len(text) > lines
+    return {
+        "lines": text[-lines:],
+        "truncated": cut,
+        "attempt": fetched.attempt,
+        "at": fetched.at,
+        "error": fetched.error,
+    }
