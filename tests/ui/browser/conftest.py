@@ -32,11 +32,11 @@ def clean_env(home: Path) -> dict[str, str]:
     return env
 
 
-def start_ui(home: Path, log: Path, *args: str, timeout: float = 30) -> UiServer:
-    """Start `rgt ui --port 0 ARGS…` on ``home``; return once it printed its URL."""
+def start_ui(home: Path, log: Path, *args: str, port: int = 0, timeout: float = 30) -> UiServer:
+    """Start `rgt ui --port PORT ARGS…` on ``home``; return once it printed its URL."""
     with log.open("ab") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rgt.cli", "ui", "--port", "0", *args],
+            [sys.executable, "-m", "rgt.cli", "ui", "--port", str(port), *args],
             env=clean_env(home),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -47,6 +47,8 @@ while not os.path.exists(os.path.join(out, "go")):
     time.sleep(0.05)
 """
 FAKE_JOBS = 120
+# One scene and one browser for the module: keep every test of it on one xdist worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ui-browser")]
 
 
 @dataclass(frozen=True)
@@ -303,9 +305,33 @@ def test_pagination_and_the_404_page(scene: Scene, page: Browser) -> None:
     page.screenshot(scene.shots, "not-found")
 
 
-@pytest.mark.parametrize(
-    "path", ["/", "/jobs/{steady}", "/jobs/{broken}", "/results", "/jobs/nope"]
-)
+def test_the_stream_reconnects_when_the_server_comes_back(
+    scene: Scene, page: Browser, tmp_path: Path
+) -> None:
+    live = '[data-testid="live-status"]'
+    first = start_ui(scene.home, tmp_path / "ui.log", "--no-token", "--interval", "0.5")
+    port = int(first.base.rsplit(":", 1)[1])
+    try:
+        wait_http(first.base)
+        page.get(first.base + "/")
+        page.wait(lambda: page.attr(live, "data-live") == "live", message="connected")
+        no_reload_marker(page)
+    finally:
+        stop_ui(first.proc)
+    page.wait(lambda: page.attr(live, "data-live") == "down", message="the drop is shown")
+    assert "retrying" in (page.text(live) or "")
+    again = start_ui(scene.home, tmp_path / "ui.log", "--no-token", "--interval", "0.5", port=port)
+    try:
+        page.wait(lambda: page.attr(live, "data-live") == "live", timeout=40, message="back")
+        assert same_page(page)
+    finally:
+        stop_ui(again.proc)
+
+
+PAGES = ["/", "/jobs/{steady}", "/jobs/{broken}", "/results", "/jobs/nope"]
+
+
+@pytest.mark.parametrize("path", PAGES)
 def test_accessibility_basics(scene: Scene, page: Browser, path: str) -> None:
     page.get(scene.ui.base + path.format(steady=scene.steady, broken=scene.broken))
     page.wait(lambda: page.js("return document.readyState") == "complete", message="load")

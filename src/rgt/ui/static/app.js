@@ -162,21 +162,26 @@
   function connect() {
     if (!window.EventSource) return;
     setLive("connecting", "Connecting…");
-    source = new EventSource("/api/events");
-    source.addEventListener("open", function () {
+    var es = new EventSource("/api/events");
+    source = es;
+    es.addEventListener("open", function () {
+      if (es !== source) return;
       var missed = failures > 0;
       failures = 0;
       setLive("live", "Live");
       // Updates sent while the stream was down are gone: refresh everything once.
       if (missed) onUpdate({ all: true });
     });
-    source.addEventListener("update", function (ev) {
+    es.addEventListener("update", function (ev) {
+      if (es !== source) return;
       var change = {};
       try { change = JSON.parse(ev.data); } catch (e) { change = { all: true }; }
       onUpdate(change);
     });
-    source.addEventListener("error", function () {
-      source.close();
+    es.addEventListener("error", function () {
+      es.close();
+      if (es !== source) return;
+      source = null;
       failures += 1;
       var delay = Math.min(MAX_BACKOFF_MS, 1000 * Math.pow(2, failures - 1));
       delay = Math.round(delay * (0.8 + Math.random() * 0.4));
@@ -185,6 +190,28 @@
       retryTimer = setTimeout(connect, delay);
     });
   }
+
+  // A browser keeps at most 6 HTTP/1.1 connections per host, and every open page holds one for
+  // its stream: pages in the back/forward cache and tabs in the background would starve the
+  // next page load. Close the stream when the page is hidden; reopen (and refresh everything,
+  // since updates were missed) when it is shown again.
+  function disconnect() {
+    clearTimeout(retryTimer);
+    if (source) { source.close(); source = null; }
+  }
+
+  function reconnect() {
+    if (source) return;
+    failures = Math.max(failures, 1);
+    connect();
+  }
+
+  window.addEventListener("pagehide", disconnect);
+  window.addEventListener("pageshow", function (ev) { if (ev.persisted) reconnect(); });
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "hidden") disconnect();
+    else reconnect();
+  });
 
   // ---- log tail ----------------------------------------------------------------------------
   function nearBottom(el) { return el.scrollHeight - el.scrollTop - el.clientHeight < 24; }
