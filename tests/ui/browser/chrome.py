@@ -63,7 +63,7 @@ class Browser:
         self.driver = webdriver.Chrome(
             options=options, service=Service(executable_path=str(CHROMEDRIVER))
         )
-        self.driver.set_page_load_timeout(30)
+        self.driver.set_page_load_timeout(120)  # generous: CI machines may be loaded
 
     def quit(self) -> None:
         try:
@@ -77,7 +77,7 @@ class Browser:
     def js(self, script: str, *args: Any) -> Any:
         return self.driver.execute_script(script, *args)
 
-    def wait(self, what: Callable[[], Any], timeout: float = 20, message: str = "") -> Any:
+    def wait(self, what: Callable[[], Any], timeout: float = 30, message: str = "") -> Any:
         """Poll ``what`` until it returns something truthy; fail with ``message`` after timeout."""
         deadline = time.monotonic() + timeout
         while True:

@@ -105,13 +105,17 @@
   // ---- fragments ---------------------------------------------------------------------------
   // Swap one server-rendered section for a fresh copy, keeping the scroll position and the
   // element that had focus (by its id) so a refresh under the reader's eyes does not jump.
-  async function swap(selector, path) {
+  // ``inner`` narrows the swap to one element inside the section (the machine page shows one
+  // card of the machines fragment).
+  async function swap(selector, path, inner) {
     var old = document.querySelector(selector);
+    if (old && inner) old = old.querySelector(inner);
     if (!old) return false;
     var html = await getHTML(path);
     var tpl = document.createElement("template");
     tpl.innerHTML = html.trim();
     var fresh = tpl.content.querySelector(selector) || tpl.content.firstElementChild;
+    if (fresh && inner) fresh = fresh.querySelector(inner);
     if (!fresh) return false;
     var x = window.scrollX, y = window.scrollY;
     var focusId = document.activeElement && document.activeElement.id;
@@ -126,21 +130,55 @@
     return true;
   }
 
+  function pageMachine() {
+    var m = window.location.pathname.match(/^\/machines\/([^/]+)\/?$/);
+    return m ? decodeURIComponent(m[1]) : null;
+  }
+
   function jobsQuery() {
     var here = new URLSearchParams(window.location.search);
     var q = new URLSearchParams();
     ["page", "per_page", "machine", "state"].forEach(function (k) {
       if (here.get(k)) q.set(k, here.get(k));
     });
+    if (pageMachine()) q.set("machine", pageMachine());
     var s = q.toString();
     return "/fragments/jobs" + (s ? "?" + s : "");
   }
 
+  // Updates can come faster than a loaded browser swaps; while one is applied, the next ones
+  // are merged into a single pending change.
+  var pending = null;
+  var applying = false;
+
+  function merge(a, b) {
+    if (!a) return b;
+    var jobs = (a.jobs || []).concat((b.jobs || []).filter(function (j) { return (a.jobs || []).indexOf(j) < 0; }));
+    return { machines: !!(a.machines || b.machines), jobs: jobs, all: !!(a.all || b.all) };
+  }
+
   async function onUpdate(change) {
+    pending = merge(pending, change);
+    if (applying) return;
+    applying = true;
+    try {
+      while (pending) {
+        var next = pending;
+        pending = null;
+        await apply(next);
+      }
+    } finally {
+      applying = false;
+    }
+  }
+
+  async function apply(change) {
     var jobs = Array.isArray(change.jobs) ? change.jobs : [];
     var all = change.all === true;
     var tasks = [];
-    if (change.machines || all) tasks.push(swap("#machines", "/fragments/machines"));
+    var one = pageMachine();
+    var card = one ? '[data-testid="machine-card"][data-machine="' + CSS.escape(one) + '"]' : null;
+    if (change.machines || all) tasks.push(swap("#machines", "/fragments/machines", card));
     if (jobs.length || all) tasks.push(swap("#jobs", jobsQuery()));
     var id = pageJobId();
     if (id && (all || jobs.indexOf(id) >= 0)) {
