@@ -55,6 +55,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         task = asyncio.create_task(ui.patrol.run()) if run_patrol else None
+        asyncio.get_running_loop().run_in_executor(None, ui.findings.refresh)  # warm it
         try:
             yield
         finally:

@@ -5,7 +5,7 @@ Delivery workspaces (``rgt deliver init``) are found under ``$RGT_HOME/demo/*/de
 ui`. A verdict is a saved `rgt verify compare --json` document (``findings/*.json`` of a
 workspace, as the demo writes it). Each claim's value and evidence come from ``rgt.deliver``'s
 own readers and its status from ``reconcile``: ok · drift · possible_drift · missing. Re-read
-at most every ``TTL_S`` (reconcile scans files).
+at most every ``TTL_S``, in the background (reconcile scans files).
 """
 
 from __future__ import annotations
@@ -29,15 +29,25 @@ class Findings:
     home: Path
     extra: tuple[Path, ...] = ()
     _cached: tuple[float, dict[str, Any]] | None = None
+    _busy: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def results(self) -> dict[str, Any]:
+        """The last reading; a stale one is re-read in the background (a page never waits
+        for reconcile's file scan, except the very first)."""
         with self._lock:
-            if self._cached and time.monotonic() - self._cached[0] < TTL_S:
-                return self._cached[1]
-            doc = self._read()
-            self._cached = (time.monotonic(), doc)
-            return doc
+            cached = self._cached
+            stale = cached is None or time.monotonic() - cached[0] >= TTL_S
+            if cached is not None and stale and not self._busy:
+                self._busy = True
+                threading.Thread(target=self.refresh, daemon=True).start()
+        return cached[1] if cached is not None else self.refresh()
+
+    def refresh(self) -> dict[str, Any]:
+        doc = self._read()
+        with self._lock:
+            self._cached, self._busy = (time.monotonic(), doc), False
+        return doc
 
     def summary(self) -> dict[str, Any]:
         doc = self.results()

@@ -11,8 +11,8 @@ and metrics files are fetched here too, for the jobs someone looks at (``fetched
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 from rgt.errors import RgtError
@@ -21,6 +21,7 @@ from rgt.ui.fetched import JobFiles
 from rgt.watch.patrol import PatrolOptions, patrol
 
 GATE_EVERY_S = 60.0
+log = logging.getLogger("rgt.ui")
 JOB_KEYS = ("state", "attempt", "label", "step", "reason", "ended")
 
 
@@ -45,8 +46,10 @@ class UiPatrol:
         while True:
             try:
                 update = await asyncio.to_thread(self.tick)
-            except RgtError as exc:  # the state DB itself failed: say so, try again
-                update = {"machines": False, "jobs": [], "at": utcnow(), "error": exc.message}
+            except Exception as exc:
+                log.warning("rgt ui patrol failed: %s", exc, exc_info=True)
+                message = exc.message if isinstance(exc, RgtError) else repr(exc)
+                update = {"machines": False, "jobs": [], "at": utcnow(), "error": message}
             if update.get("machines") or update.get("jobs") or update.get("error"):
                 self.publish(update)
             await asyncio.sleep(self.interval_s)
@@ -68,61 +71,67 @@ class UiPatrol:
     # -- one patrol (worker thread) ----------------------------------------------------------
 
     def tick(self) -> dict[str, Any]:
+        """One patrol; the new picture replaces the old one at the end, all at once, so a
+        page never shows a job's new state beside the gate's old verdict."""
         report = patrol(self.store, options=PatrolOptions(events=20))
-        changed_jobs = self._take_jobs(report["jobs"])
-        machines_changed = self._take_machines(report["machines"], report["time"])
-        gates_changed = self._refresh_gates(changed_jobs)
+        jobs, changed_jobs = self._take_jobs(report["jobs"])
+        machines, last_good, moved = self._take_machines(report["machines"], report["time"])
+        gates = self._refresh_gates(machines, {jobs[j].get("machine") for j in changed_jobs})
+        gates_changed = gates != self.gates
+        self.jobs, self.machines, self.last_good, self.gates = jobs, machines, last_good, gates
         changed_jobs += self.files.refresh(self.store, self.jobs)
         self.at, self.ticks = report["time"], self.ticks + 1
         return {
-            "machines": machines_changed or gates_changed or self.ticks == 1,
+            "machines": moved or gates_changed or self.ticks == 1,
             "jobs": sorted(set(changed_jobs)),
             "at": self.at,
         }
 
-    def _take_jobs(self, views: list[dict[str, Any]]) -> list[str]:
-        changed = []
+    def _take_jobs(
+        self, views: list[dict[str, Any]]
+    ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        jobs, changed = dict(self.jobs), []
         for view in views:
-            old = self.jobs.get(view["job_id"])
+            old = jobs.get(view["job_id"])
             if old is None or any(old.get(k) != view.get(k) for k in JOB_KEYS):
                 changed.append(view["job_id"])
             if not view.get("events") and old and old.get("events"):
                 view["events"] = old["events"]  # an ended job's last events stay shown
-            self.jobs[view["job_id"]] = view
-        return changed
+            jobs[view["job_id"]] = view
+        return jobs, changed
 
-    def _take_machines(self, rows: list[dict[str, Any]], at: str) -> bool:
-        changed = False
+    def _take_machines(
+        self, rows: list[dict[str, Any]], at: str
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], bool]:
+        machines, last_good, moved = dict(self.machines), dict(self.last_good), False
         for row in rows:
-            old = self.machines.get(row["name"])
-            if old is None or old.get("reachable") != row.get("reachable"):
-                changed = True
+            old = machines.get(row["name"])
+            moved |= old is None or old.get("reachable") != row.get("reachable")
             if row.get("reachable") and not row.get("error"):
-                self.last_good[row["name"]] = {"at": at, "row": row}
-            self.machines[row["name"]] = row
-        return changed
+                last_good[row["name"]] = {"at": at, "row": row}
+            machines[row["name"]] = row
+        return machines, last_good, moved
 
-    def _refresh_gates(self, changed_jobs: list[str]) -> bool:
-        moved = {self.jobs[j].get("machine") for j in changed_jobs if j in self.jobs}
-        changed = False
-        for name, row in self.machines.items():
+    def _refresh_gates(
+        self, machines: dict[str, dict[str, Any]], moved: set[Any]
+    ) -> dict[str, dict[str, Any]]:
+        gates = dict(self.gates)
+        for name, row in machines.items():
             due = time.monotonic() - self._gate_at.get(name, -GATE_EVERY_S) >= GATE_EVERY_S
             if not row.get("reachable") or not (due or name in moved):
                 continue
-            verdict = gate_of(self.store, name)
+            gates[name] = gate_of(self.store, name)
             self._gate_at[name] = time.monotonic()
-            changed |= self.gates.get(name) != verdict
-            self.gates[name] = verdict
-        return changed
+        return gates
 
 
-def gate_of(store: Store, name: str, evaluate: Callable[..., Any] | None = None) -> dict[str, Any]:
+def gate_of(store: Store, name: str) -> dict[str, Any]:
     """The teardown gate's verdict for one machine (``rgt.gate``), as JSON; an error is kept."""
     from rgt.backends import backend_for
     from rgt.gate import evaluate as gate_evaluate
 
     try:
-        verdict = (evaluate or gate_evaluate)(store, backend_for(store, name))
+        verdict = gate_evaluate(store, backend_for(store, name))
     except RgtError as exc:
         return {"ok": False, "error": exc.message, "checks": []}
     doc: dict[str, Any] = verdict.to_json()

@@ -9,10 +9,18 @@ import uvicorn
 
 from rgt.ui.app import create_app
 
+GRACE_S = 2
+
 
 def serve(
     sock: socket.socket, home: Path, token: str | None, interval: float, results: tuple[Path, ...]
 ) -> None:
     app = create_app(home, token, interval, results)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACE_S,  # SSE streams never end by themselves
+    )
     uvicorn.Server(config).run(sockets=[sock])
