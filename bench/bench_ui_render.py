@@ -54,7 +54,8 @@ document.getElementById('curve-log-1').click();
 
 
 def run(cmd: list[str], home: Path, cwd: Path | None = None) -> dict[str, object]:
-    argv = [sys.executable, "-m", "rgt.cli", *cmd, "--json"]
+    cut = cmd.index("--") if "--" in cmd else len(cmd)  # --json goes before the job's command
+    argv = [sys.executable, "-m", "rgt.cli", *cmd[:cut], "--json", *cmd[cut:]]
     proc = subprocess.run(argv, cwd=cwd, env=clean_env(home), capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"rgt {' '.join(cmd)} failed: {proc.stderr[-2000:]}")
