@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -26,6 +27,10 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
+# The `rgt` child processes import this checkout too.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p
+)
 
 from tests.ui.browser.chrome import Browser, missing  # noqa: E402
 from tests.ui.browser.conftest import clean_env, start_ui, stop_ui, wait_http  # noqa: E402
@@ -119,6 +124,7 @@ def report(
     print(f"  fetch + parse JSON, httpx      {statistics.median(py):8.1f} ms")
     print(f"  render / browser fetch         {render / fetch:8.2f}x")
     print("  verdict: " + ("meets" if render <= 1000 else "MISSES") + " the 1 s goal")
+    print(f"  machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
 
 
 def main() -> None:
