@@ -360,7 +360,8 @@
     if (jobs) {
       var q = "jobs=" + encodeURIComponent(jobs) + "&metric=" + encodeURIComponent(metric);
       var doc = await getJSON("/api/curves?" + q);
-      return { runs: (doc.runs || []).map(function (r) { return sortedRun(r.job, r.x || [], r.y || []); }) };
+      var runs = (doc.runs || []).filter(function (r) { return r.x && r.x.length; });
+      return { runs: runs.map(function (r) { return sortedRun(r.job, r.x, r.y || []); }) };
     }
     var path = "/api/jobs/" + encodeURIComponent(id) + "/metrics";
     if (!cache.has(path)) cache.set(path, getJSON(path));
