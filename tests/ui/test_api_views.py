@@ -101,3 +101,33 @@ def test_cancel_needs_header_and_confirm(
         ).status_code
         == 404
     )
+
+
+def test_sweep_grid_and_reconciliation(ui_server: Callable[..., UiServer], local_box: str) -> None:
+    import json
+
+    from rgt.models import JobSpec, JobState
+    from rgt.state.store import Store
+
+    store = Store.open()
+    cells = [("c-lr1-s0", 0.1, 0, "succeeded"), ("c-lr1-s1", 0.1, 1, "failed")]
+    cells += [("c-lr2-s0", 0.2, 0, "running")]
+    for cell_id, lr, seed, state in cells:
+        env = {
+            "RGT_SWEEP": "grid",
+            "RGT_CELL_ID": cell_id,
+            "RGT_SEED": str(seed),
+            "RGT_OVERRIDES": json.dumps({"lr": lr}),
+        }
+        spec = JobSpec(job_id=f"j-{cell_id}", machine=local_box, command=("x",), env=env)
+        store.add_job(spec, JobState(state))
+    ui = ui_server(run_patrol=False)
+    doc = ui.json("/api/sweeps/grid")
+    assert doc["reconciliation"]["counts"]["succeeded"] == 1
+    assert doc["reconciliation"]["counts"]["failed"] == 1
+    assert doc["reconciliation"]["counts"]["running"] == 1
+    assert doc["grid"]["seeds"] == [0, 1]
+    assert [r["group"] for r in doc["grid"]["rows"]] == ["lr=0.1", "lr=0.2"]
+    assert doc["grid"]["rows"][1]["cells"][1] is None  # lr=0.2 seed 1 never got a job
+    page = ui.get("/sweeps/grid").text
+    assert page.count('data-testid="sweep-cell"') == 3 and 'data-testid="reconcile-table"' in page

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rgt.errors import UnknownJobError
 from rgt.state.store import Store
@@ -68,7 +70,33 @@ def create_app(
     app.state.ui = ui
     app.state.token_required = token is not None
     app.add_middleware(TokenGate, token=token)
+    app.add_middleware(ServerTiming)
     return app
+
+
+class ServerTiming:
+    """``Server-Timing: app;dur=MS`` on every response: the time the app spent before it
+    answered (what bench/bench_ui_server.py reports; a browser's devtools show it too)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+
+        async def timed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                spent = f"app;dur={(time.perf_counter() - start) * 1000:.1f}".encode()
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (b"server-timing", spent)],
+                }
+            await send(message)
+
+        await self.app(scope, receive, timed)
 
 
 def page_routes() -> list[Route | Mount]:

@@ -91,8 +91,9 @@ def _fetch(store: Store, job_id: str, view: dict[str, Any], before: Fetched) -> 
         paths = backend.job_paths(job_id)
         metrics = backend.transport.read_bytes(f"{paths.output_dir}/{METRICS_FILE}")
         events = tuple(backend.events(job_id)[-50:])
-    except (RgtError, OSError) as exc:
-        return replace(before, error=str(exc))
+    except (RgtError, OSError) as exc:  # an ended job is not asked again: its files are gone
+        ended = str(view.get("state")) in ENDED
+        return replace(before, error=getattr(exc, "message", str(exc)), final=ended)
     if metrics is not None and len(metrics) > MAX_METRICS_BYTES:
         metrics = metrics[-MAX_METRICS_BYTES:]
     final = str(view.get("state") or record.state.value) in ENDED

@@ -4,8 +4,9 @@ All browsers share it: one ``rgt.watch.patrol.patrol`` call per interval (one ag
 per machine, the backend judging liveness, ``status_cache`` caching what the machine proves),
 however many pages are open. A machine that does not answer keeps its last good readings and
 the time they were taken: unreachable is never "dead". The teardown gate (a few more reads per
-machine) is evaluated again only when a job on the machine changed, or once a minute; job logs
-and metrics files are fetched here too, for the jobs someone looks at (``fetched``).
+machine) is evaluated again only when its inputs changed (a job's state, a pull, an approval)
+or every ten minutes. Job logs and metrics files are fetched here too, for the jobs someone
+looks at (``fetched``).
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rgt.errors import RgtError
 from rgt.state.store import Store, utcnow
 from rgt.ui.fetched import JobFiles
-from rgt.watch.patrol import PatrolOptions, patrol
+from rgt.watch.patrol import MAX_THREADS, PatrolOptions, patrol
 
-GATE_EVERY_S = 60.0
+GATE_EVERY_S = 600.0  # a pulled copy edited by hand is seen this late (the gate rechecks)
 log = logging.getLogger("rgt.ui")
 JOB_KEYS = ("state", "attempt", "label", "step", "reason", "ended")
 
@@ -38,6 +40,7 @@ class UiPatrol:
         self.at: str | None = None
         self.ticks = 0
         self._gate_at: dict[str, float] = {}
+        self._gate_inputs: dict[str, tuple[Any, ...]] = {}
         self._subscribers: set[asyncio.Queue[dict[str, Any]]] = set()
 
     # -- the loop ---------------------------------------------------------------------------
@@ -115,14 +118,37 @@ class UiPatrol:
     def _refresh_gates(
         self, machines: dict[str, dict[str, Any]], moved: set[Any]
     ) -> dict[str, dict[str, Any]]:
-        gates = dict(self.gates)
+        """Re-read the gate of each reachable machine whose inputs changed: a job's state
+        (seen by this patrol), a pull or an approval (the local DB), or after GATE_EVERY_S.
+        In steady state that is no round trip beyond `rgt watch`'s own."""
+        due = []
         for name, row in machines.items():
-            due = time.monotonic() - self._gate_at.get(name, -GATE_EVERY_S) >= GATE_EVERY_S
-            if not row.get("reachable") or not (due or name in moved):
-                continue
-            gates[name] = gate_of(self.store, name)
-            self._gate_at[name] = time.monotonic()
+            inputs = local_inputs(self.store, name)
+            stale = time.monotonic() - self._gate_at.get(name, -GATE_EVERY_S) >= GATE_EVERY_S
+            changed = name in moved or inputs != self._gate_inputs.get(name)
+            if row.get("reachable") and (stale or changed):
+                due.append(name)
+                self._gate_inputs[name] = inputs
+        gates = dict(self.gates)
+        with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(due)))) as pool:
+            for name, verdict in zip(
+                due, pool.map(lambda n: gate_of(self.store, n), due), strict=True
+            ):
+                gates[name] = verdict
+                self._gate_at[name] = time.monotonic()
         return gates
+
+
+def local_inputs(store: Store, name: str) -> tuple[Any, ...]:
+    """What the gate reads from this side: each job's last pull and the pending approval."""
+    from rgt.models import ACTION_DOWN
+
+    pulls = []
+    for record in store.jobs(name):
+        pull = store.last_pull(record.job_id)
+        pulls.append((record.job_id, pull["time"] if pull else None))
+    approval = store.pending_approval(name, ACTION_DOWN)
+    return (tuple(pulls), approval["id"] if approval else None)
 
 
 def gate_of(store: Store, name: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import cache
 from typing import Any
 
 from rgt.models import JobRecord, Machine
@@ -53,22 +54,29 @@ def machine(m: Machine, patrol: UiPatrol) -> dict[str, Any]:
 
 
 def clocks(m: Machine) -> list[dict[str, Any]]:
+    return [dict(c) for c in profile_clocks(m.profile)]
+
+
+@cache
+def profile_clocks(profile: str) -> tuple[dict[str, Any], ...]:
+    """The profile's danger clocks, read once per server (a profile load validates its TOML
+    against the schema: tens of ms, too slow for every machine of every page)."""
     from rgt.errors import RgtError
     from rgt.profiles import load_profile
 
     try:
-        profile = load_profile(m.profile)
+        found = load_profile(profile)
     except RgtError:
-        return []
-    return [
+        return ()
+    return tuple(
         {
             "name": c.name,
             "when": c.when,
             "ends_at": None,
             "note": f"{c.trigger} [{c.duration}] → {c.consequence}",
         }
-        for c in profile.clocks
-    ]
+        for c in found.clocks
+    )
 
 
 def readings(good: dict[str, Any] | None) -> dict[str, Any] | None:
