@@ -9,7 +9,7 @@
   "use strict";
 
   var TOKEN_KEY = "rgt_ui_token";
-  var MAX_BACKOFF_MS = 30000;
+  var MAX_BACKOFF_MS = 15000;  // retries at ~1, 1.5, 2.3, 3.4 … s, then every 15 s
 
   // ---- token and fetch ---------------------------------------------------------------------
   // The server sets an HttpOnly cookie when the page is opened with ?token=; the token is kept
@@ -221,7 +221,7 @@
       if (es !== source) return;
       source = null;
       failures += 1;
-      var delay = Math.min(MAX_BACKOFF_MS, 1000 * Math.pow(2, failures - 1));
+      var delay = Math.min(MAX_BACKOFF_MS, 1000 * Math.pow(1.5, failures - 1));
       delay = Math.round(delay * (0.8 + Math.random() * 0.4));
       setLive("down", "Disconnected; retrying in " + Math.ceil(delay / 1000) + " s");
       clearTimeout(retryTimer);
