@@ -22,7 +22,7 @@ import pytest
 from rgt.models import JobSpec, JobState, Machine
 from rgt.state.store import Store
 from tests.clirun import rgt
-from tests.ui.browser.chrome import Browser, shots_dir
+from tests.ui.browser.chrome import Browser, missing, shots_dir
 from tests.ui.browser.conftest import UiServer, clean_env, start_ui, stop_ui, wait_http
 
 POINTS = 40  # valid metric lines the steady job writes
@@ -116,6 +116,9 @@ def unreachable_machine(home: Path) -> None:
 
 @pytest.fixture(scope="module")
 def scene(ui_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
+    why = missing()
+    if why:  # before the jobs start: they are only worth it with a browser to look at them
+        pytest.skip(why)
     work = tmp_path_factory.mktemp("ui-scene")
     box = work / "box root"
     up = rgt("up", "local", "--name", "box", "--root", str(box), env={"RGT_HOME": str(ui_home)})

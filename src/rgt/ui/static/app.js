@@ -204,11 +204,12 @@
     source = es;
     es.addEventListener("open", function () {
       if (es !== source) return;
-      var missed = failures > 0;
       failures = 0;
       setLive("live", "Live");
-      // Updates sent while the stream was down are gone: refresh everything once.
-      if (missed) onUpdate({ all: true });
+      // Updates sent before the stream opened (between the page's render and now, or while it
+      // was down) are gone: refresh everything once. A job page's log and curves are fetched
+      // from the machine only once the page asked for them, often before this moment.
+      onUpdate({ all: true });
     });
     es.addEventListener("update", function (ev) {
       if (es !== source) return;
@@ -240,7 +241,6 @@
 
   function reconnect() {
     if (source) return;
-    failures = Math.max(failures, 1);
     connect();
   }
 
