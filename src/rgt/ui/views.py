@@ -173,7 +173,14 @@ def jobs_page(
     pages = max(1, math.ceil(len(rows) / per_page))
     page = max(1, min(page, pages))
     items = rows[(page - 1) * per_page : page * per_page]
-    return {"items": items, "page": page, "pages": pages, "total": len(rows), "per_page": per_page}
+    return {
+        "items": items,
+        "page": page,
+        "pages": pages,
+        "total": len(rows),
+        "per_page": per_page,
+        "filters": {"machine": machine_name, "state": state},
+    }
 
 
 def job_detail(record: JobRecord, patrol: UiPatrol) -> dict[str, Any]:
