@@ -40,6 +40,8 @@ command -v rsync >/dev/null 2>&1 || need+=(rsync)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)
 command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || need+=(munge)
+[ -x /usr/bin/chromium ] || need+=(chromium)            # the `rgt ui` browser tests
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "dev.sh: installing ${need[*]}" >&2
@@ -58,6 +60,7 @@ echo "== mypy" >&2
 # The tests mostly wait on sshd, Slurm and subprocesses, so more workers than cores pay;
 # --dist loadgroup keeps the tests of one shared resource (tests/conftest.py) on one worker.
 # RGT_TEST_WORKERS=0 runs them in this process, one after another; `-n N` in the args wins.
+export RGT_UI_SCREENSHOTS="${RGT_UI_SCREENSHOTS:-$PWD/.ci-artifacts/ui}"  # browser-test screenshots
 workers="${RGT_TEST_WORKERS:-4}"
 parallel=(-n "$workers" --dist loadgroup)
 echo "== pytest ($workers workers)" >&2
