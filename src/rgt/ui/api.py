@@ -7,7 +7,10 @@ logs and metrics come from what the patrol fetched (``fetched``), states from it
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,25 +117,51 @@ def log(request: Request) -> JSONResponse:
     return JSONResponse(views.log_tail(ui.patrol, job_id, _int(request, "lines", 200)))
 
 
+_PARSED: OrderedDict[tuple[Any, ...], Curves] = OrderedDict()  # newest last; a few jobs only
+_PARSED_LOCK = threading.Lock()  # sync routes run on a thread pool
+
+
 def job_curves(ui: Ui, job_id: str) -> Curves:
-    """The job's curves: the metrics file the patrol fetched, else the pulled copy's."""
+    """The job's curves: the metrics file the patrol fetched, else the pulled copy's.
+
+    Parsed once per version of the inputs (the fetched bytes' digest, the pulled copy's
+    folder and mtime): a page's live refreshes do not re-parse 100,000 lines each time."""
     ui.patrol.files.want(job_id)
-    found, out = ui.patrol.files.get(job_id), Curves()
-    if found is not None and found.metrics is not None:
-        read_jsonl(found.metrics, f"{job_id}:outputs/metrics.jsonl", out)
+    found = ui.patrol.files.get(job_id)
+    fetched = found.metrics if found is not None else None
     pull = ui.store.last_pull(job_id)
-    if pull and Path(pull["dest"]).is_dir():
-        read_pulled(Path(pull["dest"]), out, with_jsonl=not out.sources)
+    dest = Path(pull["dest"]) if pull and Path(pull["dest"]).is_dir() else None
+    key = (
+        job_id,
+        hashlib.sha1(fetched).hexdigest() if fetched is not None else None,
+        (str(dest), dest.stat().st_mtime_ns) if dest is not None else None,
+    )
+    with _PARSED_LOCK:
+        if key in _PARSED:
+            _PARSED.move_to_end(key)
+            return _PARSED[key]
+    out = Curves()
+    if fetched is not None:
+        read_jsonl(fetched, f"{job_id}:outputs/metrics.jsonl", out)
+    if dest is not None:
+        read_pulled(dest, out, with_jsonl=not out.sources)
+    with _PARSED_LOCK:
+        _PARSED[key] = out
+        while len(_PARSED) > 16:
+            _PARSED.popitem(last=False)
     return out
 
 
-def metrics(request: Request) -> JSONResponse:
+def metrics(request: Request) -> Response:
     ui, job_id = _ui(request), request.path_params["job_id"]
     try:
         ui.store.job(job_id)
     except UnknownJobError:
         return _unknown(job_id)
-    return JSONResponse(job_curves(ui, job_id).to_json())
+    found = job_curves(ui, job_id)
+    if found.body is None:  # serialized once per parse, like the parse itself
+        found.body = json.dumps(found.to_json(), separators=(",", ":")).encode()
+    return Response(found.body, media_type="application/json")
 
 
 def curves(request: Request) -> JSONResponse:

@@ -25,6 +25,7 @@ class Curves:
     skipped: int = 0
     notes: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    body: bytes | None = None  # the JSON document, once served
 
     def add(self, name: str, x: float, y: float) -> None:
         line = self.series.setdefault(name, {"x": [], "y": []})
