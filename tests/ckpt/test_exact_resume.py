@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,13 +70,6 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture(scope="module")
-def demo_zygote() -> Iterator[Client]:
-    zygote = Client(ZYGOTE)
-    yield zygote
-    zygote.close()
-
-
 def forked(zygote: Client, workdir: Path, kill: str = "-") -> Attempt:
     """One attempt in a child of the zygote (no torch import), killed at ``kill``."""
     out = workdir / f"attempt-{len(list(workdir.glob('attempt-*.log'))) + 1}.log"
@@ -93,9 +85,7 @@ def resumed_from(attempt: Attempt) -> int:
 
 @pytest.mark.slow
 @pytest.mark.early
-def test_kills_at_the_risky_points_resume_bit_identical(
-    demo_zygote: Client, tmp_path: Path
-) -> None:
+def test_kills_at_the_risky_points_resume_bit_identical(tmp_path: Path) -> None:
     """kill -9 inside save 2's data write (a torn file: resume from step 4, redo the epoch
     boundary at 8), right after the next attempt's save 2 is committed (step 12, mid-epoch),
     and between saves two steps past an epoch boundary (step 18); then the run finishes."""
@@ -103,8 +93,12 @@ def test_kills_at_the_risky_points_resume_bit_identical(
     reference_dir.mkdir()
     killed_dir.mkdir()
     reference_proc = start(reference_dir, ARGS)  # a fresh interpreter, alongside the chain
-    kills = ["persist:2", "after-save:2", "step:18", "-"]
-    attempts = [forked(demo_zygote, killed_dir, kill) for kill in kills]
+    zygote = Client(ZYGOTE)
+    try:
+        kills = ["persist:2", "after-save:2", "step:18", "-"]
+        attempts = [forked(zygote, killed_dir, kill) for kill in kills]
+    finally:
+        zygote.close()
     reference = finish(reference_proc)
 
     assert reference.returncode == 0, reference.output[-2000:]

@@ -71,6 +71,7 @@ def watch_follow(job_id: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_cut_status_is_reported_never_cached_as_another_state(live: Live) -> None:
     assert status_of(live.job_id)["state"] == "running"  # cached
     os.kill(live.agent, signal.SIGSTOP)  # frozen: it cannot rewrite the file under us
@@ -99,6 +100,7 @@ def test_cut_status_with_no_agent_ends_watch_and_resume_rebuilds_it(live: Live) 
     assert rebuilt["attempt"] == 2 and rebuilt["state"] in ("retrying", "running")
 
 
+@pytest.mark.slow
 def test_cut_manifest_is_a_named_error(tmp_path: Path) -> None:
     job = Live(tmp_path, QUICK)
     assert watch_follow(job.job_id, "--json").returncode == 0  # succeeded

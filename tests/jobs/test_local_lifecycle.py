@@ -103,6 +103,7 @@ def _approve_at_a_terminal(name: str, *extra: str) -> None:
     assert approve_at_a_terminal(name, *extra) == 0
 
 
+@pytest.mark.slow
 def test_approval_refused_without_terminal(machine: str) -> None:
     proc = rgt("approve", machine, "--json")
     assert proc.returncode == 3
