@@ -85,6 +85,7 @@ def test_cut_status_is_reported_never_cached_as_another_state(live: Live) -> Non
     assert once["state"] == "running" and once["problem"]["path"] == str(path)
 
 
+@pytest.mark.slow
 def test_cut_status_with_no_agent_ends_watch_and_resume_rebuilds_it(live: Live) -> None:
     assert status_of(live.job_id)["state"] == "running"  # cached
     live.kill_all()
@@ -123,6 +124,7 @@ def test_event_lines_that_are_not_events_are_skipped_and_counted(live: Live) -> 
     assert human.returncode == 0, human.stderr
 
 
+@pytest.mark.slow
 def test_removed_job_dir_is_named_with_the_fix(live: Live) -> None:
     assert status_of(live.job_id)["state"] == "running"  # cached
     live.kill_all()

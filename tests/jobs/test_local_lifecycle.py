@@ -66,6 +66,7 @@ def _launch(project: Path, *args: str, env: dict[str, str] | None = None) -> dic
     return doc
 
 
+@pytest.mark.slow
 def test_run_watch_pull_approve_down(project: Path, machine: str, tmp_path: Path) -> None:
     doc = _launch(project, "--secret", "TOKEN", env={"TOKEN": "s3cr3t-value"})
     assert doc["machine"] == "box" and doc["state"] in ("running", "succeeded")
@@ -110,6 +111,7 @@ def test_approval_refused_without_terminal(machine: str) -> None:
     assert "terminal" in json.loads(proc.stdout)["message"]
 
 
+@pytest.mark.slow
 def test_job_survives_the_cli_and_reads_its_snapshot(project: Path, machine: str) -> None:
     cli = subprocess.Popen(
         [
