@@ -113,6 +113,7 @@ def test_cut_manifest_is_a_named_error(tmp_path: Path) -> None:
     assert "cut or garbled" in error["message"] and "rgt resume" in error["fix"]
 
 
+@pytest.mark.slow
 def test_event_lines_that_are_not_events_are_skipped_and_counted(live: Live) -> None:
     with (live.dir / "events.jsonl").open("a") as events:
         events.write('[1, 2]\n"just a string"\n{"no": "kind"}\n{"cut": \n')

@@ -161,6 +161,7 @@ def _wait_for_job_id(timeout: float = 60) -> str:
     raise AssertionError("the job never started running")
 
 
+@pytest.mark.slow
 def test_a_failing_job_fails_fast_and_is_not_retried(project: Path, machine: str) -> None:
     (project / "bad.py").write_text("import nonexistent_module_xyz\n")
     proc = rgt(
@@ -178,6 +179,7 @@ def test_a_failing_job_fails_fast_and_is_not_retried(project: Path, machine: str
     assert any("nonexistent_module_xyz" in line for line in verdict["evidence"])
 
 
+@pytest.mark.slow
 def test_cancel(project: Path, machine: str) -> None:
     doc = _launch(project)
     long_job = _launch(project)  # noqa: F841 - a second job on the same machine is fine
@@ -201,6 +203,7 @@ def test_cancel(project: Path, machine: str) -> None:
     assert rgt("watch", doc["job_id"], "--json").returncode == 0
 
 
+@pytest.mark.slow
 def test_a_human_can_abandon_artifacts_that_never_verify(
     project: Path, machine: str, tmp_path: Path
 ) -> None:

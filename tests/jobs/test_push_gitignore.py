@@ -47,6 +47,7 @@ LEFT_OUT = [
 
 
 @pytest.mark.parametrize("git", [True, False], ids=["git", "no-git"])
+@pytest.mark.slow
 def test_push_names_what_gitignore_left_out(tmp_path: Path, machine: Path, git: bool) -> None:
     proj = _nanogpt_like(tmp_path, git)
     proc = rgt("push", "box", "--json", cwd=proj)
