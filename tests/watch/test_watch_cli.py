@@ -58,6 +58,7 @@ def running(tmp_path: Path, box: Path) -> str:
     (outputs / "go").write_text("")
 
 
+@pytest.mark.slow
 def test_watch_once_json_shape(running: str) -> None:
     proc = rgt("watch", "--once", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -77,6 +78,7 @@ def test_watch_once_json_shape(running: str) -> None:
     assert {"state", "job_id", "attempt", "events", "machine_report"} <= set(one)
 
 
+@pytest.mark.slow
 def test_following_a_job_to_its_end(running: str, box: Path) -> None:
     (box / ".rgt" / "jobs" / running / "outputs" / "go").write_text("")
     proc = rgt("watch", running, "--interval", "0.2", "--json")
@@ -107,6 +109,7 @@ def _unreachable_machine(tmp_path: Path) -> None:
     store.update_job("gone-job", state=JobState.RUNNING, attempts=2)
 
 
+@pytest.mark.slow
 def test_an_unreachable_machine_is_not_a_dead_job(running: str, tmp_path: Path) -> None:
     _unreachable_machine(tmp_path)
     first = json.loads(rgt("watch", "--once", "--json").stdout)
@@ -124,6 +127,7 @@ def test_an_unreachable_machine_is_not_a_dead_job(running: str, tmp_path: Path) 
     assert "unreachable since" in human.stdout and human.returncode == 0
 
 
+@pytest.mark.slow
 def test_audit_reports_findings_with_fixes(box: Path) -> None:
     proc = rgt(
         "audit",
@@ -145,6 +149,7 @@ def test_audit_reports_findings_with_fixes(box: Path) -> None:
     assert data["readings"]["python"]["version"].startswith("3.")
 
 
+@pytest.mark.slow
 def test_reap_lists_vram_holders_that_are_not_jobs(box: Path, tmp_path: Path) -> None:
     devices = tmp_path / "dev"
     devices.mkdir()
