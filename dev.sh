@@ -17,6 +17,64 @@ pick_python() {
   echo "dev.sh: need Python >= 3.10 on PATH" >&2; return 1
 }
 
+# Slow set-up steps run in the background, each with its log: `bg NAME CMD…` starts one,
+# `bg_wait NAME` waits for it and, when it failed, prints its log's tail and returns 1.
+declare -A bg_pid=() bg_log=()
+bg() {
+  local name="$1"; shift
+  bg_log[$name]="$(mktemp -t rgt-setup.XXXXXX)"
+  "$@" >"${bg_log[$name]}" 2>&1 &
+  bg_pid[$name]=$!
+}
+bg_wait() {
+  local name="$1" pid
+  [ -n "$name" ] && pid="${bg_pid[$name]:-}" && [ -n "$pid" ] || return 0
+  unset "bg_pid[$name]"
+  if ! wait "$pid"; then
+    tail -n 30 "${bg_log[$name]}" >&2
+    echo "dev.sh: $name failed (its log above)" >&2
+    return 1
+  fi
+  rm -f "${bg_log[$name]}"
+}
+# Leaving early (a lint error, a failed pip) still waits: apt-get is never cut off inside dpkg.
+bg_reap() {
+  local name
+  for name in "${!bg_pid[@]}"; do wait "${bg_pid[$name]}" 2>/dev/null || true; done
+  for name in "${!bg_log[@]}"; do rm -f "${bg_log[$name]}"; done
+}
+trap bg_reap EXIT
+
+# System packages the tests start for real, one line per package (the command it provides,
+# then the Debian package): OpenSSH server, rsync, tmux, Slurm, munge, Chromium.
+apt_need() {
+  command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || echo openssh-server
+  command -v rsync >/dev/null 2>&1 || echo rsync
+  command -v tmux >/dev/null 2>&1 || echo tmux
+  command -v slurmctld >/dev/null 2>&1 || echo slurm-wlm
+  command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || echo munge
+  [ -x /usr/bin/chromium ] || echo chromium  # the `rgt ui` browser tests
+  [ -x /usr/bin/chromedriver ] || echo chromium-driver
+}
+apt_install() {
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
+# apt-get runs while pip installs (a minute of CI wall time); pytest waits for both.
+apt_job=""
+if [ "$what" = test ]; then
+  mapfile -t need < <(apt_need)
+  if [ "${#need[@]}" -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "dev.sh: installing ${need[*]} in the background" >&2
+      apt_job="apt-get install ${need[*]}"
+      bg "$apt_job" apt_install "${need[@]}"
+    else
+      echo "dev.sh: missing ${need[*]} (tests that need them will be skipped); install as root" >&2
+    fi
+  fi
+fi
+
 if [ ! -x .venv/bin/python ]; then
   "$(pick_python)" -m venv .venv
 fi
@@ -25,7 +83,10 @@ extras=demo; [ "$what" = test ] && extras=test
 stamp=".venv/.rgt-installed-$extras-$(cat pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   # torch is pinned in pyproject.toml: the CPU wheel, never a range that pulls a CUDA build.
-  .venv/bin/pip install -q -e ".[$extras]"
+  if ! .venv/bin/pip install -q -e ".[$extras]"; then
+    echo "dev.sh: pip install -e '.[$extras]' failed (its output above)" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
 
@@ -33,23 +94,23 @@ if [ "$what" = demo ]; then
   exec .venv/bin/rgt demo "$@"
 fi
 
-# System packages the tests start for real: OpenSSH server, rsync, tmux.
-need=()
-command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
-command -v rsync >/dev/null 2>&1 || need+=(rsync)
-command -v tmux >/dev/null 2>&1 || need+=(tmux)
-command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)
-command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || need+=(munge)
-[ -x /usr/bin/chromium ] || need+=(chromium)            # the `rgt ui` browser tests
-[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
-if [ "${#need[@]}" -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "dev.sh: installing ${need[*]}" >&2
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  else
-    echo "dev.sh: missing ${need[*]} (tests that need them will be skipped); install as root" >&2
+# The oldest Python pyproject supports (3.10), when one is on this machine (pyenv ships it):
+# every module must import there, and the tests that need no torch must pass there. Its venv
+# is set up in the background during lint and the main test run (the full run only).
+oldest=""
+for py in "$HOME"/.pyenv/versions/3.10*/bin/python3.10 "$(command -v python3.10 || true)"; do
+  if [ -n "$py" ] && [ -x "$py" ]; then oldest="$py"; break; fi
+done
+venv310() {
+  [ -x .venv-3.10/bin/python ] || "$oldest" -m venv .venv-3.10
+  local stamp310=".venv-3.10/.rgt-installed-$(cat pyproject.toml | sha256sum | cut -c1-16)"
+  if [ ! -f "$stamp310" ]; then
+    .venv-3.10/bin/pip install -q -e . pytest pytest-timeout pytest-xdist hypothesis
+    touch "$stamp310"
   fi
+}
+if [ "$#" -eq 0 ] && [ -n "$oldest" ]; then
+  bg "the Python 3.10 venv" venv310
 fi
 
 echo "== ruff" >&2
@@ -63,31 +124,19 @@ echo "== mypy" >&2
 export RGT_UI_SCREENSHOTS="${RGT_UI_SCREENSHOTS:-$PWD/.ci-artifacts/ui}"  # browser-test screenshots
 workers="${RGT_TEST_WORKERS:-4}"
 parallel=(-n "$workers" --dist loadgroup)
+bg_wait "$apt_job" || exit 1
 echo "== pytest ($workers workers)" >&2
 if [ "$#" -gt 0 ]; then
   exec .venv/bin/python -m pytest "${parallel[@]}" "$@"
 fi
 .venv/bin/python -m pytest "${parallel[@]}" --durations=25  # the slowest, for the CI log
 
-# The oldest Python pyproject supports (3.10), when one is on this machine (pyenv ships it):
-# every module must import there, and the tests that need no torch must pass there.
-oldest=""
-for py in "$HOME"/.pyenv/versions/3.10*/bin/python3.10 "$(command -v python3.10 || true)"; do
-  if [ -n "$py" ] && [ -x "$py" ]; then oldest="$py"; break; fi
-done
 if [ -z "$oldest" ]; then
   echo "dev.sh: no Python 3.10 here; the oldest-Python pass is skipped" >&2
   exit 0
 fi
 echo "== Python 3.10 ($oldest): import every module, tests without torch" >&2
-if [ ! -x .venv-3.10/bin/python ]; then
-  "$oldest" -m venv .venv-3.10
-fi
-stamp310=".venv-3.10/.rgt-installed-$(cat pyproject.toml | sha256sum | cut -c1-16)"
-if [ ! -f "$stamp310" ]; then
-  .venv-3.10/bin/pip install -q -e . pytest pytest-timeout pytest-xdist hypothesis
-  touch "$stamp310"
-fi
+bg_wait "the Python 3.10 venv" || exit 1
 .venv-3.10/bin/python - <<'PY'
 import importlib, pkgutil, rgt
 bad = []

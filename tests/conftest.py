@@ -29,7 +29,14 @@ HOSTILE_NAMES = (
 # (`--dist loadgroup`): the session's single-node Slurm cluster (munged, slurmd and its node
 # name are machine-wide) and the veth/netns "far host" (its 10.213.X.0/30 subnet lives in the
 # root namespace). Keyed on the fixture, so a new test that uses one is pinned too.
-SHARED_RESOURCES = {"slurm_cluster": "slurm", "far_server": "netns"}
+# Also pinned: the users of a session fixture costly to build (a torch import and training runs,
+# an MCP server and its SDK), so one worker builds it once instead of every worker its own.
+SHARED_RESOURCES = {
+    "slurm_cluster": "slurm",
+    "far_server": "netns",
+    "demo_runs": "demo-runs",
+    "mcp_server": "mcp",
+}
 # The fast tier (`-m "not slow"`) leaves out every test that starts a real sshd or Slurm.
 SLOW_FIXTURES = {"sshd_server", "sshd_factory", "slurm_cluster", "far_server"}
 
@@ -46,8 +53,16 @@ def pytest_collection_modifyitems(
         if SLOW_FIXTURES.intersection(names):
             item.add_marker(pytest.mark.slow)
     yield
+    items[:] = sorted(items, key=_starts_late)  # stable: collection order otherwise
     if getattr(config.option, "loadgroup", False):
         _suffix_groups(items)
+
+
+def _starts_late(item: pytest.Item) -> bool:
+    """The longest tests (``@pytest.mark.early``) and the serial groups of one machine-wide
+    resource go to the workers first: started last, one of them would end the run alone."""
+    groups = {str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args}
+    return item.get_closest_marker("early") is None and not groups & {"slurm", "netns"}
 
 
 def _suffix_groups(items: list[pytest.Item]) -> None:
@@ -97,7 +112,17 @@ def rgt_home(
     yield home
 
 
-@pytest.fixture(params=HOSTILE_NAMES)
+# The fast tier runs each hostile-name test with one name (a space and a command substitution);
+# the full suite with all of them.
+FAST_HOSTILE_NAME = "$(touch PWNED)"
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(name, marks=() if name == FAST_HOSTILE_NAME else pytest.mark.slow)
+        for name in HOSTILE_NAMES
+    ]
+)
 def hostile_name(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

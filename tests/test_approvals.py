@@ -67,6 +67,7 @@ def test_a_pipe_cannot_approve_even_with_the_name(box: str, rgt_home: Path) -> N
     assert approvals(rgt_home) == []
 
 
+@pytest.mark.slow
 def test_with_a_pin_a_pty_driver_cannot_approve(box: str, rgt_home: Path) -> None:
     assert set_pin(PIN) == 0
     proc = scripted(f"{RGT} approve {box}", typed=f"{box}\n")
@@ -84,6 +85,7 @@ def test_with_a_pin_a_pty_driver_cannot_approve(box: str, rgt_home: Path) -> Non
     assert rgt("down", box, "--json").returncode == 0
 
 
+@pytest.mark.slow
 def test_the_lockout_holds_across_processes(box: str, rgt_home: Path) -> None:
     assert set_pin(PIN) == 0
     for attempt in range(MAX_FAILURES):
@@ -122,6 +124,7 @@ def test_the_pin_is_a_private_slow_hash(box: str, rgt_home: Path) -> None:
             assert PIN.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.slow
 def test_changing_or_removing_the_pin_needs_the_old_one(box: str, rgt_home: Path) -> None:
     assert set_pin(PIN) == 0
     change = PtyRgt("approve", "--set-pin")
@@ -147,6 +150,7 @@ def test_an_unreadable_pin_file_fails_closed(box: str, rgt_home: Path) -> None:
 
 
 @pytest.mark.parametrize("with_pin", [False, True])
+@pytest.mark.slow
 def test_down_yes_over_a_pty_never_approves(box: str, rgt_home: Path, with_pin: bool) -> None:
     if with_pin:
         assert set_pin(PIN) == 0
@@ -158,6 +162,7 @@ def test_down_yes_over_a_pty_never_approves(box: str, rgt_home: Path, with_pin: 
     assert doc.returncode == 0 and "box" in doc.stdout
 
 
+@pytest.mark.slow
 def test_the_typed_prompt_of_down_needs_the_pin(box: str, rgt_home: Path) -> None:
     assert set_pin(PIN) == 0
     for pin, code in (("not-the-pin", 3), (PIN, 0)):
@@ -172,6 +177,7 @@ def test_the_typed_prompt_of_down_needs_the_pin(box: str, rgt_home: Path) -> Non
         assert conn.execute("SELECT released FROM machines").fetchone()[0] is not None
 
 
+@pytest.mark.slow
 def test_a_damaged_attempt_counter_locks_once(box: str, rgt_home: Path) -> None:
     assert set_pin(PIN) == 0
     (rgt_home / ATTEMPTS_FILE).write_text("[garbage")

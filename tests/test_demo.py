@@ -12,6 +12,7 @@ import pytest
 
 
 @pytest.mark.slow
+@pytest.mark.early  # the longest test of the suite (one whole demo; everything asserted on it)
 def test_demo_json() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "rgt.cli", "demo", "--steps", "60", "--json"],

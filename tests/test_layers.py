@@ -11,6 +11,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "rgt"
 
 # Bottom to top; README's Architecture section draws the same order.
@@ -113,6 +115,7 @@ def test_every_package_has_a_layer() -> None:
     assert packages - RANKS.keys() == set(), "add the new package to RANKS and README"
 
 
+@pytest.mark.slow
 def test_imports_only_go_down_the_layers() -> None:
     upward = [
         f"{source} -> {dest}"

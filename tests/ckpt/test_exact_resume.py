@@ -6,20 +6,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import re
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from rgt.ckpt import Checkpointer
+from tests.ckpt._fork_server import Client
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_demo.py"
+ZYGOTE = Path(__file__).with_name("_demo_zygote.py")
 # 8 steps per epoch, so kills land mid-epoch and on epoch boundaries.
 ARGS = ["--steps", "32", "--ckpt-every", "4", "--train-size", "512", "--seed", "3"]
 STEP_LINE = re.compile(r"^step (\d+) loss (\S+)$", re.MULTILINE)
@@ -49,27 +49,16 @@ def start(workdir: Path, args: list[str], **env: str) -> subprocess.Popen[str]:
     )
 
 
-def finish(proc: subprocess.Popen[str], kill_at_step: int | None = None) -> Attempt:
-    """Read the output; with ``kill_at_step``, SIGKILL the process once it logged that step."""
+def finish(proc: subprocess.Popen[str]) -> Attempt:
     assert proc.stdout is not None
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        match = STEP_LINE.match(line.strip())
-        if kill_at_step is not None and match and int(match.group(1)) == kill_at_step:
-            time.sleep(random.uniform(0.0, 0.03))  # somewhere in the next step or save
-            proc.kill()
-            kill_at_step = None
-    output = "".join(lines)
+    output = proc.stdout.read()
     attempt = Attempt(proc.wait(timeout=300), output)
     attempt.losses = {int(step): loss for step, loss in STEP_LINE.findall(output)}
     return attempt
 
 
-def run(
-    workdir: Path, args: list[str] = ARGS, kill_at_step: int | None = None, **env: str
-) -> Attempt:
-    return finish(start(workdir, args, **env), kill_at_step)
+def run(workdir: Path, args: list[str] = ARGS, **env: str) -> Attempt:
+    return finish(start(workdir, args, **env))
 
 
 def latest_step(workdir: Path) -> int:
@@ -81,25 +70,45 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def forked(zygote: Client, workdir: Path, kill: str = "-") -> Attempt:
+    """One attempt in a child of the zygote (no torch import), killed at ``kill``."""
+    out = workdir / f"attempt-{len(list(workdir.glob('attempt-*.log'))) + 1}.log"
+    code = zygote.send(workdir, out, kill, *ARGS)
+    output = out.read_text()
+    return Attempt(code, output, {int(step): loss for step, loss in STEP_LINE.findall(output)})
+
+
+def resumed_from(attempt: Attempt) -> int:
+    match = re.search(r"^resumed from step (\d+)$", attempt.output, re.MULTILINE)
+    return int(match.group(1)) if match else 0
+
+
 @pytest.mark.slow
-def test_random_kills_resume_bit_identical(tmp_path: Path) -> None:
+@pytest.mark.early
+def test_kills_at_the_risky_points_resume_bit_identical(tmp_path: Path) -> None:
+    """kill -9 inside save 2's data write (a torn file: resume from step 4, redo the epoch
+    boundary at 8), right after the next attempt's save 2 is committed (step 12, mid-epoch),
+    and between saves two steps past an epoch boundary (step 18); then the run finishes."""
     reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed ü $(x)"
     reference_dir.mkdir()
     killed_dir.mkdir()
-    reference_proc = start(reference_dir, ARGS)  # runs alongside the interrupted chain
-    attempts = [run(killed_dir, kill_at_step=random.randint(2, 12))]
-    attempts.append(run(killed_dir, RGT_SMOKE_KILL_AFTER_SAVE="2"))
-    resumed_at = latest_step(killed_dir)
-    attempts.append(run(killed_dir, kill_at_step=random.randint(resumed_at + 1, 30)))
-    attempts.append(run(killed_dir))
+    reference_proc = start(reference_dir, ARGS)  # a fresh interpreter, alongside the chain
+    zygote = Client(ZYGOTE)
+    try:
+        kills = ["persist:2", "after-save:2", "step:18", "-"]
+        attempts = [forked(zygote, killed_dir, kill) for kill in kills]
+    finally:
+        zygote.close()
     reference = finish(reference_proc)
 
     assert reference.returncode == 0, reference.output[-2000:]
     assert [a.returncode for a in attempts] == [-signal.SIGKILL] * 3 + [0], attempts[-1].output
     assert sorted(reference.losses) == list(range(1, 33))
+    assert min(attempts[0].losses) == 1 and max(attempts[0].losses) >= 8  # saving step 8
+    assert [resumed_from(a) for a in attempts[1:3]] == [4, 12]
+    assert 12 <= resumed_from(attempts[3]) <= 16 and max(attempts[2].losses) == 18
     for attempt in attempts:  # every step trained, first time or again, has the same loss
         assert attempt.losses and all(reference.losses[s] == v for s, v in attempt.losses.items())
-    assert "resumed from step" in attempts[-1].output
     final = Checkpointer(killed_dir / "ckpt").latest_info()
     expected = Checkpointer(reference_dir / "ckpt").latest_info()
     assert final is not None and expected is not None and final.step == expected.step == 32

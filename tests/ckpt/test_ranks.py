@@ -68,6 +68,7 @@ def run_ranks(directory: Path, env_of: list[dict[str, str]]) -> list[dict[str, o
                      id="srun"),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_only_rank_zero_writes_and_every_rank_loads(
     tmp_path: Path, launcher: list[dict[str, str]]
 ) -> None:

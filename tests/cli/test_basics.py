@@ -67,6 +67,7 @@ def test_missing_command_is_usage_error() -> None:
     assert "Missing argument" in proc.stderr
 
 
+@pytest.mark.slow
 def test_bad_machine_name_changes_nothing(rgt_home: Path) -> None:
     proc = rgt("up", "local", "--name", "bad name/../x", "--json")
     assert proc.returncode == 2
@@ -106,6 +107,7 @@ def test_top_level_flags(flag: str) -> None:
     assert proc.stdout
 
 
+@pytest.mark.slow
 def test_bad_env_pair_changes_nothing(tmp_path: Path) -> None:
     assert rgt("up", "local", "--name", "box", "--root", str(tmp_path / "r")).returncode == 0
     proc = rgt("run", "box", "--env", "NOEQUALS", "--json", "--", "python", "x.py", cwd=tmp_path)
@@ -115,6 +117,7 @@ def test_bad_env_pair_changes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "r" / ".rgt" / "jobs").exists()
 
 
+@pytest.mark.slow
 def test_missing_secret_changes_nothing(tmp_path: Path) -> None:
     assert rgt("up", "local", "--name", "box", "--root", str(tmp_path / "r")).returncode == 0
     proc = rgt(

@@ -6,6 +6,8 @@ import json
 from functools import partial
 from pathlib import Path
 
+import pytest
+
 from rgt.deliver.workspace import init_workspace
 from tests import clirun
 from tests.deliver.deliver_helpers import make_run
@@ -13,6 +15,7 @@ from tests.deliver.deliver_helpers import make_run
 _rgt = partial(clirun.rgt, "deliver")
 
 
+@pytest.mark.slow
 def test_record_validates_every_run_before_recording_any(tmp_path: Path) -> None:
     ws = init_workspace(tmp_path / "ws ü")
     good = [

@@ -60,6 +60,7 @@ def test_bad_evidence_names_the_field(paper_ws: Workspace, mutate, field: str) -
     assert err.value.field == field
 
 
+@pytest.mark.slow
 def test_cli_claim_add_and_list(paper_ws: Workspace) -> None:
     base = [sys.executable, "-m", "rgt.cli", "deliver", "claim"]
     add = subprocess.run(

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import scipy.stats
 
 from rgt.deliver.evidence import Claim, add_claim
@@ -39,6 +40,7 @@ def test_clean_claims_disclose_n_ci_and_data(paper_ws: Workspace) -> None:
     assert _cli(paper_ws, "--strict").returncode == 0
 
 
+@pytest.mark.slow
 def test_planted_findings_are_disclosed(paper_ws: Workspace, tmp_path: Path) -> None:
     findings = {
         "findings": [

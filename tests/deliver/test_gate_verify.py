@@ -12,6 +12,7 @@ from typing import Any
 
 import jsonschema
 import numpy as np
+import pytest
 
 from rgt.deliver.evidence import Claim, add_claim
 from rgt.deliver.gate import gate
@@ -42,6 +43,7 @@ def _kinds(ws: Workspace) -> dict[str, list[tuple[str, str]]]:
     }
 
 
+@pytest.mark.slow
 def test_leakage_and_collapse_output_touch_every_claim(paper_ws: Workspace, tmp_path: Path) -> None:
     for split, names in (("train", ["a", "b"]), ("test", ["a", "c"])):
         (tmp_path / split).mkdir()
@@ -59,6 +61,7 @@ def test_leakage_and_collapse_output_touch_every_claim(paper_ws: Workspace, tmp_
     assert strict.returncode == 1 and json.loads(strict.stdout)["unresolved"] == 4
 
 
+@pytest.mark.slow
 def test_selection_output_touches_the_claims_of_its_runs(
     paper_ws: Workspace, tmp_path: Path
 ) -> None:

@@ -51,6 +51,7 @@ def _wait_ended(job_id: str) -> None:
     assert rgt("watch", job_id, "--interval", "0.3", "--json").returncode in (0, 1)
 
 
+@pytest.mark.slow
 def test_options_after_the_command_without_separator_are_refused(project: Path) -> None:
     proc = rgt("run", "box", sys.executable, "ok.py", "--env", "X=1", "--retries", "0", cwd=project)
     assert proc.returncode == 2
@@ -62,6 +63,7 @@ def test_options_after_the_command_without_separator_are_refused(project: Path) 
     assert json.loads(rgt("status", "--json").stdout)["jobs"] == []  # nothing launched
 
 
+@pytest.mark.slow
 def test_options_after_the_separator_belong_to_the_job(project: Path) -> None:
     (project / "args.py").write_text("import sys\nprint('ARGS', sys.argv[1:], flush=True)\n")
     proc = rgt(
@@ -73,6 +75,7 @@ def test_options_after_the_separator_belong_to_the_job(project: Path) -> None:
     assert "ARGS ['--retries', '7', '--env', 'Y=2']" in proc.stdout
 
 
+@pytest.mark.slow
 def test_the_probe_shows_the_traceback_not_the_config_dump(project: Path) -> None:
     proc = rgt(
         "run", "box", "--probe-seconds", "30", "--", sys.executable, "crash.py", cwd=project
@@ -123,6 +126,7 @@ def test_triage_of_jobs_that_did_not_fail(project: Path) -> None:
     assert "retry" not in raw.lower()
 
 
+@pytest.mark.slow
 def test_triage_of_a_failed_job_by_prefix_says_code_error(project: Path) -> None:
     _, bad = _run(project, "crash.py", probe="30")
     job_id = str(bad["job_id"])
@@ -165,6 +169,7 @@ def test_triage_neutralises_escape_sequences_of_a_log(tmp_path: Path) -> None:
     assert any("\x1b" in line for line in raw["evidence"])  # JSON keeps the data, escaped
 
 
+@pytest.mark.slow
 def test_logs_follow_reports_success_after_a_wait(project: Path) -> None:
     (project / "slow.py").write_text("import time\ntime.sleep(2)\nprint('late', flush=True)\n")
     _, doc = _run(project, "slow.py")

@@ -54,6 +54,7 @@ def _check(results: list[subprocess.CompletedProcess[str]], code_dir: Path) -> N
     assert len(list((code_dir / snapshots[0] / "pkg").glob("*.py"))) == FILES
 
 
+@pytest.mark.slow
 def test_three_concurrent_runs_on_the_local_backend(tmp_path: Path) -> None:
     root = tmp_path / "root"
     assert rgt("up", "local", "--name", "box", "--root", str(root)).returncode == 0

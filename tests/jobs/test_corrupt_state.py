@@ -71,6 +71,7 @@ def watch_follow(job_id: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_cut_status_is_reported_never_cached_as_another_state(live: Live) -> None:
     assert status_of(live.job_id)["state"] == "running"  # cached
     os.kill(live.agent, signal.SIGSTOP)  # frozen: it cannot rewrite the file under us
@@ -84,6 +85,7 @@ def test_cut_status_is_reported_never_cached_as_another_state(live: Live) -> Non
     assert once["state"] == "running" and once["problem"]["path"] == str(path)
 
 
+@pytest.mark.slow
 def test_cut_status_with_no_agent_ends_watch_and_resume_rebuilds_it(live: Live) -> None:
     assert status_of(live.job_id)["state"] == "running"  # cached
     live.kill_all()
@@ -99,6 +101,7 @@ def test_cut_status_with_no_agent_ends_watch_and_resume_rebuilds_it(live: Live) 
     assert rebuilt["attempt"] == 2 and rebuilt["state"] in ("retrying", "running")
 
 
+@pytest.mark.slow
 def test_cut_manifest_is_a_named_error(tmp_path: Path) -> None:
     job = Live(tmp_path, QUICK)
     assert watch_follow(job.job_id, "--json").returncode == 0  # succeeded
@@ -110,6 +113,7 @@ def test_cut_manifest_is_a_named_error(tmp_path: Path) -> None:
     assert "cut or garbled" in error["message"] and "rgt resume" in error["fix"]
 
 
+@pytest.mark.slow
 def test_event_lines_that_are_not_events_are_skipped_and_counted(live: Live) -> None:
     with (live.dir / "events.jsonl").open("a") as events:
         events.write('[1, 2]\n"just a string"\n{"no": "kind"}\n{"cut": \n')
@@ -121,6 +125,7 @@ def test_event_lines_that_are_not_events_are_skipped_and_counted(live: Live) -> 
     assert human.returncode == 0, human.stderr
 
 
+@pytest.mark.slow
 def test_removed_job_dir_is_named_with_the_fix(live: Live) -> None:
     assert status_of(live.job_id)["state"] == "running"  # cached
     live.kill_all()

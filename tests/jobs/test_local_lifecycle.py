@@ -66,6 +66,7 @@ def _launch(project: Path, *args: str, env: dict[str, str] | None = None) -> dic
     return doc
 
 
+@pytest.mark.slow
 def test_run_watch_pull_approve_down(project: Path, machine: str, tmp_path: Path) -> None:
     doc = _launch(project, "--secret", "TOKEN", env={"TOKEN": "s3cr3t-value"})
     assert doc["machine"] == "box" and doc["state"] in ("running", "succeeded")
@@ -103,12 +104,14 @@ def _approve_at_a_terminal(name: str, *extra: str) -> None:
     assert approve_at_a_terminal(name, *extra) == 0
 
 
+@pytest.mark.slow
 def test_approval_refused_without_terminal(machine: str) -> None:
     proc = rgt("approve", machine, "--json")
     assert proc.returncode == 3
     assert "terminal" in json.loads(proc.stdout)["message"]
 
 
+@pytest.mark.slow
 def test_job_survives_the_cli_and_reads_its_snapshot(project: Path, machine: str) -> None:
     cli = subprocess.Popen(
         [
@@ -158,6 +161,7 @@ def _wait_for_job_id(timeout: float = 60) -> str:
     raise AssertionError("the job never started running")
 
 
+@pytest.mark.slow
 def test_a_failing_job_fails_fast_and_is_not_retried(project: Path, machine: str) -> None:
     (project / "bad.py").write_text("import nonexistent_module_xyz\n")
     proc = rgt(
@@ -175,6 +179,7 @@ def test_a_failing_job_fails_fast_and_is_not_retried(project: Path, machine: str
     assert any("nonexistent_module_xyz" in line for line in verdict["evidence"])
 
 
+@pytest.mark.slow
 def test_cancel(project: Path, machine: str) -> None:
     doc = _launch(project)
     long_job = _launch(project)  # noqa: F841 - a second job on the same machine is fine
@@ -198,6 +203,7 @@ def test_cancel(project: Path, machine: str) -> None:
     assert rgt("watch", doc["job_id"], "--json").returncode == 0
 
 
+@pytest.mark.slow
 def test_a_human_can_abandon_artifacts_that_never_verify(
     project: Path, machine: str, tmp_path: Path
 ) -> None:

@@ -47,6 +47,7 @@ LEFT_OUT = [
 
 
 @pytest.mark.parametrize("git", [True, False], ids=["git", "no-git"])
+@pytest.mark.slow
 def test_push_names_what_gitignore_left_out(tmp_path: Path, machine: Path, git: bool) -> None:
     proj = _nanogpt_like(tmp_path, git)
     proc = rgt("push", "box", "--json", cwd=proj)
@@ -68,6 +69,7 @@ def test_push_names_what_gitignore_left_out(tmp_path: Path, machine: Path, git: 
     assert "to include them: add a `!PATTERN` line to .rgtignore" in human.stdout
 
 
+@pytest.mark.slow
 def test_a_bang_line_in_rgtignore_takes_the_files_back(tmp_path: Path, machine: Path) -> None:
     proj = _nanogpt_like(tmp_path, git=True)
     (proj / ".rgtignore").write_text("!*.bin\n!*.pkl\n!x.bin\n")

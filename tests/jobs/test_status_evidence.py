@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from rgt.models import JobState
 from rgt.state.store import Store
 from tests.jobs.test_corrupt_state import Live, status_of
@@ -26,6 +28,7 @@ def _cache(job_id: str, state: JobState) -> None:
     Store.open().update_job(job_id, state=state, attempts=1, ended=None)
 
 
+@pytest.mark.slow
 def test_removed_status_of_an_ended_job_is_its_end_named_and_not_resumed(tmp_path: Path) -> None:
     job_id, job_dir = _finished(tmp_path)
     (job_dir / "DONE").unlink()  # the end must come from the terminal event alone
@@ -42,6 +45,7 @@ def test_removed_status_of_an_ended_job_is_its_end_named_and_not_resumed(tmp_pat
     assert not (job_dir / "status.json").exists()  # no agent was started
 
 
+@pytest.mark.slow
 def test_garbled_status_with_only_done_is_succeeded(tmp_path: Path) -> None:
     job_id, job_dir = _finished(tmp_path)
     (job_dir / "events.jsonl").write_bytes(b"")  # nothing but DONE says how it ended
@@ -52,6 +56,7 @@ def test_garbled_status_with_only_done_is_succeeded(tmp_path: Path) -> None:
     assert once["problem"]["kind"] == "corrupt" and "heartbeat_lost" not in once["alerts"]
 
 
+@pytest.mark.slow
 def test_no_evidence_and_no_agent_is_unknown_and_watch_ends(tmp_path: Path) -> None:
     live = Live(tmp_path)
     try:

@@ -13,6 +13,8 @@ from rgt.smoke import OverfitReport, overfit  # noqa: E402
 
 CLASSES = 5
 torch.set_num_threads(1)  # tiny models: threads only contend with the other test workers
+# One worker runs them all: the first steps warm up torch's CPU kernels, once, not per worker.
+pytestmark = pytest.mark.xdist_group("torch-overfit")
 
 
 class MLP(nn.Module):  # type: ignore[misc]

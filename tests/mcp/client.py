@@ -13,12 +13,12 @@ from collections.abc import Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.types import TextContent, Tool
+if TYPE_CHECKING:  # the SDK loads where a server starts, not on every xdist worker's collection
+    from mcp.types import Tool
 
-from mcp import ClientSession
+    from mcp import ClientSession
 
 T = TypeVar("T")
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -35,6 +35,8 @@ class McpRgt:
     """``rgt mcp`` started by the SDK's stdio client with its own RGT_HOME and working dir."""
 
     def __init__(self, home: Path, cwd: Path, env: dict[str, str] | None = None) -> None:
+        from mcp.client.stdio import StdioServerParameters
+
         self.params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "rgt.cli", "mcp"],
@@ -56,6 +58,10 @@ class McpRgt:
             raise AssertionError(f"rgt mcp did not initialize within {timeout}s")
 
     async def _serve(self) -> None:
+        from mcp.client.stdio import stdio_client
+
+        from mcp import ClientSession
+
         self.done = asyncio.Event()
         async with AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(
@@ -73,6 +79,8 @@ class McpRgt:
     def call(
         self, tool: str, arguments: dict[str, Any] | None = None, timeout: float = 120
     ) -> Answer:
+        from mcp.types import TextContent
+
         assert self.session is not None
         result = self._wait(self.session.call_tool(tool, arguments or {}), timeout)
         text = "\n".join(c.text for c in result.content if isinstance(c, TextContent))

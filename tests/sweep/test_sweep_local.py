@@ -104,6 +104,7 @@ def test_failures_reruns_pull_and_duplicates(project: Path, tmp_path: Path) -> N
     assert not (Path.cwd() / "PWNED").exists() and not list(tmp_path.rglob("PWNED"))
 
 
+@pytest.mark.slow
 def test_pulled_groups_feed_verify_compare(project: Path, tmp_path: Path) -> None:
     path = write_project(
         project, sweep_toml("cmp", ["a", "b"], lrs=[0.1, 0.2], seeds=[0, 1, 2], per_machine=2)

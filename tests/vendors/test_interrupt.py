@@ -17,6 +17,7 @@ from tests.ttys import PtyRgt
 from tests.vendors.fakes._server import FakeVendor
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_up_leaves_the_id_recorded_for_down(
     fake_for: Callable[..., FakeVendor], monkeypatch: pytest.MonkeyPatch
 ) -> None:

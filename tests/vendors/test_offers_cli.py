@@ -34,6 +34,7 @@ def test_offers_sorted_by_price(
     assert {o["family"] for o in offers} == {"A100"}
 
 
+@pytest.mark.slow
 def test_offers_filters_spot_price_and_region(fake_for: StartFake) -> None:
     fake_for("vastai")
     spot = json.loads(rgt("offers", "vastai", "--gpu", "A100", "--spot", "--json").stdout)

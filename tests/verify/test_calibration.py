@@ -25,6 +25,7 @@ def noise(rng: np.random.Generator, kind: str, shape: tuple[int, int]) -> Any:
 
 @pytest.mark.parametrize("kind", ["normal", "t3"])
 @pytest.mark.parametrize("n", [3, 5, 10])
+@pytest.mark.slow
 def test_false_effect_rate_under_the_null(n: int, kind: str) -> None:
     rng = np.random.default_rng(1000 + n)
     a, b = noise(rng, kind, (SIMS, n)), noise(rng, kind, (SIMS, n))

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.clirun import rgt
 from tests.verify.test_artifacts import manifest_for, write_good_tree
 
 
+@pytest.mark.slow
 def test_all_ok_prints_one_line_per_file_and_summary(hostile_dir: Path) -> None:
     write_good_tree(hostile_dir)
     (hostile_dir / "manifest.json").write_text(json.dumps(manifest_for(hostile_dir)))
@@ -19,6 +22,7 @@ def test_all_ok_prints_one_line_per_file_and_summary(hostile_dir: Path) -> None:
     assert lines[-1].startswith("100 % OK: 9 files")
 
 
+@pytest.mark.slow
 def test_failure_exits_1_and_json_is_one_document(tmp_path: Path) -> None:
     write_good_tree(tmp_path)
     manifest = manifest_for(tmp_path)

@@ -203,6 +203,7 @@ def test_bad_inputs_give_clear_errors(tmp_path: Path) -> None:
     assert info.value.field == "metrics.psnr"
 
 
+@pytest.mark.slow
 def test_cli_json_document_and_exit_codes(tmp_path: Path) -> None:
     a = write_group(tmp_path, "base run", BASE)
     b = write_group(tmp_path, "aug run", BETTER, config={"augment": True})
@@ -230,6 +231,7 @@ def test_cli_json_document_and_exit_codes(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "fix:" in missing.stderr
 
 
+@pytest.mark.slow
 def test_runs_sharing_a_seed_are_not_replications(tmp_path: Path) -> None:
     # Five "seeds" that are all seed 0: a config that ignored --seed, or one run copied.
     a = write_group(tmp_path, "base", BASE, seed=0, config={"seed": 0})

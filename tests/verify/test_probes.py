@@ -50,6 +50,7 @@ def test_no_overlap_and_duplicates_inside_test(tmp_path: Path) -> None:
     assert [(f.kind, f.evidence["duplicates"]) for f in findings] == [("test_duplicates", 2)]
 
 
+@pytest.mark.slow
 def test_leakage_on_a_million_hashes(tmp_path: Path) -> None:
     """Exact overlap count at scale (throughput: bench/bench_verify_leakage.py)."""
     lines = [f"{i:064x}" for i in range(1_000_000)]

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.clirun import rgt
 
 LONG = (
@@ -43,6 +45,7 @@ def derived(job_id: str, env: dict[str, str] | None = None) -> list[dict[str, An
     return [e for e in doc["events"] if e.get("derived") and e["job_id"] == job_id]
 
 
+@pytest.mark.slow
 def test_lost_agent_is_reported_and_resumed(tmp_path: Path) -> None:
     job_id = launch(tmp_path, LONG)
     job_dir = tmp_path / "root" / ".rgt" / "jobs" / job_id
@@ -68,6 +71,7 @@ def test_lost_agent_is_reported_and_resumed(tmp_path: Path) -> None:
     assert rgt("cancel", job_id, "--json").returncode == 0
 
 
+@pytest.mark.slow
 def test_finished_but_not_pulled(tmp_path: Path) -> None:
     job_id = launch(tmp_path, QUICK)
     assert rgt("watch", job_id, "--json").returncode == 0

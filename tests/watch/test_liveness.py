@@ -51,6 +51,7 @@ def watch_job(job_id: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_watch_job_human_shows_heartbeat_lost(lost_job: tuple[str, float]) -> None:
     job_id, killed = lost_job
     proc = watch_job(job_id)
@@ -61,6 +62,7 @@ def test_watch_job_human_shows_heartbeat_lost(lost_job: tuple[str, float]) -> No
     assert f"rgt resume {job_id}" in proc.stdout
 
 
+@pytest.mark.slow
 def test_watch_job_json_status_and_patrol_agree(lost_job: tuple[str, float]) -> None:
     job_id, killed = lost_job
     proc = watch_job(job_id, "--json")
@@ -105,6 +107,7 @@ def test_frozen_agent_is_lost_after_the_bound(tmp_path: Path) -> None:
         _kill_group(pid)
 
 
+@pytest.mark.slow
 def test_logs_follow_stops_on_a_lost_agent(lost_job: tuple[str, float]) -> None:
     """`rgt logs -f` used to print the log and wait for ever once the agent was gone."""
     job_id, killed = lost_job
@@ -121,6 +124,7 @@ def test_logs_follow_stops_on_a_lost_agent(lost_job: tuple[str, float]) -> None:
     assert "the agent is not running" in proc.stderr and f"rgt resume {job_id}" in proc.stderr
 
 
+@pytest.mark.slow
 def test_logs_follow_goes_on_into_the_next_attempt(tmp_path: Path) -> None:
     """A retried job's log continues in attempt-2.log: `logs -f` follows it there and exits
     with the job's outcome. Attempt 1 lasts until `logs -f` has shown its line, whatever the

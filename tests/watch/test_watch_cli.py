@@ -59,6 +59,7 @@ def running(tmp_path: Path, box: Path) -> str:
     (outputs / "go").write_text("")
 
 
+@pytest.mark.slow
 def test_watch_once_json_shape(running: str) -> None:
     proc = rgt("watch", "--once", "--json", "--full")
     assert proc.returncode == 0, proc.stderr
@@ -78,6 +79,7 @@ def test_watch_once_json_shape(running: str) -> None:
     assert {"state", "job_id", "attempt", "events", "machine_report"} <= set(one)
 
 
+@pytest.mark.slow
 def test_compact_json_is_the_full_form_cut(running: str) -> None:
     """The default `--json` of `watch --once`, `watch JOB --once` and `status`: the full
     form's names and values, nulls and defaults left out, valid against the shipped schemas."""
@@ -125,6 +127,7 @@ def schema(name: str, part: str | None = None) -> Any:
     return Draft202012Validator(doc, registry=registry)
 
 
+@pytest.mark.slow
 def test_following_a_job_to_its_end(running: str, box: Path) -> None:
     (box / ".rgt" / "jobs" / running / "outputs" / "go").write_text("")
     proc = rgt("watch", running, "--interval", "0.2", "--json")
@@ -155,6 +158,7 @@ def _unreachable_machine(tmp_path: Path) -> None:
     store.update_job("gone-job", state=JobState.RUNNING, attempts=2)
 
 
+@pytest.mark.slow
 def test_an_unreachable_machine_is_not_a_dead_job(running: str, tmp_path: Path) -> None:
     _unreachable_machine(tmp_path)
     first = json.loads(rgt("watch", "--once", "--json").stdout)
@@ -172,6 +176,7 @@ def test_an_unreachable_machine_is_not_a_dead_job(running: str, tmp_path: Path) 
     assert "unreachable since" in human.stdout and human.returncode == 0
 
 
+@pytest.mark.slow
 def test_audit_reports_findings_with_fixes(box: Path) -> None:
     proc = rgt(
         "audit",
@@ -193,6 +198,7 @@ def test_audit_reports_findings_with_fixes(box: Path) -> None:
     assert data["readings"]["python"]["version"].startswith("3.")
 
 
+@pytest.mark.slow
 def test_reap_lists_vram_holders_that_are_not_jobs(box: Path, tmp_path: Path) -> None:
     devices = tmp_path / "dev"
     devices.mkdir()

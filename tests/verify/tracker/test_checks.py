@@ -79,6 +79,7 @@ def latest(report: TrackerReport) -> float:
         ),
     ],
 )
+@pytest.mark.slow
 def test_exactly_the_planted_defects(
     corpus: Path, folder: str, expected: set[tuple[str, str]]
 ) -> None:
@@ -87,6 +88,7 @@ def test_exactly_the_planted_defects(
     assert found(report) == expected
 
 
+@pytest.mark.slow
 def test_severities_follow_the_status(corpus: Path) -> None:
     report = scan(corpus / "trackio")
     truncated = [f for f in report.findings if f.kind == "truncated_history"]
@@ -108,6 +110,7 @@ def test_stale_after_is_the_users_threshold(corpus: Path) -> None:
     assert ("stale_running", "killed") in found(stale)
 
 
+@pytest.mark.slow
 def test_results_json_that_disagrees_with_the_tracker(corpus: Path, tmp_path: Path) -> None:
     write_results(tmp_path, {"name": "clean", "metrics": {"loss": 0.2}})
     report = scan(corpus / "trackio", results=[_load(tmp_path)])

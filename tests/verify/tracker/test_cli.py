@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from rgt.results import write_results
 from tests.clirun import rgt
 
 
+@pytest.mark.slow
 def test_json_document(corpus: Path) -> None:
     result = rgt("verify", "tracker", str(corpus), "--json", "--stale-after", "0")
     assert result.returncode == 0, result.stderr
