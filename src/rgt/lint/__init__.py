@@ -32,16 +32,20 @@ CUDA_STRING = re.compile(r"[\"']cuda")  # torch.device("cuda:0")
 
 
 def lint_paths(
-    paths: Iterable[str], select: Iterable[str] = (), ignore: Iterable[str] = ()
+    paths: Iterable[str],
+    select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+    cache: bool = True,
 ) -> LintReport:
-    """Lint files and folders; ``select``/``ignore`` take codes or prefixes (``RGT1``)."""
+    """Lint files and folders; ``select``/``ignore`` take codes or prefixes (``RGT1``);
+    ``cache``: reuse per-file results from ``$RGT_HOME/cache/lint`` (rgt.lint._cache)."""
     wanted = (_codes(select) or set(RULES)) - _codes(ignore)
     texts, skipped = _read(expand(list(paths)))
     words: set[str] = set()
     for text in texts:
         words.update(identifiers(text.text))
     relevant = [t for t in texts if "torch" in t.text]
-    findings, notes = _run.analyse(relevant, frozenset(words), frozenset(wanted))
+    findings, notes = _run.analyse(relevant, frozenset(words), frozenset(wanted), cache)
     findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.col, f.code))
     return LintReport(tuple(findings), tuple(skipped + notes), len(texts) + len(skipped))
 

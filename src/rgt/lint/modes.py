@@ -56,6 +56,7 @@ EVAL_NAME = re.compile(
     r"(?i)^(evaluate|evaluation|eval|validate|validation|valid|val|test)(_|$)"
     r"|_(eval|evaluate|evaluation|validate|validation|val|test)$"
 )
+LAYER_WORDS = frozenset({"Dropout", "dropout", "BatchNorm2d", "BatchNorm1d"})  # mode-bound
 NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
 FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "ignite")
 
@@ -67,7 +68,7 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     any_eval_call = bool([c for c in facts.methods_called("eval") if not c.args])
     any_eval_call |= any(_train_false(c) for c in facts.methods_called("train"))
     for func in evals:
-        if not any_eval_call and words & {"Dropout", "dropout", "BatchNorm2d", "BatchNorm1d"}:
+        if not any_eval_call and words & LAYER_WORDS:
             yield Hit("RGT201", func, func.name)
         if not _under_no_grad(facts, func):
             yield Hit("RGT203", func, func.name)
