@@ -87,6 +87,21 @@ def _is_eval(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool
     )
 
 
+def _freezes(facts: Facts) -> bool:
+    """Parameters frozen (``p.requires_grad = False``, ``requires_grad_(False)``): a linear
+    probe on a frozen backbone keeps it in eval mode on purpose (moco's main_lincls)."""
+    if any(_train_false(c) for c in facts.methods_called("requires_grad_")):
+        return True
+    for node in ast.walk(facts.tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            frozen = node.value.value is False
+            if frozen and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets
+            ):
+                return True
+    return False
+
+
 def _train_false(call: ast.Call) -> bool:
     return bool(call.args) and isinstance(call.args[0], ast.Constant) and not call.args[0].value
 
@@ -128,7 +143,8 @@ def _train_after_eval(facts: Facts) -> Iterator[Hit]:
         trains = any(method(c) == "backward" for c in reach)
         evals = [c for c in reach if method(c) == "eval" and not c.args]
         if trains and evals:
-            yield Hit("RGT202", evals[0])
+            if not _freezes(facts):  # walked only here: rare
+                yield Hit("RGT202", evals[0])
             return
 
 
