@@ -25,6 +25,15 @@ def _rows(paths: list[str], **kwargs: object) -> list[dict[str, object]]:
     return [f.to_dict() for f in lint_paths(paths, **kwargs).findings]  # type: ignore[arg-type]
 
 
+def test_the_whole_report_is_the_same_from_the_cache(tmp_path: Path) -> None:
+    scripts = sorted(CORPUS.glob("*/*.txt"))  # both halves: notebooks, skipped files, findings
+    for script in scripts:
+        shutil.copyfile(script, tmp_path / script.name[:-4])
+    cold = lint_paths([str(tmp_path)], cache=False).to_json()
+    lint_paths([str(tmp_path)])
+    assert lint_paths([str(tmp_path)]).to_json() == cold and cold["skipped"]
+
+
 def _entries() -> list[Path]:
     return sorted(_cache.folder().rglob("*.json"))
 
