@@ -4,12 +4,16 @@ It answers the official client over plain HTTP (bearer token checked) and runs "
 processes on this host: the claim's mount path is a real directory here, so a pod sees the
 claim where the manifest mounts it. Implemented:
 
-- pods: create, read, list by ``job-name=`` label, delete; exec over a websocket speaking the
-  v5 channel protocol (channels 0-3, CLOSE of stdin, the ``Status`` on the error channel);
+- pods: create, read, list by label selector (``k=v,...``), delete; exec over a websocket
+  speaking the v5 channel protocol (channels 0-3, CLOSE of stdin, the ``Status`` on the error
+  channel);
 - configmaps: create; jobs: create (the init container's script, then the ``agent``
   container, as processes; the ConfigMap's mount is a temp dir put in place of its path in the
-  scripts), read status (``Complete``/``Failed`` conditions from the exit code), delete
+  scripts; the pod carries the template's labels and ``job-name``), list by label selector,
+  read status (``Complete``/``Failed`` conditions from the exit code), delete
   (SIGTERM to the pod's process group).
+
+Every request is recorded (``Cluster.requests``) so a test can count round trips.
 
 Not a Kubernetes: no scheduling, images, limits, retries of pods or admission.
 """
@@ -51,16 +55,18 @@ class Cluster:
     configmaps: dict[str, dict[str, Any]] = field(default_factory=dict)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    requests: list[str] = field(default_factory=list)  # "GET /api/v1/…", one per round trip
 
     def start_job(self, job: dict[str, Any]) -> None:
         name = job["metadata"]["name"]
         job["metadata"].update(uid=name, creationTimestamp=NOW)
         job["status"] = {"active": 1, "startTime": NOW}
         pod_spec = job["spec"]["template"]["spec"]
+        labels = job["spec"]["template"].get("metadata", {}).get("labels") or {}
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": f"{name}-0", "labels": {"job-name": name}, "uid": name},
+            "metadata": {"name": f"{name}-0", "labels": {**labels, "job-name": name}, "uid": name},
             "spec": pod_spec,
             "status": {"phase": "Running"},
         }
@@ -181,6 +187,7 @@ class Handler(BaseHTTPRequestHandler):
         return data
 
     def do_GET(self) -> None:
+        self.cluster.requests.append(f"{self.command} {urlparse(self.path).path}")
         if not self._authorized():
             return
         parts, query = self._parts()
@@ -192,11 +199,15 @@ class Handler(BaseHTTPRequestHandler):
                 found = self.cluster.pods.get(name)
                 return self._send(*_found(found, "pods", name))
             elif kind == "pods":
-                selector = query.get("labelSelector", [""])[0].removeprefix("job-name=")
-                items = [p for p in self.cluster.pods.values() if _job_of(p) == selector]
+                items = _selected(self.cluster.pods.values(), query)
                 return self._send(200, {"kind": "PodList", "apiVersion": "v1", "items": items})
             elif kind == "jobs" and name:
                 return self._send(*_found(self.cluster.jobs.get(name), "jobs", name))
+            elif kind == "jobs":
+                items = _selected(self.cluster.jobs.values(), query)
+                return self._send(
+                    200, {"kind": "JobList", "apiVersion": "batch/v1", "items": items}
+                )
             else:
                 return self._send(404, _status(404, "NotFound", self.path))
         if pod is None or pod["status"]["phase"] != "Running":
@@ -204,6 +215,7 @@ class Handler(BaseHTTPRequestHandler):
         _ws.serve_exec(self, query)
 
     def do_POST(self) -> None:
+        self.cluster.requests.append(f"{self.command} {urlparse(self.path).path}")
         if not self._authorized():
             return
         kind, _, _ = _route(self._parts()[0])
@@ -223,6 +235,7 @@ class Handler(BaseHTTPRequestHandler):
         self._send(201, doc)
 
     def do_DELETE(self) -> None:
+        self.cluster.requests.append(f"{self.command} {urlparse(self.path).path}")
         if not self._authorized():
             return
         kind, name, _ = _route(self._parts()[0])
@@ -232,6 +245,14 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
             pod = self.cluster.pods.pop(name or "", None)
         self._send(*_found(pod, "pods", name or ""))  # the API answers with the deleted pod
+
+
+def _selected(docs: Any, query: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """The objects whose labels match every ``key=value`` of the ``labelSelector``."""
+    wanted = [t.partition("=")[::2] for t in query.get("labelSelector", [""])[0].split(",") if t]
+    return [
+        d for d in docs if all((d["metadata"].get("labels") or {}).get(k) == v for k, v in wanted)
+    ]
 
 
 def _route(parts: list[str]) -> tuple[str, str | None, str | None]:

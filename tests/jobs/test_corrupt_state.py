@@ -113,7 +113,7 @@ def test_cut_manifest_is_a_named_error(tmp_path: Path) -> None:
 def test_event_lines_that_are_not_events_are_skipped_and_counted(live: Live) -> None:
     with (live.dir / "events.jsonl").open("a") as events:
         events.write('[1, 2]\n"just a string"\n{"no": "kind"}\n{"cut": \n')
-    proc = rgt("watch", "--once", "--json", "--no-gpu")
+    proc = rgt("watch", "--once", "--json", "--full", "--no-gpu")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (job,) = [j for j in json.loads(proc.stdout)["jobs"] if j["job_id"] == live.job_id]
     assert job["events_skipped"] == 4 and job["state"] == "running"

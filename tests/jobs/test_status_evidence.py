@@ -32,7 +32,7 @@ def test_removed_status_of_an_ended_job_is_its_end_named_and_not_resumed(tmp_pat
     (job_dir / "status.json").unlink()
     _cache(job_id, JobState.RUNNING)
     job = status_of(job_id)
-    assert job["state"] == "succeeded" and not job["heartbeat_lost"], job
+    assert job["state"] == "succeeded" and not job.get("heartbeat_lost"), job
     problem = job["problem"]
     assert problem["kind"] == "missing" and problem["path"] == str(job_dir / "status.json")
     assert "rgt resume" not in problem["fix"] and "events.jsonl" in problem["fix"], problem
@@ -47,7 +47,7 @@ def test_garbled_status_with_only_done_is_succeeded(tmp_path: Path) -> None:
     (job_dir / "events.jsonl").write_bytes(b"")  # nothing but DONE says how it ended
     (job_dir / "status.json").write_bytes(b'{"state": "succ\xff')
     _cache(job_id, JobState.RUNNING)
-    once = json.loads(rgt("watch", job_id, "--once", "--json", "--no-gpu").stdout)
+    once = json.loads(rgt("watch", job_id, "--once", "--json", "--full", "--no-gpu").stdout)
     assert once["state"] == "succeeded" and once["state_source"] == "DONE", once
     assert once["problem"]["kind"] == "corrupt" and "heartbeat_lost" not in once["alerts"]
 

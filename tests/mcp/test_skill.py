@@ -123,17 +123,3 @@ def test_rgt_help_does_not_import_the_mcp_sdk() -> None:
 
 def rgt(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return clirun.rgt(*args, cwd=cwd, timeout=60)
-
-
-def test_rgt_mcp_without_the_sdk_says_how_to_install_it() -> None:
-    # As on an install without the extra: the `mcp` package cannot be imported.
-    code = "import sys; sys.modules['mcp'] = None; from rgt.cli import main; main(['mcp'])"
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-    )
-    assert proc.returncode == 2
-    assert "remote-gpu-trainer[mcp]" in proc.stderr and "Traceback" not in proc.stderr

@@ -45,3 +45,15 @@ def test_a_missing_log_is_a_usage_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert json.loads(result.stdout)["error"] == "UsageError"
     assert "neither a log file nor a job id" in result.stderr
+
+
+def test_full_reads_a_cause_that_scrolled_out_of_the_tail(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    cause = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    filler = "".join(f"[rank1] waiting for rank 0, step {i}\n" for i in range(12_000))
+    log.write_text(f"step 1 loss 2.3\n{cause}\n{filler}")
+    assert log.stat().st_size > 300 * 1024  # the cause is outside the last 256 KiB
+    tail_only = json.loads(_rgt(str(log), "--json", "--exit-code", "1").stdout)
+    assert tail_only["label"] != "cuda_oom"
+    full = json.loads(_rgt(str(log), "--json", "--exit-code", "1", "--full").stdout)
+    assert (full["label"], full["evidence"][0]) == ("cuda_oom", cause)

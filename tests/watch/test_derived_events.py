@@ -37,7 +37,7 @@ def launch(tmp_path: Path, script: str) -> str:
 
 
 def derived(job_id: str, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    proc = rgt("watch", "--once", "--json", "--no-gpu", env=env)
+    proc = rgt("watch", "--once", "--json", "--full", "--no-gpu", env=env)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     return [e for e in doc["events"] if e.get("derived") and e["job_id"] == job_id]

@@ -91,11 +91,11 @@ def test_frozen_agent_is_lost_after_the_bound(tmp_path: Path) -> None:
     os.kill(agent, signal.SIGSTOP)
     stopped = time.monotonic()
     try:
-        first = json.loads(rgt("status", job_id, "--json", env=limit).stdout)["jobs"][0]
+        first = json.loads(rgt("status", job_id, "--json", "--full", env=limit).stdout)["jobs"][0]
         assert first["agent_alive"] is True
         assert first["heartbeat_lost"] is None or time.monotonic() - stopped > 6, first
         time.sleep(max(0.0, 9.0 - (time.monotonic() - stopped)))
-        later = json.loads(rgt("status", job_id, "--json", env=limit).stdout)["jobs"][0]
+        later = json.loads(rgt("status", job_id, "--json", "--full", env=limit).stdout)["jobs"][0]
         assert later["heartbeat_lost"] is not None, later
         assert "no heartbeat for" in later["heartbeat_lost"]["why"]
         assert later["heartbeat_lost"]["heartbeat_age_s"] > 8

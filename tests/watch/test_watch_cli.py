@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,7 +60,7 @@ def running(tmp_path: Path, box: Path) -> str:
 
 
 def test_watch_once_json_shape(running: str) -> None:
-    proc = rgt("watch", "--once", "--json")
+    proc = rgt("watch", "--once", "--json", "--full")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["schema"] == "rgt.watch/1"
@@ -73,8 +74,55 @@ def test_watch_once_json_shape(running: str) -> None:
     assert job["agent_alive"] and job["heartbeat_age_s"] < 60 and job["alerts"] == []
     assert "attempt_started" in [e["kind"] for e in report["events"]]
     assert report["summary"]["jobs"] == {"running": 1}
-    one = json.loads(rgt("watch", running, "--once", "--json").stdout)
+    one = json.loads(rgt("watch", running, "--once", "--json", "--full").stdout)
     assert {"state", "job_id", "attempt", "events", "machine_report"} <= set(one)
+
+
+def test_compact_json_is_the_full_form_cut(running: str) -> None:
+    """The default `--json` of `watch --once`, `watch JOB --once` and `status`: the full
+    form's names and values, nulls and defaults left out, valid against the shipped schemas."""
+    cut = json.loads(rgt("watch", "--once", "--json", "--no-gpu").stdout)
+    full = json.loads(rgt("watch", "--once", "--json", "--full", "--no-gpu").stdout)
+    schema("watch").validate(cut)
+    (job,) = cut["jobs"]
+    assert job == {
+        "job_id": running,
+        "machine": "box",
+        "state": "running",
+        "attempt": 1,
+        "step": 20,
+    }  # the reason "attempt 1 running" is the default: left out
+    assert cut["machines"][0]["reachable"] is True and "disk" not in cut["machines"][0]
+    assert len(json.dumps(cut)) * 3 < len(json.dumps(full))
+    one = json.loads(rgt("watch", running, "--once", "--json").stdout)
+    assert "machine_report" not in one and one["state"] == "running"
+    assert {e["kind"] for e in one["events"]} >= {"attempt_started"}
+    status = json.loads(rgt("status", "--json").stdout)
+    schema("status", "status_report").validate(status)
+    assert status["jobs"] == [job] and status["machines"] == [{"name": "box", "backend": "local"}]
+    whole = json.loads(rgt("status", "--json", "--full").stdout)["jobs"][0]
+    assert whole["agent_alive"] is True and whole["heartbeat_lost"] is None
+
+
+def schema(name: str, part: str | None = None) -> Any:
+    """The shipped schema ``name`` (or its ``$defs/part``), resolving refs between them."""
+    from importlib import resources
+
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    def load(file: str) -> dict[str, Any]:
+        text = resources.files("rgt").joinpath(f"schemas/{file}").read_text("utf-8")
+        return dict(json.loads(text))
+
+    files = ("status.schema.json", "watch.schema.json")
+    registry = Registry().with_resources(
+        (f"https://rgt.dev/schemas/{f}", Resource.from_contents(load(f))) for f in files
+    )
+    doc = load(f"{name}.schema.json")
+    if part is not None:
+        doc = {"$ref": f"https://rgt.dev/schemas/{name}.schema.json#/$defs/{part}"}
+    return Draft202012Validator(doc, registry=registry)
 
 
 def test_following_a_job_to_its_end(running: str, box: Path) -> None:

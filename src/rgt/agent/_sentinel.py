@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, Optional
 
 from rgt.agent import _system
 from rgt.agent._record import JobRecorder, log
+from rgt.agent._session import SessionClock
 from rgt.agent.paths import JobPaths
 from rgt.probes import cgroup, disk, gpu, input_wait, progress
 
@@ -69,6 +70,7 @@ class Sentinel(object):
         self.active = set()  # type: set[str]
         self.broken = False
         self.input = input_wait.InputWait(self.limits["RGT_WATCH_INPUT_PCT"])
+        self.session = SessionClock(spec, rec)  # notebook VMs: warn before the platform's cap
 
     def tick(self, pid: int) -> None:
         """Called by the attempt's wait loop; never raises (a probe must not kill the job)."""
@@ -85,6 +87,7 @@ class Sentinel(object):
         self._scan(self.log_path, progress.scan_lines, "log")
         self._scan(self.metrics_path, _records, progress.METRICS_FILE)
         self._stall(pid, now)
+        self.session.tick()
         if now >= self.next_probe:
             self.next_probe = now + self.limits["RGT_WATCH_PROBE_S"]
             self._disk()

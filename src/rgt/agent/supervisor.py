@@ -14,7 +14,7 @@ import signal
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from rgt.agent import _manifest, _resume, _system, _webhook, jobfiles
+from rgt.agent import _durable, _manifest, _resume, _system, _webhook, jobfiles
 from rgt.agent._attempt import AttemptRunner
 from rgt.agent._classify import REMEDY_PREEMPTED, Decision
 from rgt.agent._record import JobRecorder, log, previous_status
@@ -209,6 +209,7 @@ class Supervisor(object):
                     "skipped": result.skipped,
                 },
             )
+            _durable.mirror_outputs(self.paths, self.spec, self.rec)  # notebook VMs only
         elif result.reason.startswith(DISK_REFUSED) and state != "cancelled":
             state, reason = "failed", "%s; then %s" % (reason, result.reason)
             label, remedy = "disk_full", REMEDY_DISK_FULL

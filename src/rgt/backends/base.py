@@ -224,8 +224,7 @@ class Backend(abc.ABC):
         jobs the machine knows, whichever RGT_HOME launched them (the teardown gate's roster)."""
         from rgt.backends.remote import machine_call
 
-        doc = machine_call(self, "patrol", ["--events", "0", "--no-gpu"], timeout=60)
-        return {str(j.get("job_id")): j for j in doc.get("jobs") or [] if isinstance(j, dict)}
+        return jobs_of(machine_call(self, "patrol", ["--events", "0", "--no-gpu"], timeout=60))
 
     def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
         """job id -> status for every one of ``job_ids``, in one round trip to the machine
@@ -233,6 +232,17 @@ class Backend(abc.ABC):
         machine says is judged by ``interpret``, where a backend decides liveness."""
         found = self.machine_jobs()
         return self.interpret({j: found.get(j) or absent_doc(j) for j in job_ids})
+
+    def read_machine(
+        self, events: int = 0, gpu: bool = False
+    ) -> tuple[dict[str, Any], dict[str, JobStatus]]:
+        """The agent's ``patrol`` document (`rgt watch`) and each of its jobs as a status, in
+        one round trip; a scheduler backend adds its own view within that same round trip."""
+        from rgt.backends.remote import machine_call
+
+        args = ["--events", str(events)] + ([] if gpu else ["--no-gpu"])
+        doc = machine_call(self, "patrol", args, timeout=60)
+        return doc, self.interpret(jobs_of(doc))
 
     def interpret(self, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, JobStatus]:
         """The agent's documents (``status``/``patrol``) as statuses. Here the agent decides
@@ -269,3 +279,8 @@ class Backend(abc.ABC):
 
     def describe(self) -> str:
         return f"{self.machine.name} ({self.kind}, {shlex.quote(self.machine.durable_root)})"
+
+
+def jobs_of(patrol: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """job id -> its document in an agent ``patrol`` document."""
+    return {str(j.get("job_id")): j for j in patrol.get("jobs") or [] if isinstance(j, dict)}

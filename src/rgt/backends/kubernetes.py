@@ -30,9 +30,9 @@ from typing import Any
 from rgt.agent.paths import JobPaths
 from rgt.backends._k8s_exec import ExecTransport
 from rgt.backends._k8s_state import job_state, merge
-from rgt.backends._render.k8s import K8sJob, render_input, render_job
+from rgt.backends._render.k8s import MANAGED_BY, K8sJob, render_input, render_job
 from rgt.backends.base import Backend
-from rgt.backends.statusdoc import JobStatus
+from rgt.backends.statusdoc import JobStatus, absent_doc
 from rgt.errors import BackendError, NotSupportedError, UsageError
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
@@ -190,15 +190,45 @@ class KubernetesBackend(Backend):
         return merge(agent, self._read(job_id))
 
     def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
-        """The API server decides liveness: an active pod runs the agent; a queued Job's pod
-        will start it (no heartbeat is due meanwhile). One status read per job."""
+        """Three round trips for any number of jobs: one exec reads every agent's files on
+        the claim (``patrol``), one list of rgt's Jobs and one of their pods (by label). The
+        API server decides liveness: an active pod runs the agent; a queued Job's pod will
+        start it (no heartbeat is due meanwhile)."""
+        found = self.machine_jobs()
+        api = self._read_all()
         out = {}
         for job_id in job_ids:
-            doc = self.status(job_id)
+            doc = found.get(job_id) or absent_doc(job_id)
+            if doc.get("exists") is not False:
+                doc = merge(doc, api.get(_name(job_id)))
             said = {"liveness": "kubernetes", "agent_alive": doc.get("state") == "running"}
             doc.update(said, waiting=doc.get("state") == "queued", job_id=job_id)
             out[job_id] = JobStatus.from_doc(doc, job_id)
         return out
+
+    def _read_all(self) -> dict[str, dict[str, Any]]:
+        """Job name -> rgt's view of it, for every Job rgt manages in the namespace: one
+        list of the Jobs and one of their pods, both by rgt's label."""
+        self.api()
+        from kubernetes import client
+
+        selector = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+        jobs = client.BatchV1Api(self.api()).list_namespaced_job(
+            self.namespace, label_selector=selector
+        )
+        pods = client.CoreV1Api(self.api()).list_namespaced_pod(
+            self.namespace, label_selector=selector
+        )
+        serialize = self.api().sanitize_for_serialization
+        by_job: dict[str, list[dict[str, Any]]] = {}
+        for pod in (serialize(p) for p in pods.items):
+            labels = pod["metadata"].get("labels") or {}
+            by_job.setdefault(str(labels.get("job-name") or labels.get("rgt/job")), []).append(pod)
+        listed = (serialize(j) for j in jobs.items)
+        return {
+            j["metadata"]["name"]: job_state(j, by_job.get(j["metadata"]["name"], []))
+            for j in listed
+        }
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Ask the agent to end the job (its CANCEL file on the claim: it records

@@ -8,45 +8,37 @@ and the agent live there, and a requeued job may restart on another node.
 ``detach`` writes the rendered script (``_render/sbatch.py``) into the job directory as
 ``slurm.sbatch``, submits it, and records Slurm's job id and the job's resources in
 ``slurm.json`` (``rgt resume`` submits again with them); status merges
-``scontrol show job`` with the agent's ``status.json`` (``_slurm_state.py``). Nothing bills
+``scontrol show job`` with the agent's ``status.json`` (``_slurm_state.py``), both read in
+one round trip (``_slurm_read.py``). Nothing bills
 per machine here: the allocation is the meter, and it ends with the job.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
-import shutil
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from rgt.agent.paths import JobPaths
+from rgt.backends import _slurm_read
 from rgt.backends._render.sbatch import SbatchJob, render_script, sbatch_argv
-from rgt.backends._slurm_state import AGENT_TERMINAL, SlurmJob, merge, parse_scontrol
-from rgt.backends.base import Backend
-from rgt.backends.statusdoc import JobStatus
+from rgt.backends._slurm_read import SlurmView
+from rgt.backends._slurm_state import AGENT_TERMINAL, merge
+from rgt.backends._slurm_up import DEFAULT_GRACE_S, _transport, register_slurm
+from rgt.backends.base import Backend, jobs_of
+from rgt.backends.statusdoc import JobStatus, absent_doc
 from rgt.errors import BackendError, UsageError
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
-from rgt.state.store import Store, utcnow
-from rgt.transport.base import Transport
-from rgt.transport.local import LocalTransport
+from rgt.state.store import utcnow
 
-DEFAULT_GRACE_S = 120
+__all__ = ["DEFAULT_GRACE_S", "SlurmBackend", "register_slurm"]
+
 SCRIPT_NAME = "slurm.sbatch"
 RECORD_NAME = "slurm.json"
-# One round trip for N jobs: each job's Slurm id (from the slurm.json rgt wrote) and what
-# the controller says of it, after a marker line. Job ids are arguments, never code.
-SCONTROL_EACH = r"""jobs=$1; shift
-for job in "$@"; do
-  id=$(sed -n 's/^ *"slurm_job_id": *"\([0-9_]*\)".*/\1/p' "$jobs/$job/slurm.json" 2>/dev/null)
-  [ -n "$id" ] || continue
-  printf '@@rgt %s %s\n' "$job" "$id"
-  scontrol show job -o "$id" 2>/dev/null
-done
-"""
 
 
 class SlurmBackend(Backend):
@@ -145,21 +137,45 @@ class SlurmBackend(Backend):
     def status(self, job_id: str) -> dict[str, Any]:
         return self.interpret({job_id: super().status(job_id)})[job_id].to_doc()
 
+    def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """The agent's files and the controller's word for every one of ``job_ids``, in
+        one round trip (``_slurm_read``)."""
+        doc, views = self._read_machine(0, False, job_ids)
+        found = jobs_of(doc)
+        return self._merged({j: found.get(j) or absent_doc(j) for j in job_ids}, views)
+
+    def read_machine(
+        self, events: int = 0, gpu: bool = False
+    ) -> tuple[dict[str, Any], dict[str, JobStatus]]:
+        doc, views = self._read_machine(events, gpu, ())
+        return doc, self._merged(jobs_of(doc), views)
+
     def interpret(self, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, JobStatus]:
-        """The agent's word merged with the controller's (``_slurm_state.merge``), asked for
-        every job in one round trip. Slurm decides liveness: the agent
-        runs on a compute node whose processes the host that answers cannot see."""
+        """The agent's documents, read already, with the controller's word (one round trip)."""
         ids = [j for j, d in docs.items() if d.get("exists") is not False]
-        views = self._scheduler_views(ids) if ids else {}
+        return self._merged(docs, self._scheduler_views(ids) if ids else {})
+
+    def _merged(
+        self, docs: Mapping[str, Mapping[str, Any]], views: Mapping[str, SlurmView]
+    ) -> dict[str, JobStatus]:
+        """The agent's word merged with the controller's (``_slurm_state.merge``). Slurm
+        decides liveness: the agent runs on a compute node whose processes the host that
+        answers cannot see. A controller that cannot be asked leaves the agent's word."""
         out = super().interpret(docs)
-        for job_id, (slurm_id, job) in views.items():
+        for job_id, view in views.items():
+            if job_id not in docs or docs[job_id].get("exists") is False:
+                continue
             agent = dict(docs[job_id])
-            merged = merge(agent, job, slurm_id)
+            if view.error is not None:
+                agent["slurm"] = {"job_id": view.slurm_id, "state": "UNKNOWN", "error": view.error}
+                out[job_id] = JobStatus.from_doc(agent, job_id)
+                continue
+            merged = merge(agent, view.job, view.slurm_id)
             if merged["state"] in AGENT_TERMINAL and agent.get("state") not in AGENT_TERMINAL:
                 # The agent's file was read before scontrol: it may have written its end in
                 # between (its label, not the scheduler's guess). Read it once more.
                 agent = dict(super().status(job_id))
-                merged = merge(agent, job, slurm_id)
+                merged = merge(agent, view.job, view.slurm_id)
             # A plain `scancel` killed the agent before it could write the end: record it
             # now, with the agent's own code, so the answer survives Slurm forgetting the job.
             unrecorded = agent.get("state") not in AGENT_TERMINAL and not agent.get("agent_alive")
@@ -168,17 +184,26 @@ class SlurmBackend(Backend):
             out[job_id] = JobStatus.from_doc(merged, job_id)
         return out
 
-    def _scheduler_views(self, job_ids: Sequence[str]) -> dict[str, tuple[str, SlurmJob | None]]:
-        """job id -> (Slurm id, what ``scontrol`` says or None) for the jobs submitted here."""
-        jobs_dir = posixpath.join(self.root.root, "jobs")
-        argv = ["sh", "-c", SCONTROL_EACH, "sh", jobs_dir, *job_ids]
-        result = self.transport.run(argv, timeout=120)
-        out: dict[str, tuple[str, SlurmJob | None]] = {}
-        for section in result.text().split("@@rgt ")[1:]:
-            head, _, text = section.partition("\n")
-            job_id, _, slurm_id = head.partition(" ")
-            out[job_id] = (slurm_id, parse_scontrol(text))
-        return out
+    def _read_machine(
+        self, events: int, gpu: bool, ids: Sequence[str]
+    ) -> tuple[dict[str, Any], dict[str, SlurmView]]:
+        """The agent's patrol and the controller's views in one ``sh -c``; the agent is
+        installed (and patrol run again) only when its file is missing."""
+        from rgt.backends.remote import _agent_version, machine_call
+
+        agent = self.root.agent_file(_agent_version())
+        argv = _slurm_read.argv(self.python, agent, self.root.root, events, gpu, ids)
+        read = _slurm_read.parse(self.transport.run(argv, timeout=120).text())
+        if read.patrol is not None:
+            with contextlib.suppress(json.JSONDecodeError):
+                return json.loads(read.patrol), read.views
+        args = ["--events", str(events)] + ([] if gpu else ["--no-gpu"])
+        return machine_call(self, "patrol", args, timeout=60), read.views
+
+    def _scheduler_views(self, job_ids: Sequence[str]) -> dict[str, SlurmView]:
+        """job id -> what the controller says, for the jobs submitted here (no patrol)."""
+        argv = _slurm_read.argv(self.python, "/nonexistent", self.root.root, 0, False, job_ids)
+        return _slurm_read.parse(self.transport.run(argv, timeout=120).text()).views
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """The agent ends the job and records ``cancelled``; then Slurm drops the allocation
@@ -216,85 +241,3 @@ class SlurmBackend(Backend):
         }
         data = json.dumps(record, indent=2).encode()
         self.transport.write_bytes(posixpath.join(job_dir, RECORD_NAME), data)
-
-
-def _transport(machine: Machine) -> Transport:
-    if "host" not in machine.connection:
-        return LocalTransport()
-    from rgt.transport.ssh import SshTarget, SshTransport
-
-    return SshTransport(SshTarget.from_connection(machine.name, machine.connection))
-
-
-def register_slurm(
-    store: Store,
-    name: str,
-    *,
-    ssh: str | None = None,
-    root: str | None = None,
-    grace_s: int = DEFAULT_GRACE_S,
-    resources: Resources | None = None,
-) -> Machine:
-    """``rgt up slurm --name NAME [--ssh LOGIN-NODE]``: this host when sbatch is here."""
-    slurm = {"grace_s": grace_s, "resources": (resources or Resources()).to_json()}
-    connection: dict[str, Any] = {"slurm": slurm}
-    if ssh:
-        connection.update(_ssh_connection(name, ssh))
-    elif shutil.which("sbatch") is None:
-        raise UsageError(
-            "sbatch is not on PATH here",
-            fix="run on the cluster's login node, or give it: --ssh 'ssh user@login'",
-        )
-    durable = root or _default_root(name, ssh)
-    machine = Machine(
-        name=name,
-        backend="slurm",
-        profile="slurm",
-        connection=connection,
-        durable_root=durable,
-        registered=utcnow(),
-    )
-    _check_cluster(SlurmBackend(machine).transport, durable)
-    store.add_machine(machine)
-    return machine
-
-
-def _ssh_connection(name: str, line: str) -> dict[str, Any]:
-    from rgt.transport.ssh import SshTarget, known_hosts_path, parse_ssh_line
-
-    found = parse_ssh_line(line)
-    target = SshTarget(
-        name=name,
-        host=found["host"],
-        known_hosts=str(known_hosts_path(name)),
-        port=found.get("port"),
-        user=found.get("user"),
-        identity_file=found.get("identity_file"),
-        ssh_options=tuple(found.get("ssh_options") or ()),
-    )
-    return target.to_connection()
-
-
-def _default_root(name: str, ssh: str | None) -> str:
-    if ssh:
-        raise UsageError(
-            "a Slurm login node needs --root",
-            fix="give a directory every compute node mounts, e.g. --root /home/me/rgt",
-        )
-    from rgt.config import rgt_home
-
-    return str(Path(rgt_home() / "machines" / name).resolve())
-
-
-def _check_cluster(transport: Transport, durable: str) -> None:
-    """Slurm answers and the durable root can be created."""
-    result = transport.run(["sinfo", "-h", "-o", "%P %a"], timeout=60)
-    if not result.ok:
-        raise BackendError(
-            "sinfo failed: the Slurm controller does not answer",
-            backend="slurm",
-            returncode=result.returncode,
-            stderr_tail=result.stderr_tail(),
-            fix="check `sinfo` on that machine (slurmctld up? munge running?)",
-        )
-    transport.mkdir(durable)

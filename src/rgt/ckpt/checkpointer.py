@@ -27,6 +27,8 @@ from rgt.ckpt._load import load_one
 from rgt.ckpt._plan import IntervalPlanner
 from rgt.ckpt._signals import StopRequest
 from rgt.ckpt._store import CheckpointInfo
+from rgt.ckpt.mirror import ENV as MIRROR_ENV
+from rgt.ckpt.mirror import Mirror, committed
 from rgt.errors import CheckpointError, UsageError
 
 log = logging.getLogger("rgt.ckpt")
@@ -62,6 +64,7 @@ class Checkpointer(Cadence):
         asynchronous: bool = False,
         mtbf_s: float | None = None,
         rank: int | None = None,
+        mirror: str | os.PathLike[str] | None = None,
     ) -> None:
         if mode not in MODES:
             raise UsageError(f"mode must be one of {MODES}, not {mode!r}", fix="use max or min")
@@ -92,6 +95,7 @@ class Checkpointer(Cadence):
         self._outcome: CheckpointInfo | BaseException | None = None
         self._stop = StopRequest()
         self._own: Checkpointer | None = None  # this rank's own parts, on ranks > 0
+        self.mirror = None if mirror is None else Mirror(mirror)  # a lagging durable folder
 
     @classmethod
     def from_env(
@@ -99,12 +103,16 @@ class Checkpointer(Cadence):
     ) -> Checkpointer:
         """The directory rgt's agent chose (``RGT_CKPT_DIR``), else ``default_dir`` or
         ``./checkpoints`` so the same script runs without rgt around. ``RGT_CKPT_ASYNC=1`` and
-        ``RGT_MTBF_S`` (the platform profile's preemption rate) apply unless passed here."""
+        ``RGT_MTBF_S`` (the platform profile's preemption rate) and ``RGT_CKPT_MIRROR`` (a
+        durable folder every checkpoint is copied to with a verified flush, ``mirror``) apply
+        unless passed here."""
         directory = os.environ.get("RGT_CKPT_DIR") or default_dir or "checkpoints"
         if "asynchronous" not in options and os.environ.get("RGT_CKPT_ASYNC"):
             options["asynchronous"] = os.environ["RGT_CKPT_ASYNC"] == "1"
         if "mtbf_s" not in options and os.environ.get("RGT_MTBF_S", "").strip():
             options["mtbf_s"] = float(os.environ["RGT_MTBF_S"])
+        if "mirror" not in options and os.environ.get(MIRROR_ENV, "").strip():
+            options["mirror"] = os.environ[MIRROR_ENV].strip()
         return cls(directory, **options)
 
     # --- loading -------------------------------------------------------------------------
@@ -116,7 +124,7 @@ class Checkpointer(Cadence):
         committed but none verifies, raises ``CheckpointError`` rather than silently training
         from zero.
         """
-        committed = _store.list_committed(self.directory)
+        committed = self._committed()
         for info in committed:
             state = load_one(info, map_location)
             if state is not None:
@@ -147,10 +155,14 @@ class Checkpointer(Cadence):
     def latest_info(self, verify: bool = True) -> CheckpointInfo | None:
         """The newest committed checkpoint's record (hash-verified unless ``verify=False``),
         without unpickling any tensors; ``None`` if there is none."""
-        for info in _store.list_committed(self.directory):
+        for info in self._committed():
             if not verify or _store.read_verified(info) is not None:
                 return info
         return None
+
+    def _committed(self) -> list[CheckpointInfo]:
+        """Local records, plus the mirror's (a new session's local disk is empty)."""
+        return committed(self.directory, self.mirror.directory if self.mirror else None)
 
     # --- saving --------------------------------------------------------------------------
 
@@ -264,6 +276,8 @@ class Checkpointer(Cadence):
         _store.rotate(self.directory, info, self.keep_last, self.best_metric, self.mode)
         self.last_durable_at = time.perf_counter()
         self.last_persist_seconds = self.last_durable_at - started
+        if self.mirror is not None:  # local first, then the verified copy to the durable folder
+            self.mirror.flush(info, self.keep_last, self.best_metric, self.mode)
         return info
 
     def _commit(self, info: CheckpointInfo) -> CheckpointInfo:

@@ -26,10 +26,14 @@ class Output:
         self.out = Console(soft_wrap=True, highlight=False)
         self.err = Console(stderr=True, soft_wrap=True, highlight=False)
 
-    def result(self, data: Any, human: Callable[[Output], None] | None = None) -> None:
-        """Emit the command's result: the JSON document, or the human rendering."""
+    def result(
+        self, data: Any, human: Callable[[Output], None] | None = None, dense: bool = False
+    ) -> None:
+        """Emit the command's result: the JSON document (``dense``: no indentation, for
+        documents an agent polls), or the human rendering."""
         if self.json_mode:
-            sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+            layout: dict[str, Any] = {"separators": (",", ":")} if dense else {"indent": 2}
+            sys.stdout.write(json.dumps(data, sort_keys=True, default=str, **layout) + "\n")
             sys.stdout.flush()
         elif human is not None:
             human(self)

@@ -181,11 +181,13 @@ def _pairs(pairs: tuple[str, ...]) -> dict[str, str]:
 
 @click.command()
 @click.argument("target", required=False)
+@click.option("--full", is_flag=True, help="With --json: every field, not the compact form.")
 @output_options
-def status(target: str | None, out: Output) -> None:
+def status(target: str | None, full: bool, out: Output) -> None:
     """Machines and jobs (TARGET: a machine name or a job id)."""
     from rgt.jobs.overview import overview
     from rgt.vendors.billing import summary as billing
+    from rgt.watch import compact
 
     store = Store.open()
     data = overview(store, machine_or_job(store, target))
@@ -223,7 +225,7 @@ def status(target: str | None, out: Output) -> None:
         for line in data["billing"]["lines"]:  # cost, budget, kept volumes, clocks, orphans
             o.out.print(line, markup=False)
 
-    out.result(data, human)
+    out.result(data if full else compact.status_report(data), human, dense=not full)
 
 
 @click.command()

@@ -10,6 +10,7 @@ import click
 from rich.markup import escape
 
 from rgt.cli._jobref import job_ids
+from rgt.cli._notebook import NOTEBOOKS, notebook_up_options, up_notebook
 from rgt.cli._output import Output, output_options
 from rgt.cli.vendors import vendor_up_options
 from rgt.state.store import Store
@@ -58,6 +59,15 @@ def kube_up_options(func: F) -> F:
     help="Jobs use this mirror (KIND: hf, pip, conda) instead of the profile's; repeatable.",
 )
 @click.option("--no-mirrors", is_flag=True, help="Jobs get none of the profile's mirror settings.")
+@click.option("--internet", is_flag=True, help="kaggle: kernels may reach the internet.")
+@click.option(
+    "--dataset",
+    "datasets",
+    multiple=True,
+    metavar="OWNER/SLUG",
+    help="kaggle: a dataset every kernel gets.",
+)
+@notebook_up_options
 @vendor_up_options
 @kube_up_options
 @output_options
@@ -72,10 +82,14 @@ def up(
     no_mirrors: bool,
     vendor: object,
     kube: dict[str, str | None],
+    notebook: dict[str, Any],
     out: Output,
+    internet: bool = False,
+    datasets: tuple[str, ...] = (),
 ) -> None:
     """Register a machine (PROFILE: local, generic-ssh, autodl, slurm, kubernetes, …); with
-    --gpu, rent it through the vendor's API (runpod, vastai, lambda, paperspace)."""
+    --gpu, rent it through the vendor's API (runpod, vastai, lambda, paperspace); colab and
+    kaggle-notebook register the notebook VM this runs in (README: Colab and Kaggle notebooks)."""
     from rgt.machines import register
     from rgt.profiles.network import machine_plan, parse_mirrors
 
@@ -83,6 +97,10 @@ def up(
     store = Store.open()
     if profile == "kubernetes":
         result = _up_kubernetes(store, name, kube, root, replace)
+    elif profile == "kaggle":
+        result = _up_kaggle(store, name, vendor, internet, datasets, replace)
+    elif profile in NOTEBOOKS:  # colab, kaggle-notebook: this VM, durable folder mirrored
+        result = up_notebook(store, profile, name, notebook, root, replace)
     else:
         result = register(
             store,
@@ -128,6 +146,18 @@ def _up_kubernetes(
     machine = register_kubernetes(store, name, kube_up(kube), root)
     note = f"rgt's files pod {files_pod_name(name)} runs in {machine.connection['namespace']}"
     return UpResult(machine=machine, notes=(note,))
+
+
+def _up_kaggle(
+    store: Store, name: str, vendor: Any, internet: bool, datasets: tuple[str, ...], replace: bool
+) -> Any:
+    from rgt.machines import UpResult, guard_replacement, validate_name
+    from rgt.vendors.kaggle_up import KaggleUp, register_kaggle
+
+    guard_replacement(store, validate_name(name), replace=replace)
+    up = KaggleUp(getattr(vendor, "gpu", None) or "none", internet, datasets)
+    machine, notes = register_kaggle(store, name, up)
+    return UpResult(machine=machine, notes=notes)
 
 
 @click.command()

@@ -149,6 +149,11 @@ def _explain_lines(o: Output, why: dict[str, Any]) -> None:
 @click.option("--remedy", help="With --learn: the remedy the learned rule states.")
 @click.option("--yes", is_flag=True, help="With --learn: store the proposed rule without asking.")
 @click.option("--rules", "list_rules", is_flag=True, help="List bundled and learned rules.")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="LOGFILE: read the whole file (every matching line, then the tail), not the last 256 KiB.",
+)
 @output_options
 def triage(
     target: str | None,
@@ -159,11 +164,11 @@ def triage(
     remedy: str | None,
     yes: bool,
     list_rules: bool,
+    full: bool,
     out: Output,
 ) -> None:
     """Classify a failed job (its LOGFILE or JOB id): label, cause, remedy, retry, evidence."""
     from rgt.cli import _triage_learn
-    from rgt.triage import classify
     from rgt.triage.explain import explain as explain_verdict
 
     _triage_learn.use_learned_rules()
@@ -181,13 +186,26 @@ def triage(
     if learn_label:
         _triage_learn.learn(job.log_tail, job, learn_label, remedy, yes, out)
         return
-    verdict = classify(job.log_tail, job.exit_code, job.signal, job.context)
+    verdict = _verdict(target, job, full)
     _triage_learn.record_fire(verdict.rule_id)
     data = {**verdict.to_dict(), "failure": True, "job_id": job.job_id, "state": job.state}
     if explain:
         why = explain_verdict(job.log_tail, job.exit_code, job.signal, job.context)
         data["explain"] = why.to_dict()
     out.result(data, _human(data))
+
+
+def _verdict(target: str, job: TriageInput, full: bool) -> Any:
+    from rgt.triage import classify, scan_file
+
+    if not full:
+        return classify(job.log_tail, job.exit_code, job.signal, job.context)
+    if job.job_id is not None:
+        raise UsageError(
+            "--full reads a log file, not a job",
+            fix=f"rgt logs {job.job_id} > job.log, then rgt triage job.log --full",
+        )
+    return scan_file(target, job.exit_code, job.signal, job.context)
 
 
 def register(cli: click.Group) -> None:

@@ -35,23 +35,36 @@ def _options(events: int, no_gpu: bool) -> Any:
 @click.option("--interval", type=float, default=5.0, show_default=True)
 @click.option("--events", type=int, default=8, show_default=True, help="Events per job.")
 @click.option("--no-gpu", is_flag=True, help="Skip nvidia-smi on the machines.")
+@click.option("--full", is_flag=True, help="With --json: every field, not the compact form.")
 @output_options
 def watch(
-    target: str | None, once: bool, interval: float, events: int, no_gpu: bool, out: Output
+    target: str | None,
+    once: bool,
+    interval: float,
+    events: int,
+    no_gpu: bool,
+    full: bool,
+    out: Output,
 ) -> None:
     """Machines and jobs, live. With a JOB: follow it until it ends (exit 0 if it succeeded)."""
+    from rgt.watch import compact
     from rgt.watch.patrol import patrol, select
 
     store, options = Store.open(), _options(events, no_gpu)
+    cut = _identity if full else compact.watch_report
     target = machine_or_job(store, target)
     job_id = select(store, target)[1] if target else None
     if job_id is not None:
-        _follow(store, job_id, once, interval, options, out)
+        _follow(store, job_id, once, interval, options, out, full)
     elif once:
         report = _with_billing(store, patrol(store, target, options), target)
-        out.result(report, lambda o: o.out.print(_view(report)))
+        out.result(cut(report), lambda o: o.out.print(_view(report)), dense=not full)
     else:
-        _live(store, target, interval, options, out)
+        _live(store, target, interval, options, out, cut)
+
+
+def _identity(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc
 
 
 def _view(report: dict[str, Any]) -> Any:
@@ -61,7 +74,8 @@ def _view(report: dict[str, Any]) -> Any:
     from rgt.watch.render import report_view
 
     money = [Text(line) for line in report.get("billing", {}).get("lines", [])]
-    return Group(report_view(report), *money)
+    clocks = [Text(f"session {s['machine']}: {s['line']}") for s in report.get("sessions", [])]
+    return Group(report_view(report), *money, *clocks)
 
 
 def _with_billing(store: Store, report: dict[str, Any], target: str | None) -> dict[str, Any]:
@@ -69,15 +83,28 @@ def _with_billing(store: Store, report: dict[str, Any], target: str | None) -> d
     from rgt.vendors.billing import summary
 
     names = [m["name"] for m in report["machines"]] if target else None
-    return {**report, "billing": summary(store, names)}
+    return {**report, "billing": summary(store, names), "sessions": _sessions(store, report)}
+
+
+def _sessions(store: Store, report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Notebook machines' session clocks: time left before the platform takes the VM."""
+    from rgt.profiles.session import describe, session_view
+
+    views = []
+    for name in (m["name"] for m in report["machines"]):
+        view = session_view(store.machine(name).connection)
+        if view is not None:
+            views.append({"machine": name, **view, "line": describe(view)})
+    return views
 
 
 def _follow(
-    store: Store, job_id: str, once: bool, interval: float, options: Any, out: Output
+    store: Store, job_id: str, once: bool, interval: float, options: Any, out: Output, full: bool
 ) -> None:
     """Follow one job until it ends, or until following would wait for ever (its agent is
     gone, its directory vanished, its status file is unreadable with no agent to fix it)."""
     from rgt.backends.jobstatus import stuck
+    from rgt.watch.compact import followed
     from rgt.watch.patrol import patrol
     from rgt.watch.render import job_line
 
@@ -89,7 +116,7 @@ def _follow(
             break
         out.info(escape(job_line(job)))  # data, never markup: "[heartbeat_lost]" must show
         time.sleep(interval)
-    out.result(job, lambda o: _job_human(o, job))
+    out.result(job if full else followed(job), lambda o: _job_human(o, job), dense=not full)
     if not once and job["state"] != "succeeded":
         sys.exit(1)
 
@@ -109,7 +136,9 @@ def _job_events(report: dict[str, Any], job_id: str) -> list[Any]:
     return [e for e in report["events"] if e.get("job_id") == job_id]
 
 
-def _live(store: Store, target: str | None, interval: float, options: Any, out: Output) -> None:
+def _live(
+    store: Store, target: str | None, interval: float, options: Any, out: Output, cut: Any
+) -> None:
     """Redraw until Ctrl-C; with --json, one report per line (JSON Lines) instead."""
     import json
 
@@ -121,7 +150,7 @@ def _live(store: Store, target: str | None, interval: float, options: Any, out: 
         if out.json_mode:
             while True:
                 report = _with_billing(store, patrol(store, target, options), target)
-                sys.stdout.write(json.dumps(report, default=str) + "\n")
+                sys.stdout.write(json.dumps(cut(report), default=str) + "\n")
                 sys.stdout.flush()
                 time.sleep(interval)
         with Live(console=out.out, auto_refresh=False) as live:

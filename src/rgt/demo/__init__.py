@@ -176,7 +176,7 @@ def _run_with_kill(
     backend = backend_for(store, report.machine)
     job = backend.job_paths(record.job_id)
     ckpt = Checkpointer(job.ckpt_dir)
-    status = _wait_for(lambda: _ready_to_kill(backend, record.job_id, ckpt), timeout=300)
+    status = _wait_for(lambda: _ready_to_kill(store, record.job_id, ckpt), timeout=300)
     log = backend.log(record.job_id, 1)
     at_kill = max((int(m) for m in STEP_RE.findall(log)), default=0)
     saved = ckpt.latest_info()
@@ -202,11 +202,13 @@ def _run_with_kill(
     )
 
 
-def _ready_to_kill(backend: Any, job_id: str, ckpt: Any) -> dict[str, Any] | None:
+def _ready_to_kill(store: Store, job_id: str, ckpt: Any) -> dict[str, Any] | None:
+    from rgt.jobs.launch import refresh
+
     info = ckpt.latest_info()
     if info is None or info.step < 20:
         return None
-    status: dict[str, Any] = backend.status(job_id)
+    status = refresh(store, job_id)  # the one status path (status_cache), as `rgt status`
     return status if status.get("state") == "running" and status.get("pid") else None
 
 

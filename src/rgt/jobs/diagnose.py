@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rgt.backends import backend_for
+from rgt.jobs import status_cache
 from rgt.state.store import Store
 
 TAIL_BYTES = 256 * 1024
@@ -23,8 +24,9 @@ class JobEvidence:
 
 def job_evidence(store: Store, job_id: str) -> JobEvidence:
     """Read the last attempt's log tail and exit status from the machine (one job, any backend)."""
-    backend = backend_for(store, store.job(job_id).machine)
-    status = backend.status(job_id)
+    record = store.job(job_id)
+    backend = backend_for(store, record.machine)
+    status = status_cache.observe(store, backend, [record])[job_id].to_doc()
     attempt = int(status.get("attempt") or 1)
     path = backend.job_paths(job_id).log(attempt)
     result = backend.transport.run(["tail", "-c", str(TAIL_BYTES), "--", path])

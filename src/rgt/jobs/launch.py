@@ -24,6 +24,7 @@ from rgt.errors import TransportError, UsageError
 from rgt.jobs import status_cache
 from rgt.jobs.notify import Webhook, reread
 from rgt.models import TERMINAL, JobRecord, JobSpec, JobState, RetryPolicy
+from rgt.profiles.session import notebook_env
 from rgt.resources import Resources
 from rgt.state.store import Store, utcnow
 from rgt.transport.snapshot import take_snapshot
@@ -87,12 +88,18 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         secret_values.update(options.notify.secrets())
     snapshot = take_snapshot(options.cwd)
     backend.push_snapshot(snapshot)
+    job_id = options.job_id or new_job_id(machine_name)
     spec = JobSpec(
-        job_id=options.job_id or new_job_id(machine_name),
+        job_id=job_id,
         machine=machine_name,
         command=options.command,
         code_snapshot=snapshot.digest,
-        env={**_price_env(backend.machine.price_per_hour), **_network_env(backend), **options.env},
+        env={
+            **_price_env(backend.machine.price_per_hour),
+            **_network_env(backend),
+            **notebook_env(backend.machine.connection, job_id),
+            **options.env,
+        },
         secret_env=options.secret_env,
         artifacts=options.artifacts,
         exclude=options.exclude,

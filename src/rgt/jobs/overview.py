@@ -1,15 +1,17 @@
 """`rgt status`: machines and jobs, with live state read from each machine's agent.
 
 A job's liveness (``heartbeat_lost``) and a state file that cannot be believed (``problem``)
-are judged by ``refresh`` with the same rule as ``rgt watch``; ``reason`` then says what to do.
+are judged with the same rule as ``rgt watch`` (``jobstatus.judge``); ``reason`` then says
+what to do. The live jobs of a machine are read in one batched call (``status_cache``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from rgt.backends import backend_for, jobstatus
 from rgt.errors import TransportError, UnknownJobError, UnknownMachineError
-from rgt.jobs.launch import refresh
+from rgt.jobs import status_cache
 from rgt.models import TERMINAL, JobRecord
 from rgt.state.store import Store
 
@@ -43,11 +45,34 @@ def overview(store: Store, target: str | None = None) -> dict[str, Any]:
             }
             for m in machines
         ],
-        "jobs": [_live(store, j) for j in jobs],
+        "jobs": _rows(store, jobs),
     }
 
 
-def _live(store: Store, job: JobRecord) -> dict[str, Any]:
+def _rows(store: Store, jobs: list[JobRecord]) -> list[dict[str, Any]]:
+    """Each job's row; the live ones read in one batched call per machine."""
+    live: dict[str, dict[str, Any]] = {}
+    for machine in dict.fromkeys(j.machine for j in jobs if j.state not in TERMINAL):
+        records = [j for j in jobs if j.machine == machine and j.state not in TERMINAL]
+        live.update(_read_machine(store, machine, records))
+    return [_row(j, live.get(j.job_id)) for j in jobs]
+
+
+def _read_machine(
+    store: Store, machine: str, records: list[JobRecord]
+) -> dict[str, dict[str, Any]]:
+    """job id -> its judged status (``heartbeat_lost`` as `rgt watch` judges it), through the
+    one status path; an unreachable machine -> ``error`` (it says nothing about the jobs)."""
+    try:
+        found = status_cache.observe(store, backend_for(store, machine), records)
+    except TransportError as exc:
+        return {r.job_id: {"error": f"unreachable: {exc.message}"} for r in records}
+    limit = jobstatus.heartbeat_limit_s()
+    return {j: jobstatus.judge(dict(s.to_doc(), machine=machine), s.now, limit)
+            for j, s in found.items()}  # fmt: skip
+
+
+def _row(job: JobRecord, live: dict[str, Any] | None) -> dict[str, Any]:
     base: dict[str, Any] = {
         "job_id": job.job_id,
         "machine": job.machine,
@@ -59,14 +84,10 @@ def _live(store: Store, job: JobRecord) -> dict[str, Any]:
         "problem": None,
         "alerts": [],
     }
-    if job.state in TERMINAL:
+    if live is None:
         return base
-    try:
-        live = refresh(store, job.job_id)
-    except TransportError as exc:
-        # An unreachable machine says nothing about the job: keep the cached state.
-        base["error"] = f"unreachable: {exc.message}"
-        return base
+    if "error" in live:  # an unreachable machine: keep the cached state
+        return dict(base, error=live["error"])
     base.update({k: live.get(k) for k in LIVE_FIELDS})
     lost = live.get("heartbeat_lost")
     if lost:
@@ -77,6 +98,7 @@ def _live(store: Store, job: JobRecord) -> dict[str, Any]:
 LIVE_FIELDS = (
     "state",
     "attempt",
+    "step",
     "label",
     "reason",
     "heartbeat",

@@ -25,6 +25,7 @@ from typing import Any
 
 from rgt.backends import backend_for
 from rgt.errors import JobError, VerifyError
+from rgt.jobs import status_cache
 from rgt.jobs._pull_dest import STAGING, Destination, Refused
 from rgt.jobs._pull_fetch import fetch
 from rgt.jobs._pull_space import check_free_space, need_of
@@ -85,7 +86,8 @@ class PullResult:
 def pull(store: Store, job_id: str, dest: Path, progress: PullProgress | None = None) -> PullResult:
     record = store.job(job_id)
     backend = backend_for(store, record.machine)
-    state = JobState(backend.status(job_id).get("state", record.state.value))
+    shown = status_cache.observe(store, backend, [record])[job_id]
+    state = shown.state or record.state  # unknown (a damaged status.json): the cached state
     manifest, raw = _manifest(backend.manifest(job_id), job_id, state)
     entries = checked_entries(manifest)
     manifest_sha = hashlib.sha256(raw).hexdigest()

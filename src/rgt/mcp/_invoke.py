@@ -3,9 +3,9 @@
 The MCP tools own no logic of their own: each builds the argv a human would type and runs the
 real click command here, so a tool's output is byte for byte the ``--json`` document and its
 error is the same ``{"error", "message", "fix", "exit_code"}`` object ``main`` prints. Only one
-command runs at a time (stdout is redirected for the whole process while it does); the SDK's
-stdio transport writes to its own copy of the protocol descriptor, and it has already pointed
-fd 1 at stderr, so nothing a child process prints can reach the wire.
+command runs at a time (stdout is redirected for the whole process while it does); the stdio
+transport (``wire``) writes to its own copy of the protocol descriptor, and it has already
+pointed fd 1 at stderr, so nothing a child process prints can reach the wire.
 """
 
 from __future__ import annotations
@@ -18,16 +18,15 @@ from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
 
 import click
-from mcp.server.mcpserver.exceptions import ToolError
 
 from rgt.errors import RgtError
 
 _ONE_AT_A_TIME = threading.Lock()
 
 
-class CommandFailed(ToolError):
+class CommandFailed(Exception):
     """The command exited non-zero; ``document`` is what ``--json`` printed (or the error).
-    The client sees ``is_error`` and the document as the message: the same ``fix`` as a human."""
+    The client sees ``isError`` and the document as the text: the same ``fix`` as a human."""
 
     def __init__(self, document: dict[str, Any]) -> None:
         super().__init__(json.dumps(document, sort_keys=True, default=str))

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-INSTALL_HINT = "pip install 'remote-gpu-trainer[mcp]'  (the MCP SDK needs Python >= 3.10)"
-
 
 @click.command()
 def mcp() -> None:
@@ -14,16 +12,8 @@ def mcp() -> None:
     Add it to a host:  claude mcp add rgt -- rgt mcp
     There is no approve tool: `down` answers approval_required, and a human runs `rgt approve`.
     """
-    try:
-        from rgt.mcp.server import serve
-    except ImportError as exc:
-        if exc.name is None or not exc.name.startswith("mcp"):
-            raise
-        from rgt.errors import UsageError
+    from rgt.mcp.server import serve
 
-        raise UsageError(
-            f"`rgt mcp` needs the MCP SDK ({exc.name} is missing)", fix=INSTALL_HINT
-        ) from None
     serve()
 
 

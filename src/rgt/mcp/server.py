@@ -1,26 +1,29 @@
 """``rgt mcp``: the verbs as MCP tools over stdio, for coding agents (Claude Code, Codex, ...).
 
 Every tool is one ``rgt`` command run in-process with ``--json`` (``_invoke``): its input schema
-comes from the tool function's type hints, its result is the command's JSON document, its error
-the same ``{"error", "message", "fix", "exit_code"}`` a human sees. Every tool declares the
-protocol's annotations so that a host can ask its user before anything destructive. There is
-deliberately no tool for ``rgt approve`` (``release.py`` says why).
+comes from the tool function's type hints (``schema``), its result is the command's JSON
+document, its error the same ``{"error", "message", "fix", "exit_code"}`` a human sees. Every
+tool declares the protocol's annotations so that a host can ask its user before anything
+destructive. There is deliberately no tool for ``rgt approve`` (``release.py`` says why).
+
+The protocol is spoken here with the standard library (``wire``, ``protocol``), not with the
+official SDK: importing the SDK's server alone takes 2 s or more, four times the start-up an
+agent host should wait for; the SDK's own client drives this server in the tests.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
+import inspect
 import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-
 from rgt import __version__
 from rgt.mcp import release, tools_check, tools_run
+from rgt.mcp.protocol import Session, Tool
+from rgt.mcp.schema import input_schema
+from rgt.mcp.wire import claim_stdio
 
 INSTRUCTIONS = (
     "rgt runs, verifies and delivers deep-learning experiments on rented GPU machines. "
@@ -72,50 +75,38 @@ TOOLS: dict[Callable[..., dict[str, Any]], ToolKind] = {
 }
 
 
-def build() -> MCPServer:
-    server: MCPServer = MCPServer(
-        name="rgt", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
-    )
-    for fn, kind in TOOLS.items():
-        server.add_tool(_compact(fn), annotations=_annotations(fn.__name__, kind))
-    return server
+def build() -> dict[str, Tool]:
+    """Every tool by name, as ``tools/list`` lists it."""
+    return {fn.__name__: Tool(fn, _listing(fn, kind)) for fn, kind in TOOLS.items()}
 
 
-def _compact(fn: Callable[..., dict[str, Any]]) -> Callable[..., CallToolResult]:
-    """The tool with its document as compact JSON text (the SDK would indent it, a third more
-    tokens for the model) beside the same document as structured content. The signature, and
-    so the input and output schemas, stay ``fn``'s."""
-
-    @functools.wraps(fn)
-    def tool(*args: Any, **kwargs: Any) -> CallToolResult:
-        document = fn(*args, **kwargs)
-        text = json.dumps(document, separators=(",", ":"), sort_keys=True, default=str)
-        return CallToolResult(
-            content=[TextContent(type="text", text=text)], structured_content=document
-        )
-
-    return tool
-
-
-def _annotations(name: str, kind: ToolKind) -> ToolAnnotations:
-    return ToolAnnotations(
-        title=name.replace("_", " "),
-        read_only_hint=kind.read_only,
-        destructive_hint=kind.destructive,
-        idempotent_hint=kind.idempotent,
-        open_world_hint=True,  # machines, vendor APIs and the user's files: never a closed world
-    )
+def _listing(fn: Callable[..., dict[str, Any]], kind: ToolKind) -> dict[str, Any]:
+    name = fn.__name__
+    return {
+        "name": name,
+        "description": inspect.cleandoc(fn.__doc__ or name),
+        "inputSchema": input_schema(fn),
+        "outputSchema": {"type": "object", "additionalProperties": True},
+        "annotations": {
+            "title": name.replace("_", " "),
+            "readOnlyHint": kind.read_only,
+            "destructiveHint": kind.destructive,
+            "idempotentHint": kind.idempotent,
+            "openWorldHint": True,  # machines, vendor APIs and the user's files: never closed
+        },
+    }
 
 
 def serve() -> None:
     """Serve over stdin/stdout until the client closes the connection."""
     _leave_the_terminal()
-    build().run("stdio")
+    info = {"name": "rgt", "version": __version__}
+    Session(claim_stdio(), build(), info, INSTRUCTIONS).run()
 
 
 def _leave_the_terminal() -> None:
     """A new session has no controlling terminal, so no prompt of an approval can reach the
-    human's terminal from a tool call (the SDK also points fd 0 at /dev/null while serving, so
+    human's terminal from a tool call (the wire also points fd 0 at /dev/null while serving, so
     ``rgt.approvals`` refuses anyway). A process group leader (started from an interactive
     shell) cannot do this, and keeps that second guard alone."""
     with contextlib.suppress(OSError):

@@ -160,15 +160,14 @@ def watch(
     cut to the fields that matter unless `full`. With a job id and `wait_s`, wait up to that
     long (at most 600 s) for the job to end, then return its report. Call it on a schedule;
     never loop on sleep."""
-    from rgt.mcp._thrift import patrol_summary
-
     deadline = time.monotonic() + min(max(wait_s, 0), MAX_WAIT_S)
-    while True:
-        report = invoke(["watch"], [target] if target else [], once=True, no_gpu=True)
+    words = [target] if target else []
+    while True:  # the CLI's compact form (rgt.watch.compact) unless `full`
+        report = invoke(["watch"], words, once=True, no_gpu=True, full=full)
         if not _waiting(report) or time.monotonic() >= deadline:
             break
         time.sleep(max(min(interval_s, deadline - time.monotonic()), 0.1))
-    return report if full or "job_id" in report else patrol_summary(report)
+    return report
 
 
 def _waiting(report: dict[str, Any]) -> bool:

@@ -1,5 +1,8 @@
 """The local state database: machines, jobs, pulls and approvals, in SQLite under ``$RGT_HOME``.
 
+This module holds the connection, machines and jobs; ``_schema`` the migrations and ``utcnow``;
+``_ledger`` pulls, approvals and vendor instances (a mixin of ``Store``).
+
 Remote state (the agent's status.json) is the truth about jobs; this is a cache of it plus the
 record of what was pulled, verified and approved. Several ``rgt`` processes may use it at once
 (a ``watch`` loop beside a ``pull``): WAL journaling and a busy timeout make that safe, and every
@@ -13,94 +16,29 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from rgt.config import rgt_home
 from rgt.errors import AmbiguousJobError, StateError, UnknownJobError, UnknownMachineError
 from rgt.models import JobRecord, JobSpec, JobState, Machine
 from rgt.state._dbfile import check_database_file, create_database_file
-from rgt.state._dbwrite import RERUN, pull_rerun, state_write_error, write_transaction
+from rgt.state._dbwrite import RERUN, state_write_error, write_transaction
+from rgt.state._ledger import Ledger
+from rgt.state._schema import MIGRATIONS, apply_migrations, utcnow
+
+__all__ = ["MIGRATIONS", "Store", "utcnow"]  # the public path of the schema and clock
 
 BUSY_TIMEOUT_MS = 30_000
 
-# Append-only: a released version is never edited; add a new entry instead.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE machines (
-        name TEXT PRIMARY KEY,
-        backend TEXT NOT NULL,
-        profile TEXT NOT NULL,
-        connection TEXT NOT NULL,
-        durable_root TEXT NOT NULL,
-        price_per_hour REAL,
-        registered TEXT NOT NULL,
-        released TEXT
-    );
-    CREATE TABLE jobs (
-        job_id TEXT PRIMARY KEY,
-        machine TEXT NOT NULL REFERENCES machines(name),
-        spec TEXT NOT NULL,
-        state TEXT NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        label TEXT,
-        created TEXT NOT NULL,
-        ended TEXT
-    );
-    CREATE INDEX jobs_by_machine ON jobs(machine);
-    CREATE TABLE pulls (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        job_id TEXT NOT NULL REFERENCES jobs(job_id),
-        dest TEXT NOT NULL,
-        files TEXT NOT NULL,
-        manifest_sha256 TEXT NOT NULL,
-        verified INTEGER NOT NULL,
-        report TEXT NOT NULL,
-        time TEXT NOT NULL
-    );
-    CREATE INDEX pulls_by_job ON pulls(job_id);
-    CREATE TABLE approvals (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        machine TEXT NOT NULL,
-        action TEXT NOT NULL,
-        approver TEXT NOT NULL,
-        tty TEXT NOT NULL,
-        time TEXT NOT NULL,
-        consumed TEXT
-    );
-    """,
-    # Vendor instances (rgt.vendors): recorded the moment a create answers, before the machine
-    # is reachable, so an interrupted `up` or a failed-but-billing create is never orphaned.
-    """
-    CREATE TABLE vendor_instances (
-        vendor TEXT NOT NULL,
-        instance_id TEXT NOT NULL,
-        machine TEXT NOT NULL,
-        price_per_hour REAL,
-        disk_gb REAL,
-        state TEXT NOT NULL,
-        created TEXT NOT NULL,
-        released TEXT,
-        PRIMARY KEY (vendor, instance_id)
-    );
-    CREATE INDEX vendor_instances_by_machine ON vendor_instances(machine);
-    """,
-)
 
-
-def utcnow() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class Store:
+class Store(Ledger):
     """One connection per thread; open with ``Store.open()`` (default ``$RGT_HOME/state.db``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
         if not path.exists():
-            create_database_file(path, lambda conn: _apply_migrations(conn, 0))
+            create_database_file(path, lambda conn: apply_migrations(conn, 0))
         check_database_file(path)
         self._migrate()
 
@@ -147,7 +85,7 @@ class Store:
                     f"state DB {self.path} is schema {version}, this rgt knows {len(MIGRATIONS)}",
                     fix="upgrade rgt (pip install -U remote-gpu-trainer)",
                 )
-            _apply_migrations(conn, version)
+            apply_migrations(conn, version)
 
     # -- machines ------------------------------------------------------------------------
 
@@ -241,121 +179,6 @@ class Store:
                 "SELECT * FROM jobs WHERE machine=? ORDER BY created", (machine,)
             )
         return [_job(r) for r in rows]
-
-    # -- pulls ---------------------------------------------------------------------------
-
-    def record_pull(
-        self,
-        job_id: str,
-        dest: str,
-        files: dict[str, Any],  # path -> {sha256, bytes, mtime_ns} (older records: sha256)
-        manifest_sha256: str,
-        verified: bool,
-        report: dict[str, Any],
-    ) -> None:
-        then = pull_rerun(job_id, dest, verified=verified)
-        with self.tx(f"record the pull of {job_id} to {dest}", then) as conn:
-            conn.execute(
-                "INSERT INTO pulls (job_id, dest, files, manifest_sha256, verified, report, time)"
-                " VALUES (?,?,?,?,?,?,?)",
-                (
-                    job_id,
-                    dest,
-                    json.dumps(files),
-                    manifest_sha256,
-                    int(verified),
-                    json.dumps(report),
-                    utcnow(),
-                ),
-            )
-
-    def last_pull(self, job_id: str) -> dict[str, Any] | None:
-        row = (
-            self._conn()
-            .execute("SELECT * FROM pulls WHERE job_id=? ORDER BY id DESC LIMIT 1", (job_id,))
-            .fetchone()
-        )
-        if row is None:
-            return None
-        return {
-            "job_id": row["job_id"],
-            "dest": row["dest"],
-            "files": json.loads(row["files"]),
-            "manifest_sha256": row["manifest_sha256"],
-            "verified": bool(row["verified"]),
-            "report": json.loads(row["report"]),
-            "time": row["time"],
-        }
-
-    # -- approvals -----------------------------------------------------------------------
-
-    def add_approval(self, machine: str, action: str, approver: str, tty: str) -> None:
-        with self.tx() as conn:
-            conn.execute(
-                "INSERT INTO approvals (machine, action, approver, tty, time) VALUES (?,?,?,?,?)",
-                (machine, action, approver, tty, utcnow()),
-            )
-
-    def pending_approval(self, machine: str, action: str) -> dict[str, Any] | None:
-        row = (
-            self._conn()
-            .execute(
-                "SELECT * FROM approvals WHERE machine=? AND action=? AND consumed IS NULL "
-                "ORDER BY id DESC LIMIT 1",
-                (machine, action),
-            )
-            .fetchone()
-        )
-        return dict(row) if row else None
-
-    def consume_approval(self, approval_id: int) -> None:
-        with self.tx() as conn:
-            conn.execute("UPDATE approvals SET consumed=? WHERE id=?", (utcnow(), approval_id))
-
-    # -- vendor instances ----------------------------------------------------------------
-
-    def record_vendor_instance(
-        self,
-        machine: str,
-        vendor: str,
-        instance_id: str,
-        *,
-        price: float | None,
-        state: str,
-        disk_gb: float | None = None,
-    ) -> None:
-        with self.tx() as conn:
-            conn.execute(
-                "INSERT INTO vendor_instances VALUES (?,?,?,?,?,?,?,NULL) ON CONFLICT(vendor, "
-                "instance_id) DO UPDATE SET state=excluded.state, price_per_hour="
-                "COALESCE(excluded.price_per_hour, price_per_hour)",
-                (vendor, instance_id, machine, price, disk_gb, state, utcnow()),
-            )
-
-    def set_vendor_instance_state(
-        self, vendor: str, instance_id: str, state: str, *, released: bool = False
-    ) -> None:
-        with self.tx() as conn:
-            conn.execute(
-                "UPDATE vendor_instances SET state=?, released=COALESCE(released, ?) "
-                "WHERE vendor=? AND instance_id=?",
-                (state, utcnow() if released else None, vendor, instance_id),
-            )
-
-    def vendor_instances(self, machine: str | None = None) -> list[dict[str, Any]]:
-        """Newest first; ``released`` is None while rgt believes the instance may bill."""
-        sql, args = "SELECT * FROM vendor_instances", []
-        if machine is not None:
-            sql, args = sql + " WHERE machine=?", [machine]
-        rows = self._conn().execute(sql + " ORDER BY created DESC", args)
-        return [dict(r) for r in rows]
-
-
-def _apply_migrations(conn: sqlite3.Connection, version: int) -> None:
-    for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-        for statement in filter(str.strip, script.split(";")):
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version={number}")
 
 
 def _machine(row: sqlite3.Row) -> Machine:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from rgt.triage.engine import Verdict, classify, default_rules, normalize_status, read_tail
 from rgt.triage.labels import LABEL_RETRYABLE, LABELS
 from rgt.triage.rules import Rule, RuleFileError, load_rules
+from rgt.triage.scan import scan_file
 
 __all__ = [
     "LABELS",
@@ -27,4 +28,5 @@ __all__ = [
     "load_rules",
     "normalize_status",
     "read_tail",
+    "scan_file",
 ]

@@ -19,7 +19,6 @@ from rgt import _fs
 from rgt.agent.paths import RootPaths
 from rgt.backends import get_backend
 from rgt.backends.jobstatus import judge, problem_reason
-from rgt.backends.remote import machine_call
 from rgt.backends.statusdoc import JobStatus
 from rgt.config import rgt_home
 from rgt.errors import RgtError, TransportError, UnknownJobError, UnknownMachineError
@@ -58,12 +57,10 @@ def select(store: Store, target: str | None) -> tuple[list[Machine], str | None]
 def poll(machine: Machine, options: PatrolOptions) -> dict[str, Any]:
     """One machine's patrol document, or the reason it could not be read."""
     start = time.monotonic()
-    args = ["--events", str(options.events)] + ([] if options.gpu else ["--no-gpu"])
     backend = get_backend(machine)
     try:
-        doc = machine_call(backend, "patrol", args, timeout=60)
-        jobs = {str(j.get("job_id")): j for j in doc.get("jobs") or [] if isinstance(j, dict)}
-        statuses = backend.interpret(jobs)  # the backend decides liveness (Slurm: its state)
+        # One round trip; the backend decides liveness (Slurm: its controller's state).
+        doc, statuses = backend.read_machine(options.events, options.gpu)
     except TransportError as exc:
         return {"reachable": False, "error": exc.message, "poll_s": _since(start)}
     except RgtError as exc:

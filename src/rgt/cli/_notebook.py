@@ -1,0 +1,63 @@
+"""`rgt up colab` / `rgt up kaggle-notebook` options (``rgt.notebook_up``)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from rgt.state.store import Store
+
+F = TypeVar("F", bound=Callable[..., Any])
+NOTEBOOKS = ("colab", "kaggle-notebook")
+_KEYS = ("drive", "tier", "force_here")
+
+
+def notebook_up_options(func: F) -> F:
+    """The notebook options, handed over as one ``notebook`` dict."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["notebook"] = {key: kwargs.pop(key) for key in _KEYS}
+        return func(*args, **kwargs)
+
+    for option in (
+        click.option(
+            "--force-here",
+            is_flag=True,
+            help="colab/kaggle-notebook: register this host though it is not a notebook VM.",
+        ),
+        click.option(
+            "--tier",
+            type=click.Choice(["free", "pro"]),
+            default="free",
+            show_default=True,
+            help="colab: the plan, for the session clock (free ~12 h, pro ~24 h).",
+        ),
+        click.option(
+            "--drive",
+            help="colab: durable folder on the mounted Drive (default "
+            "/content/drive/MyDrive/rgt); kaggle-notebook: default /kaggle/working/rgt.",
+        ),
+    ):
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]
+
+
+def up_notebook(
+    store: Store, platform: str, name: str, options: dict[str, Any], root: str | None, replace: bool
+) -> Any:
+    from rgt.notebook_up import register_notebook
+
+    return register_notebook(
+        store,
+        platform,
+        name,
+        durable=options["drive"],
+        tier=options["tier"],
+        force_here=options["force_here"],
+        root=root,
+        replace_machine=replace,
+    )
