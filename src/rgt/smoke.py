@@ -12,7 +12,10 @@ call, and nothing else in it changes::
         smoke.overfit(model, optimizer, lambda: criterion(model(x), y), num_classes=10)
 
 ``overfit`` trains on the batch the closure uses, writes the report to ``$RGT_SMOKE_REPORT`` (when
-set) and returns it. torch is imported only when ``overfit`` runs.
+set) and returns it. torch is imported only when ``overfit`` runs. Given ``loader=train_loader``
+it first times a few batches against the closure's forward and backward pass and adds an
+``input_bound`` warning event when the steps mostly wait for data; ``timed_loader(loader)`` does
+the same in the real training loop, for the agent (rgt._smoke_input).
 """
 
 from __future__ import annotations
@@ -21,9 +24,13 @@ import json
 import math
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from rgt import _smoke_input
+from rgt._smoke_input import timed_loader
+
+__all__ = ["OverfitReport", "overfit", "requested", "run_overfit", "timed_loader"]
 MODE = "overfit"
 
 
@@ -42,6 +49,8 @@ class OverfitReport:
     no_grad: tuple[str, ...] = ()  # modules whose trainable parameters never got a gradient
     non_finite: str | None = None  # first module whose output held NaN/Inf
     problems: tuple[str, ...] = field(default_factory=tuple)
+    input_wait: dict[str, Any] | None = None  # given a loader: wait vs step seconds, verdict
+    events: tuple[dict[str, Any], ...] = ()  # warnings (``input_bound``): they never fail it
 
     @property
     def ok(self) -> bool:
@@ -59,11 +68,13 @@ def overfit(
     num_classes: int | None = None,
     steps: int = 200,
     factor: float = 0.1,
+    loader: Any = None,
 ) -> OverfitReport:
     """Train ``steps`` steps on the closure's fixed batch; the loss must fall to ``factor`` x
     its initial value. Returns (and writes to ``$RGT_SMOKE_REPORT``) what went wrong, by module."""
     import torch
 
+    waits = _input_wait(model, optimizer, step_loss, loader) if loader is not None else None
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     seen_grad: set[str] = set()
     watch = _NonFinite(model)
@@ -90,8 +101,24 @@ def overfit(
             "the batch changes between steps (labels or inputs drawn anew): "
             "overfit needs one fixed batch; check the labels are paired with inputs",
         )
+    if waits is not None:
+        found = _smoke_input.event(waits)
+        report = replace(report, input_wait=waits, events=(found,) if found else ())
     _write(report)
     return report
+
+
+def _input_wait(model: Any, optimizer: Any, step_loss: Callable[[], Any], loader: Any) -> Any:
+    """Draw batches from the script's loader with one forward+backward pass between draws
+    (no optimizer step: the overfit that follows starts from the same weights)."""
+
+    def compute() -> None:
+        optimizer.zero_grad()
+        step_loss().backward()
+
+    verdict = _smoke_input.measure(loader, compute)
+    optimizer.zero_grad()
+    return verdict
 
 
 def _twice(model: Any, step_loss: Callable[[], Any]) -> tuple[bool, float]:
@@ -188,8 +215,6 @@ def _modules(params: list[str]) -> list[str]:
 
 
 def _add(report: OverfitReport, problem: str) -> OverfitReport:
-    from dataclasses import replace
-
     return replace(report, problems=(*report.problems, problem))
 
 

@@ -64,6 +64,10 @@ def fit(model, opt, loader):
         "    for epoch in range(10):\n", "    for epoch in range(10):\n        model.train()\n"
     )
     assert codes(tmp_path, fixed) == set()
+    # a linear probe: the backbone is frozen, so eval mode in training is the protocol
+    for frozen in ("p.requires_grad = False", "p.requires_grad_(False)"):
+        probe = source + f"\nfor p in model.parameters():\n    {frozen}\n"
+        assert codes(tmp_path, probe) == set()
 
 
 def test_evaluation_without_no_grad(tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ about a NaN at hour 9 once, not every second:
     disk_nearly_full   bytes or inodes of a job mount >= RGT_WATCH_DISK_PCT
     memory_near_limit  the cgroup's memory >= RGT_WATCH_MEM_PCT of its limit
     gpu_idle           a priced machine's GPUs all idle for RGT_WATCH_GPU_IDLE_S
+    input_bound        recent steps waited on data >= RGT_WATCH_INPUT_PCT % of their time
+                       (rgt.probes.input_wait: timed_loader records or the log's Data/Time)
 
 Thresholds come from the agent's environment, else the job spec's ``env``, else the defaults
 below. The price comes from spec env ``RGT_PRICE_PER_HOUR`` (``rgt run`` sets it from the
@@ -25,7 +27,7 @@ from rgt.agent import _system
 from rgt.agent._record import JobRecorder, log
 from rgt.agent._session import SessionClock
 from rgt.agent.paths import JobPaths
-from rgt.probes import cgroup, disk, gpu, progress
+from rgt.probes import cgroup, disk, gpu, input_wait, progress
 
 DEFAULTS = {
     "RGT_WATCH_STALL_S": 1800.0,
@@ -35,6 +37,7 @@ DEFAULTS = {
     "RGT_WATCH_GPU_IDLE_PCT": 2.0,
     "RGT_WATCH_PROBE_S": 30.0,
     "RGT_PRICE_PER_HOUR": 0.0,
+    "RGT_WATCH_INPUT_PCT": input_wait.DEFAULT_PCT,
 }
 MAX_READ = 1 << 20  # bytes of new log scanned per tick; a flood is sampled, not all read
 
@@ -66,6 +69,7 @@ class Sentinel(object):
         self.idle_since = None  # type: Optional[float]
         self.active = set()  # type: set[str]
         self.broken = False
+        self.input = input_wait.InputWait(self.limits["RGT_WATCH_INPUT_PCT"])
         self.session = SessionClock(spec, rec)  # notebook VMs: warn before the platform's cap
 
     def tick(self, pid: int) -> None:
@@ -108,6 +112,20 @@ class Sentinel(object):
         if found["nonfinite"]:
             detail = {"source": source, "line": found["nonfinite"][0], "step": found["step"]}
             self._raise("nan", "nan_loss", detail, NEXT_NAN % self.paths.job_id)
+        self._input_wait(text, source)
+
+    def _input_wait(self, text: str, source: str) -> None:
+        lines = text.splitlines()
+        samples = input_wait.from_log(text) if source == "log" else input_wait.from_records(lines)
+        verdict = self.input.add(samples)
+        if verdict is None:
+            return
+        if not verdict["input_bound"]:
+            self._clear("input")
+        elif "input" not in self.active:
+            self.active.add("input")
+            detail = dict(verdict, source=source)
+            self.rec.event("input_bound", detail, input_wait.remedy(verdict), severity="warning")
 
     def _stall(self, pid: int, now: float) -> None:
         size = _size(self.log_path)

@@ -67,7 +67,8 @@ def smoke(
         from rgt.smoke import run_overfit
 
         data = run_overfit(list(command), timeout)
-        out.result(data, lambda o: o.line(escape("\n".join(data["problems"]) or "overfit: ok")))
+        said = data["problems"] + [e["next"] for e in data.get("events", [])]  # input_bound
+        out.result(data, lambda o: o.line(escape("\n".join(said) or "overfit: ok")))
         sys.exit(0 if data["ok"] else 1)
     report = None if no_lint else preflight(command)
     for line in lines(report):  # lint bugs first: the smoke may pass while the run learns nothing

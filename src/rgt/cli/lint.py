@@ -17,9 +17,14 @@ COLOURS = {"bug": "red", "warning": "yellow", "advice": "cyan"}
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--select", multiple=True, metavar="CODES", help="Only these codes or prefixes.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Leave out these codes or prefixes.")
+@click.option("--no-cache", is_flag=True, help="Re-read every file ($RGT_HOME/cache/lint).")
 @output_options
 def lint(
-    paths: tuple[str, ...], select: tuple[str, ...], ignore: tuple[str, ...], out: Output
+    paths: tuple[str, ...],
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    no_cache: bool,
+    out: Output,
 ) -> None:
     """Check training code (files, folders, notebooks) for silent bugs; exit 1 on a `bug`.
 
@@ -27,7 +32,7 @@ def lint(
     """
     from rgt.lint import lint_paths
 
-    report = lint_paths(paths, select, ignore)
+    report = lint_paths(paths, select, ignore, cache=not no_cache)
     out.result(report.to_json(), lambda o: render(o, report.to_json()))
     if report.exit_code:
         sys.exit(report.exit_code)

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rgt.errors import UsageError
-from rgt.lint import _run
+from rgt.lint import _run, _source
 from rgt.lint._model import FileNote, Finding, LintReport, Rule, Severity
 from rgt.lint._run import RULES
 from rgt.lint._source import Text, expand, local_imports, read
@@ -32,17 +32,22 @@ CUDA_STRING = re.compile(r"[\"']cuda")  # torch.device("cuda:0")
 
 
 def lint_paths(
-    paths: Iterable[str], select: Iterable[str] = (), ignore: Iterable[str] = ()
+    paths: Iterable[str],
+    select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+    cache: bool = True,
 ) -> LintReport:
-    """Lint files and folders; ``select``/``ignore`` take codes or prefixes (``RGT1``)."""
+    """Lint files and folders; ``select``/``ignore`` take codes or prefixes (``RGT1``);
+    ``cache``: reuse per-file results from ``$RGT_HOME/cache/lint`` (rgt.lint._cache)."""
     wanted = (_codes(select) or set(RULES)) - _codes(ignore)
     texts, skipped = _read(expand(list(paths)))
     words: set[str] = set()
     for text in texts:
         words.update(identifiers(text.text))
     relevant = [t for t in texts if "torch" in t.text]
-    findings, notes = _run.analyse(relevant, frozenset(words), frozenset(wanted))
+    findings, notes = _run.analyse(relevant, frozenset(words), frozenset(wanted), cache)
     findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.col, f.code))
+    notes.sort(key=lambda n: n.path)  # workers and the cache finish in any order
     return LintReport(tuple(findings), tuple(skipped + notes), len(texts) + len(skipped))
 
 
@@ -71,6 +76,7 @@ def _codes(given: Iterable[str]) -> set[str]:
 
 def _read(paths: list[Path]) -> tuple[list[Text], list[FileNote]]:
     """The named files, then the local modules they import (each file once)."""
+    _source._listing.cache_clear()  # folder listings are remembered within one run only
     seen: set[Path] = set()
     texts: list[Text] = []
     skipped: list[FileNote] = []

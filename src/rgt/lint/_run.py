@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
-from rgt.lint import data, losses, modes, resilience, throughput
+from rgt.lint import _cache, data, losses, modes, resilience, throughput
 from rgt.lint._facts import Facts
 from rgt.lint._model import FileNote, Finding, Hit, Rule
 from rgt.lint._source import Source, Text, parse
@@ -19,11 +19,43 @@ from rgt.lint._source import Source, Text, parse
 RULES: dict[str, Rule] = {
     r.code: r for family in (losses, modes, data, resilience, throughput) for r in family.RULES
 }
+# The project-wide identifiers the rules ask about (``words & ...``): part of the cache key.
+QUERIED = frozenset({"set_epoch"} | modes.LAYER_WORDS | resilience.LOADS | throughput.GPU)
 PARALLEL_FROM = 16  # files; below this a process pool costs more than it saves
 Outcome = tuple[list[Finding], list[FileNote]]
 
 
-def analyse(texts: list[Text], words: frozenset[str], wanted: frozenset[str]) -> Outcome:
+def analyse(
+    texts: list[Text], words: frozenset[str], wanted: frozenset[str], cache: bool = True
+) -> Outcome:
+    """Findings and notes of every text: from the cache when it has them, else analysed and
+    stored."""
+    if not cache:
+        return _spread(texts, words, wanted)
+    context = _cache.context(words, wanted, QUERIED)
+    findings: list[Finding] = []
+    notes: list[FileNote] = []
+    missing: dict[str, str] = {}  # path → entry
+    for text in texts:
+        entry = _cache.key(text, context)
+        hit = _cache.load(text, entry, RULES)
+        if hit is None:
+            missing[text.path] = entry
+        else:
+            findings += hit[0]
+            notes += hit[1]
+    fresh = _spread([t for t in texts if t.path in missing], words, wanted)
+    by_path: dict[str, Outcome] = {path: ([], []) for path in missing}
+    for finding in fresh[0]:
+        by_path[finding.path][0].append(finding)
+    for note in fresh[1]:
+        by_path[note.path][1].append(note)
+    for path, entry in missing.items():
+        _cache.store(entry, by_path[path])
+    return findings + fresh[0], notes + fresh[1]
+
+
+def _spread(texts: list[Text], words: frozenset[str], wanted: frozenset[str]) -> Outcome:
     workers = min(os.cpu_count() or 1, 8)
     if len(texts) < PARALLEL_FROM or workers < 2 or "fork" not in _methods():
         return _many(texts, words, wanted)

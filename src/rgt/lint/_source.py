@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 from rgt.errors import UsageError
@@ -179,9 +180,20 @@ def local_imports(text: Text) -> list[Path]:
             names.update(n.split(" as ")[0].strip() for n in match.group(2).split(","))
     found = []
     for name in sorted(n for n in names if n):
-        base = here.joinpath(*name.split("."))
-        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-            if candidate.is_file():
-                found.append(candidate)
-                break
+        *folders, last = name.split(".")
+        folder = os.path.join(str(here), *folders)
+        entries = _listing(folder)
+        if f"{last}.py" in entries and os.path.isfile(os.path.join(folder, f"{last}.py")):
+            found.append(Path(folder, f"{last}.py"))
+        elif last in entries and os.path.isfile(os.path.join(folder, last, "__init__.py")):
+            found.append(Path(folder, last, "__init__.py"))
     return found
+
+
+@lru_cache(maxsize=4096)
+def _listing(folder: str) -> frozenset[str]:
+    """A folder's names, read once per run (a tree's scripts share a few folders)."""
+    try:
+        return frozenset(os.listdir(folder))
+    except OSError:
+        return frozenset()

@@ -56,6 +56,7 @@ EVAL_NAME = re.compile(
     r"(?i)^(evaluate|evaluation|eval|validate|validation|valid|val|test)(_|$)"
     r"|_(eval|evaluate|evaluation|validate|validation|val|test)$"
 )
+LAYER_WORDS = frozenset({"Dropout", "dropout", "BatchNorm2d", "BatchNorm1d"})  # mode-bound
 NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
 FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "ignite")
 
@@ -67,7 +68,7 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     any_eval_call = bool([c for c in facts.methods_called("eval") if not c.args])
     any_eval_call |= any(_train_false(c) for c in facts.methods_called("train"))
     for func in evals:
-        if not any_eval_call and words & {"Dropout", "dropout", "BatchNorm2d", "BatchNorm1d"}:
+        if not any_eval_call and words & LAYER_WORDS:
             yield Hit("RGT201", func, func.name)
         if not _under_no_grad(facts, func):
             yield Hit("RGT203", func, func.name)
@@ -84,6 +85,21 @@ def _is_eval(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool
     return bool(facts.loops_in(func)) and any(
         isinstance(c.func, ast.Name) or method(c) == "forward" for c in body
     )
+
+
+def _freezes(facts: Facts) -> bool:
+    """Parameters frozen (``p.requires_grad = False``, ``requires_grad_(False)``): a linear
+    probe on a frozen backbone keeps it in eval mode on purpose (moco's main_lincls)."""
+    if any(_train_false(c) for c in facts.methods_called("requires_grad_")):
+        return True
+    for node in ast.walk(facts.tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            frozen = node.value.value is False
+            if frozen and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets
+            ):
+                return True
+    return False
 
 
 def _train_false(call: ast.Call) -> bool:
@@ -127,7 +143,8 @@ def _train_after_eval(facts: Facts) -> Iterator[Hit]:
         trains = any(method(c) == "backward" for c in reach)
         evals = [c for c in reach if method(c) == "eval" and not c.args]
         if trains and evals:
-            yield Hit("RGT202", evals[0])
+            if not _freezes(facts):  # walked only here: rare
+                yield Hit("RGT202", evals[0])
             return
 
 

@@ -1,0 +1,72 @@
+"""The per-file result cache of `rgt lint`: same findings as without it, and a change to a file,
+to the codes wanted or to a project-wide word the rules ask about is a miss."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+from rgt.lint import _cache, lint_paths
+from tests.lint.measure import CORPUS
+
+SCRIPT = """
+import torch
+from torch.utils.data import DataLoader, DistributedSampler
+
+loader = DataLoader(data, sampler=DistributedSampler(data), num_workers=2)
+for epoch in range(10):
+    for x, y in loader:
+        pass
+"""
+
+
+def _rows(paths: list[str], **kwargs: object) -> list[dict[str, object]]:
+    return [f.to_dict() for f in lint_paths(paths, **kwargs).findings]  # type: ignore[arg-type]
+
+
+def test_the_whole_report_is_the_same_from_the_cache(tmp_path: Path) -> None:
+    scripts = sorted(CORPUS.glob("*/*.txt"))  # both halves: notebooks, skipped files, findings
+    for script in scripts:
+        shutil.copyfile(script, tmp_path / script.name[:-4])
+    cold = lint_paths([str(tmp_path)], cache=False).to_json()
+    lint_paths([str(tmp_path)])
+    assert lint_paths([str(tmp_path)]).to_json() == cold and cold["skipped"]
+
+
+def _entries() -> list[Path]:
+    return sorted(_cache.folder().rglob("*.json"))
+
+
+def test_cached_findings_equal_uncached_on_the_corpus(tmp_path: Path) -> None:
+    for script in sorted((CORPUS / "dev").glob("*.py.txt"))[:12]:
+        shutil.copyfile(script, tmp_path / script.name[:-4])
+    cold = _rows([str(tmp_path)], cache=False)
+    assert _entries() == []  # --no-cache neither reads nor writes
+    first, warm = _rows([str(tmp_path)]), _rows([str(tmp_path)])
+    assert cold == first == warm and len(cold) > 10
+    assert len(_entries()) == 12
+    stamps = [p.stat().st_mtime_ns for p in _entries()]
+    _rows([str(tmp_path)])
+    assert [p.stat().st_mtime_ns for p in _entries()] == stamps  # the warm run wrote nothing
+
+
+def test_a_change_to_the_file_or_a_project_word_is_a_miss(tmp_path: Path) -> None:
+    train = tmp_path / "train.py"
+    train.write_text(textwrap.dedent(SCRIPT))
+    assert [r["code"] for r in _rows([str(train)])] == ["RGT302"]
+    (tmp_path / "sampler_util.py").write_text("import torch\n\ndef f(s, e):\n    s.set_epoch(e)\n")
+    train.write_text(textwrap.dedent(SCRIPT) + "import sampler_util\n")
+    assert _rows([str(train)]) == []  # set_epoch is now called elsewhere in the project
+    train.write_text(textwrap.dedent(SCRIPT))
+    assert [r["code"] for r in _rows([str(train)])] == ["RGT302"]
+    assert _rows([str(train)], ignore=["RGT302"]) == []
+
+
+def test_a_damaged_entry_is_a_miss(tmp_path: Path) -> None:
+    train = tmp_path / "train.py"
+    train.write_text(textwrap.dedent(SCRIPT))
+    expected = _rows([str(train)])
+    for entry in _entries():
+        entry.write_text("{not json")
+    assert _rows([str(train)]) == expected
