@@ -36,9 +36,18 @@ SHARED_RESOURCES = {
     "far_server": "netns",
     "demo_runs": "demo-runs",
     "mcp_server": "mcp",
+    "corpus": "trackers",  # tests/verify/tracker: MLflow, W&B, TensorBoard, trackio writers
 }
-# The fast tier (`-m "not slow"`) leaves out every test that starts a real sshd or Slurm.
-SLOW_FIXTURES = {"sshd_server", "sshd_factory", "slurm_cluster", "far_server"}
+# The fast tier (`-m "not slow"`) leaves out every test that starts a real sshd or Slurm, and
+# those that need the demo's runs or the trackers' corpus (each a minute or more to build).
+SLOW_FIXTURES = {
+    "sshd_server",
+    "sshd_factory",
+    "slurm_cluster",
+    "far_server",
+    "demo_runs",
+    "corpus",
+}
 
 
 @pytest.hookimpl(wrapper=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -35,7 +36,7 @@ def test_a_machine_name_ending_in_a_newline_is_refused(tmp_path: Path) -> None:
     listed = subprocess.run(
         [sys.executable, "-m", "rgt.cli", "status", "--json"], capture_output=True, text=True
     )
-    assert '"machines": []' in listed.stdout
+    assert json.loads(listed.stdout)["machines"] == []
 
 
 @pytest.mark.parametrize(
