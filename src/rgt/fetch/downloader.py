@@ -11,6 +11,11 @@ it into the fetch job's snapshot and runs ``python3 downloader.py SOURCE --to DI
   error page) fails at once; so do 401/403/404 and a full disk (the partial file is kept).
 - The token is read from the environment variable named by ``--token-env`` (a secret rgt sends
   over stdin), never from argv. The result is ``DIR/.rgt-fetch.json``.
+- The platform's accelerator (``RGT_PROXY_HOOK``, e.g. ``source /etc/network_turbo``) is turned
+  on for this process only, when ``RGT_ACCELERATE`` lists the source's kind (``hf``, ``url``):
+  its proxy variables are read from a child shell, and ``no_proxy`` keeps the plan's hosts
+  (localhost, the mirrors) and the hook's own off the proxy.
+- sha256 is computed in a second thread while the file is written (hashlib releases the GIL).
 
 Exit codes: 0 done, 1 failed (the message says why and what to do).
 """
@@ -24,7 +29,10 @@ import hashlib
 import http.client
 import json
 import os
+import queue
+import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -148,10 +156,13 @@ def fetch_file(f: Dict[str, Any], to: str, token: str) -> Dict[str, Any]:
 
 class Hashed:
     """sha256 of a part file kept while it is written, so verifying a 1 GB file costs no second
-    read; a part left by an earlier run is hashed once when the download resumes."""
+    read; a part left by an earlier run is hashed once when the download resumes. Between
+    ``start`` and ``stop`` a thread hashes, overlapping the socket reads and the disk writes."""
 
     def __init__(self, path: str, enabled: bool) -> None:
         self.path, self.h, self.count, self.enabled = path, hashlib.sha256(), 0, enabled
+        self.queue = None  # type: Optional[queue.Queue[Optional[bytes]]]
+        self.thread = None  # type: Optional[threading.Thread]
 
     def catch_up(self, start: int) -> None:
         if self.enabled and self.count != start:
@@ -160,8 +171,26 @@ class Hashed:
                 for block in iter(lambda: src.read(min(CHUNK, start - self.count)), b""):
                     self.update(block)
 
-    def update(self, data: bytes) -> None:
+    def start(self) -> None:
         if self.enabled:
+            self.queue = queue.Queue(16)
+            self.thread = threading.Thread(target=self._run, args=(self.queue,), daemon=True)
+            self.thread.start()
+
+    def _run(self, chunks: "queue.Queue[Optional[bytes]]") -> None:
+        for data in iter(chunks.get, None):
+            self.h.update(data)
+
+    def stop(self) -> None:
+        if self.queue is not None and self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
+        self.queue = self.thread = None
+
+    def update(self, data: bytes) -> None:
+        if self.queue is not None:
+            self.queue.put(data)
+        elif self.enabled:
             self.h.update(data)
         self.count += len(data)
 
@@ -180,21 +209,55 @@ def _transfer(f: Dict[str, Any], part: str, token: str, hashed: Hashed) -> int:
             f["size"] = _published_size(response, start)
         mode = "ab" if start and response.status == 206 else "wb"
         hashed.catch_up(start if mode == "ab" else 0)
-        got, shown = 0, time.monotonic()
-        with open(part, mode) as out:
-            while True:
-                chunk = response.read(CHUNK)
-                if not chunk:
-                    break
-                out.write(chunk)
-                hashed.update(chunk)
-                got += len(chunk)
-                if time.monotonic() - shown >= PROGRESS_S:
-                    shown = time.monotonic()
-                    say("progress %s %d/%s bytes" % (f["name"], out.tell(), f.get("size")))
+        hashed.start()
+        try:
+            got = _copy(response, part, mode, f, hashed)
+        finally:
+            hashed.stop()
     if f.get("size") is not None and _size(part) < int(f["size"]):
         raise ConnectionResetError("connection closed at byte %d of %s" % (_size(part), f["size"]))
     return got
+
+
+def _copy(response: Any, part: str, mode: str, f: Dict[str, Any], hashed: Hashed) -> int:
+    got, shown = 0, time.monotonic()
+    with open(part, mode, buffering=0) as out:
+        for chunk in iter(lambda: response.read(CHUNK), b""):
+            out.write(chunk)
+            hashed.update(chunk)
+            got += len(chunk)
+            if time.monotonic() - shown >= PROGRESS_S:
+                shown = time.monotonic()
+                say("progress %s %d/%s bytes" % (f["name"], out.tell(), f.get("size")))
+    return got
+
+
+def accelerate(kind: str) -> None:
+    """Turn the platform's accelerator on for this process when the plan lists ``kind``."""
+    hook = os.environ.get("RGT_PROXY_HOOK", "")
+    if not hook or kind not in os.environ.get("RGT_ACCELERATE", "").split(","):
+        return
+    try:
+        done = subprocess.run(
+            ["bash", "-c", hook + " >/dev/null 2>&1; env -0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        say("accelerator %r did not run (%s): going direct" % (hook, exc))
+        return  # fmt: skip
+    found = dict(item.partition(b"=")[::2] for item in done.stdout.split(b"\0") if item)
+    got = {k.decode(): v.decode() for k, v in found.items()}
+    proxies = {k: v for k, v in got.items() if k.lower().endswith("_proxy") and v}
+    if not any(k.lower() in ("http_proxy", "https_proxy") for k in proxies):
+        say("accelerator %r exported no http(s)_proxy: going direct" % hook)
+        return
+    keep = [os.environ.get("no_proxy", ""), got.get("no_proxy", ""), "localhost,127.0.0.1,::1"]
+    hosts = [h.strip() for h in ",".join(keep).split(",") if h.strip()]
+    os.environ.update(proxies)
+    os.environ["no_proxy"] = os.environ["NO_PROXY"] = ",".join(dict.fromkeys(hosts))
+    say("accelerator on for this download (%s); no_proxy=%s" % (hook, os.environ["no_proxy"]))
 
 
 def _published_size(response: Any, start: int) -> Optional[int]:
@@ -257,6 +320,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     token = os.environ.get(args.token_env, "") if args.token_env else ""
     try:
+        accelerate("hf" if args.source.startswith("hf://") else "url")
         job = plan(args.source, args.include, token)
         if not job["files"]:
             raise Fatal("no file of %s matches --include %s" % (args.source, args.include))
