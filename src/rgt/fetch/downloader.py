@@ -62,7 +62,8 @@ def request(url: str, token: str, start: int = 0, method: str = "GET") -> Any:
     if start:
         headers["Range"] = "bytes=%d-" % start
     try:
-        return urllib.request.urlopen(urllib.request.Request(url, headers=headers, method=method))
+        opener = urllib.request.build_opener()  # proxies from the environment as it is now
+        return opener.open(urllib.request.Request(url, headers=headers, method=method))
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
             raise Fatal(
