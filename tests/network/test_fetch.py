@@ -64,6 +64,9 @@ class _Hub(http.server.BaseHTTPRequestHandler):
         if repo == "gated":
             self.send_error(401, "Unauthorized")
             return
+        if repo == "missing":
+            self.send_error(404, "Repository not found")
+            return
         weights = {"sha256": hashlib.sha256(WEIGHTS).hexdigest(), "size": len(WEIGHTS)}
         doc = {
             "sha": "c0ffee" * 6 + "abcd",
@@ -178,3 +181,15 @@ def test_a_part_left_by_an_earlier_run_is_resumed_and_verified(
     (tmp_path / "model.safetensors.part").write_bytes(b"\0" * DROP_AT)
     assert downloader.main(args) == 1
     assert not (tmp_path / "model.safetensors.part").exists()  # wrong bytes are not resumed
+
+
+def test_an_unknown_repo_is_a_clear_404(
+    hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rgt.fetch import downloader
+
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    assert downloader.main(["hf://org/missing", "--to", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "HTTP 404 for " in out and "no such repo, revision or file" in out
+    assert list(tmp_path.iterdir()) == []  # nothing written, no retry
