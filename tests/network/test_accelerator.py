@@ -79,7 +79,7 @@ def test_the_hook_is_sourced_for_the_download_only_and_no_proxy_keeps_local_host
         assert "http_proxy" not in os.environ
 
 
-class http_server_on:  # noqa: N801  (used as a context manager)
+class http_server_on:
     """The hub on 127.0.0.1 (a free port)."""
 
     def __init__(self, _hint: str) -> None:

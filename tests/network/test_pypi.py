@@ -16,7 +16,7 @@ import pytest
 
 from rgt.profiles.network import plan_network
 
-SETUP = "from setuptools import setup\nsetup(name='rgt-toy', version='0.1', py_modules=['rgt_toy'])\n"
+SETUP = "from setuptools import setup\nsetup(name='rgt-toy', version='0.1', py_modules=['rgt_toy'])"
 
 
 class _Index(http.server.BaseHTTPRequestHandler):
@@ -35,7 +35,8 @@ class _Index(http.server.BaseHTTPRequestHandler):
             self.send_error(404)
             return
         self.send_response(200)
-        self.send_header("Content-Type", "text/html" if "simple" in self.path else "application/zip")
+        kind = "text/html" if "simple" in self.path else "application/zip"
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -76,4 +77,3 @@ def test_pip_download_gets_the_real_wheel_through_the_plans_index(
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "got" / wheel.name).read_bytes() == wheel.read_bytes()
     assert seen == ["/simple/rgt-toy/", f"/files/{wheel.name}"]
-
