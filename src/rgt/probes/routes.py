@@ -62,9 +62,9 @@ def probe(
             size = len(first) + _drain(response, limit - len(first), start + 2 * timeout)
     except urllib.error.HTTPError as exc:
         return {"ok": False, "status": exc.code, "error": "HTTP %d %s" % (exc.code, exc.reason)}
-    except (OSError, ValueError) as exc:  # refused, DNS, timeout, TLS, a bad URL
+    except (OSError, ValueError) as exc:  # refused, DNS, timeout, no route, TLS, a bad URL
         reason = getattr(exc, "reason", None) or exc
-        return {"ok": False, "error": str(reason)[:200]}
+        return {"ok": False, "error": str(reason)[:200], "ms": _ms(start)}
     elapsed = max(time.monotonic() - start, 1e-6)
     return {
         "ok": size > 0,
@@ -73,6 +73,10 @@ def probe(
         "bytes": size,
         "rate_kib_s": round(size / 1024 / elapsed, 1),
     }
+
+
+def _ms(start: float) -> float:
+    return round((time.monotonic() - start) * 1000, 1)
 
 
 def _drain(response: Any, budget: int, deadline: float) -> int:
