@@ -3,7 +3,8 @@ timed from the machine by ``agent audit`` (time to first byte, a 256 KiB transfe
 
 A kind is probed only when the machine's network plan has a mirror for it: without one there
 is no choice to make. With the profile's ``proxy_hook`` (AutoDL's ``network_turbo``) the direct
-route is also timed through the platform's accelerator (``accelerator``). The chosen route is the
+hub route is also timed through the platform's accelerator (``accelerator``): only `rgt fetch`
+turns the accelerator on, so pip (run by jobs) is never routed through it. The chosen route is the
 fastest that answered; it is recorded for the machine (``$RGT_HOME/routes/<machine>.json``) and
 jobs and fetches on it get it (``rgt.profiles.network``) unless ``rgt up --mirror KIND=URL`` or
 ``--no-mirrors`` says otherwise.
@@ -31,7 +32,7 @@ def candidates(raw: Mapping[str, Any], plan: NetworkPlan) -> list[tuple[str, str
             continue
         direct = str(raw.get(f"{kind}_direct") or DIRECT[kind])
         found = [("direct", direct), ("mirror", mirror)]
-        if raw.get("proxy_hook"):
+        if raw.get("proxy_hook") and kind == "hf":  # only rgt fetch (hf) can use it
             found.append(("accelerator", direct))
         for label, base in found:
             out.append((f"{kind}:{label}", base.rstrip("/") + PROBE_PATH[kind]))
