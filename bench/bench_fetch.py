@@ -100,7 +100,7 @@ def trial(name: str, base: str, work: Path, size: int) -> dict[str, Any]:
             seconds, ok = seconds + t3, ok and rc3 == 0
     else:
         source = url if name == "rgt url" else "hf://org/big"
-        env = {"RGT_FETCH_BACKOFF_S": "0", "HF_ENDPOINT": base}
+        env = {"RGT_FETCH_BACKOFF_S": "0", "HF_ENDPOINT": base, "RGT_FETCH_HUB": "0"}
         seconds, rc = run([sys.executable, str(DOWNLOADER), source, "--to", str(out)], env)
         ok = rc == 0
     whole = (out / "big.bin").stat().st_size == size

@@ -32,10 +32,12 @@ def far_hub() -> Iterator[str]:
 
 def _env(monkeypatch: pytest.MonkeyPatch, hook: str, **env: str) -> None:
     for name in (*PROXY_VARS, "no_proxy", "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)  # restored after the test, even when set here
+        monkeypatch.setenv(name, "")  # recorded, so the downloader's own setting is undone too
+        monkeypatch.delenv(name)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("RGT_PROXY_HOOK", hook)
+    monkeypatch.setenv("RGT_FETCH_HUB", "0")  # the stdlib path (the hub library: test_fetch)
 
 
 def test_the_hook_is_sourced_for_the_download_only_and_no_proxy_keeps_local_hosts_off(

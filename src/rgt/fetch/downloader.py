@@ -29,30 +29,22 @@ import hashlib
 import http.client
 import json
 import os
-import queue
-import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any, Dict, List, Optional
 
-CHUNK = 1 << 20
+if __package__:
+    from rgt.fetch.fetch_aids import CHUNK, Fatal, Hashed, accelerate, hub_fetch, say
+else:  # run as a script from the fetch job's snapshot, where fetch_aids.py lies next to it
+    from fetch_aids import CHUNK, Fatal, Hashed, accelerate, hub_fetch, say  # type: ignore
+
 RETRIES = int(os.environ.get("RGT_FETCH_RETRIES", "5"))
 BACKOFF_S = float(os.environ.get("RGT_FETCH_BACKOFF_S", "2"))
 RESULT = ".rgt-fetch.json"
 PROGRESS_S = 10.0  # a progress line in the job's log (`rgt logs`, `rgt watch`)
-
-
-class Fatal(Exception):
-    """No retry can help: the message names the fix."""
-
-
-def say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 def request(url: str, token: str, start: int = 0, method: str = "GET") -> Any:
@@ -155,47 +147,6 @@ def fetch_file(f: Dict[str, Any], to: str, token: str) -> Dict[str, Any]:
     return {"name": f["name"], "size": os.path.getsize(target), "downloaded": got}
 
 
-class Hashed:
-    """sha256 of a part file kept while it is written, so verifying a 1 GB file costs no second
-    read; a part left by an earlier run is hashed once when the download resumes. Between
-    ``start`` and ``stop`` a thread hashes, overlapping the socket reads and the disk writes."""
-
-    def __init__(self, path: str, enabled: bool) -> None:
-        self.path, self.h, self.count, self.enabled = path, hashlib.sha256(), 0, enabled
-        self.queue = None  # type: Optional[queue.Queue[Optional[bytes]]]
-        self.thread = None  # type: Optional[threading.Thread]
-
-    def catch_up(self, start: int) -> None:
-        if self.enabled and self.count != start:
-            self.h, self.count = hashlib.sha256(), 0
-            with open(self.path, "rb") as src:
-                for block in iter(lambda: src.read(min(CHUNK, start - self.count)), b""):
-                    self.update(block)
-
-    def start(self) -> None:
-        if self.enabled:
-            self.queue = queue.Queue(16)
-            self.thread = threading.Thread(target=self._run, args=(self.queue,), daemon=True)
-            self.thread.start()
-
-    def _run(self, chunks: "queue.Queue[Optional[bytes]]") -> None:
-        for data in iter(chunks.get, None):
-            self.h.update(data)
-
-    def stop(self) -> None:
-        if self.queue is not None and self.thread is not None:
-            self.queue.put(None)
-            self.thread.join()
-        self.queue = self.thread = None
-
-    def update(self, data: bytes) -> None:
-        if self.queue is not None:
-            self.queue.put(data)
-        elif self.enabled:
-            self.h.update(data)
-        self.count += len(data)
-
-
 def _transfer(f: Dict[str, Any], part: str, token: str, hashed: Hashed) -> int:
     start = _size(part)
     response = request(f["url"], token, start)
@@ -231,34 +182,6 @@ def _copy(response: Any, part: str, mode: str, f: Dict[str, Any], hashed: Hashed
                 shown = time.monotonic()
                 say("progress %s %d/%s bytes" % (f["name"], out.tell(), f.get("size")))
     return got
-
-
-def accelerate(kind: str) -> None:
-    """Turn the platform's accelerator on for this process when the plan lists ``kind``."""
-    hook = os.environ.get("RGT_PROXY_HOOK", "")
-    if not hook or kind not in os.environ.get("RGT_ACCELERATE", "").split(","):
-        return
-    try:
-        done = subprocess.run(
-            ["bash", "-c", hook + " >/dev/null 2>&1; env -0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        say("accelerator %r did not run (%s): going direct" % (hook, exc))
-        return  # fmt: skip
-    found = dict(item.partition(b"=")[::2] for item in done.stdout.split(b"\0") if item)
-    got = {k.decode(): v.decode() for k, v in found.items()}
-    proxies = {k: v for k, v in got.items() if k.lower().endswith("_proxy") and v}
-    if not any(k.lower() in ("http_proxy", "https_proxy") for k in proxies):
-        say("accelerator %r exported no http(s)_proxy: going direct" % hook)
-        return
-    keep = [os.environ.get("no_proxy", ""), got.get("no_proxy", ""), "localhost,127.0.0.1,::1"]
-    hosts = [h.strip() for h in ",".join(keep).split(",") if h.strip()]
-    os.environ.update(proxies)
-    os.environ["no_proxy"] = os.environ["NO_PROXY"] = ",".join(dict.fromkeys(hosts))
-    say("accelerator on for this download (%s); no_proxy=%s" % (hook, os.environ["no_proxy"]))
 
 
 def _published_size(response: Any, start: int) -> Optional[int]:
@@ -312,6 +235,15 @@ def _size(path: str) -> int:
         return 0
 
 
+def _stdlib(args: Any, token: str) -> Dict[str, Any]:
+    job = plan(args.source, args.include, token)
+    if not job["files"]:
+        raise Fatal("no file of %s matches --include %s" % (args.source, args.include))
+    say("fetching %d file(s) of %s to %s" % (len(job["files"]), args.source, args.to))
+    job["files"] = [fetch_file(f, args.to, token) for f in job["files"]]
+    return job
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="rgt-fetch", description=__doc__)
     parser.add_argument("source")
@@ -322,11 +254,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     token = os.environ.get(args.token_env, "") if args.token_env else ""
     try:
         accelerate("hf" if args.source.startswith("hf://") else "url")
-        job = plan(args.source, args.include, token)
-        if not job["files"]:
-            raise Fatal("no file of %s matches --include %s" % (args.source, args.include))
-        say("fetching %d file(s) of %s to %s" % (len(job["files"]), args.source, args.to))
-        done = [fetch_file(f, args.to, token) for f in job["files"]]
+        job = hub_fetch(args.source, args.include, args.to, token) or _stdlib(args, token)
+        done = job["files"]
     except Fatal as exc:
         say("rgt-fetch: %s" % exc)
         return 1
@@ -334,10 +263,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         say("rgt-fetch: %s: check the route (`rgt audit NAME`) and run the fetch again" % exc)
         return 1
     record = {"source": args.source, "revision": job["revision"], "files": done}
+    os.makedirs(args.to, exist_ok=True)
     with open(os.path.join(args.to, RESULT), "w") as out:
         json.dump(record, out, indent=2, sort_keys=True)
     say(
-        "fetched %d file(s), %d bytes transferred" % (len(done), sum(d["downloaded"] for d in done))
+        "fetched %d file(s), %d bytes transferred"
+        % (len(done), sum(d["downloaded"] or 0 for d in done))
     )
     return 0
 
