@@ -161,11 +161,7 @@ def _transfer(f: Dict[str, Any], part: str, token: str, hashed: Hashed) -> int:
             f["size"] = _published_size(response, start)
         mode = "ab" if start and response.status == 206 else "wb"
         hashed.catch_up(start if mode == "ab" else 0)
-        hashed.start()
-        try:
-            got = _copy(response, part, mode, f, hashed)
-        finally:
-            hashed.stop()
+        got = _copy(response, part, mode, f, hashed)
     if f.get("size") is not None and _size(part) < int(f["size"]):
         raise ConnectionResetError("connection closed at byte %d of %s" % (_size(part), f["size"]))
     return got
@@ -174,13 +170,16 @@ def _transfer(f: Dict[str, Any], part: str, token: str, hashed: Hashed) -> int:
 def _copy(response: Any, part: str, mode: str, f: Dict[str, Any], hashed: Hashed) -> int:
     got, shown = 0, time.monotonic()
     with open(part, mode, buffering=0) as out:
-        for chunk in iter(lambda: response.read(CHUNK), b""):
-            out.write(chunk)
-            hashed.update(chunk)
-            got += len(chunk)
-            if time.monotonic() - shown >= PROGRESS_S:
-                shown = time.monotonic()
-                say("progress %s %d/%s bytes" % (f["name"], out.tell(), f.get("size")))
+        hashed.start(out)  # written (and hashed) by a thread from here
+        try:
+            for chunk in iter(lambda: response.read(CHUNK), b""):
+                hashed.update(chunk)
+                got += len(chunk)
+                if time.monotonic() - shown >= PROGRESS_S:
+                    shown = time.monotonic()
+                    say("progress %s %d/%s bytes" % (f["name"], hashed.count, f.get("size")))
+        finally:
+            hashed.stop()
     return got
 
 

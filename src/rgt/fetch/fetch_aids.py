@@ -28,13 +28,14 @@ def say(text: str) -> None:
 
 class Hashed:
     """sha256 of a part file kept while it is written, so verifying a 1 GB file costs no second
-    read; a part left by an earlier run is hashed once when the download resumes. Between
-    ``start`` and ``stop`` a thread hashes, overlapping the socket reads and the disk writes."""
+    read; a part left by an earlier run is hashed once when the download resumes. ``count``:
+    the bytes handed over (a failed write makes it differ from the file: re-hashed)."""
 
     def __init__(self, path: str, enabled: bool) -> None:
         self.path, self.h, self.count, self.enabled = path, hashlib.sha256(), 0, enabled
         self.queue = None  # type: Optional[queue.Queue[Optional[bytes]]]
         self.thread = None  # type: Optional[threading.Thread]
+        self.error = None  # type: Optional[OSError]
 
     def catch_up(self, start: int) -> None:
         if self.enabled and self.count != start:
@@ -43,24 +44,39 @@ class Hashed:
                 for block in iter(lambda: src.read(min(CHUNK, start - self.count)), b""):
                     self.update(block)
 
-    def start(self) -> None:
-        if self.enabled:
-            self.queue = queue.Queue(16)
-            self.thread = threading.Thread(target=self._run, args=(self.queue,), daemon=True)
-            self.thread.start()
+    def start(self, out: Any) -> None:
+        """From now on a thread writes each chunk to ``out`` and hashes it: the socket reads,
+        the disk writes and the sha256 overlap (each releases the GIL)."""
+        self.error = None
+        self.queue = queue.Queue(16)
+        self.thread = threading.Thread(target=self._run, args=(self.queue, out), daemon=True)
+        self.thread.start()
 
-    def _run(self, chunks: "queue.Queue[Optional[bytes]]") -> None:
+    def _run(self, chunks: "queue.Queue[Optional[bytes]]", out: Any) -> None:
         for data in iter(chunks.get, None):
-            self.h.update(data)
+            if self.error is None:
+                try:
+                    out.write(data)
+                except OSError as exc:  # a full disk: the reader stops at its next chunk
+                    self.error = exc
+                    continue
+                if self.enabled:
+                    self.h.update(data)
 
     def stop(self) -> None:
+        """Wait for the writes; raise the write's error, if any."""
         if self.queue is not None and self.thread is not None:
             self.queue.put(None)
             self.thread.join()
         self.queue = self.thread = None
+        error, self.error = getattr(self, "error", None), None
+        if error is not None:
+            raise error
 
     def update(self, data: bytes) -> None:
         if self.queue is not None:
+            if self.error is not None:
+                raise self.error
             self.queue.put(data)
         elif self.enabled:
             self.h.update(data)
