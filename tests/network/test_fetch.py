@@ -136,7 +136,9 @@ def hub() -> Iterator[str]:
 
 @pytest.fixture
 def box(sshd_server: SshServer, tmp_path: Path, hub: str) -> Path:
-    profile_with(network={"hf_endpoint": hub})  # jobs get HF_ENDPOINT from the plan
+    # Jobs get HF_ENDPOINT from the plan; the stdlib path even where the machine's python has
+    # huggingface_hub (that path: test_the_hub_library_is_used_when_the_interpreter_has_it).
+    profile_with(network={"hf_endpoint": hub}, env={"RGT_FETCH_HUB": "0"})
     register(sshd_server, "box", tmp_path / "data")
     _Hub.served.clear()
     _Hub.gets.clear()
