@@ -1,7 +1,7 @@
 """The fetch downloader vs `curl` resumed by hand, from a loopback HTTP endpoint that drops the
 first connection once, mid-file.
 
-    .venv/bin/python bench/bench_fetch.py [--mib 1024] [--drop-at 0.4]
+    .venv/bin/python bench/bench_fetch.py [--mib 1024] [--drop-at 0.4] [--baseline OLD.py]
 
 Goals (issue 19): bytes the server sent <= 1.05 x the file; time <= 1.2 x curl.
   - curl: `curl -o F URL` (dies at the drop, exit 18), then `curl -C - -o F URL`: two commands a
@@ -11,6 +11,8 @@ Goals (issue 19): bytes the server sent <= 1.05 x the file; time <= 1.2 x curl.
   - curl + sha256sum: the same, then the hash check a careful person runs.
   - rgt hf: the same file through the hub listing (`hf://org/big`), size and sha256 verified
     (hashed while it is written).
+  - rgt hf (baseline): the same with another downloader file (``--baseline``, e.g. main's,
+    from `git show main:src/rgt/fetch/downloader.py`), to compare a change in one run.
 The job around the downloader (snapshot, agent, ssh) costs a few seconds more and is not
 measured here. Everything runs on this machine's cores, server included.
 """
@@ -86,7 +88,7 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int]
     return time.monotonic() - start, proc.returncode
 
 
-def trial(name: str, base: str, work: Path, size: int) -> dict[str, Any]:
+def trial(name: str, base: str, work: Path, size: int, baseline: str = "") -> dict[str, Any]:
     Files.armed, Files.sent = True, 0
     out = work / name
     out.mkdir()
@@ -100,8 +102,9 @@ def trial(name: str, base: str, work: Path, size: int) -> dict[str, Any]:
             seconds, ok = seconds + t3, ok and rc3 == 0
     else:
         source = url if name == "rgt url" else "hf://org/big"
-        env = {"RGT_FETCH_BACKOFF_S": "0", "HF_ENDPOINT": base}
-        seconds, rc = run([sys.executable, str(DOWNLOADER), source, "--to", str(out)], env)
+        env = {"RGT_FETCH_BACKOFF_S": "0", "HF_ENDPOINT": base, "RGT_FETCH_HUB": "0"}
+        program = baseline if name.endswith("(baseline)") else str(DOWNLOADER)
+        seconds, rc = run([sys.executable, program, source, "--to", str(out)], env)
         ok = rc == 0
     whole = (out / "big.bin").stat().st_size == size
     return {"tool": name, "seconds": round(seconds, 2), "sent_x": round(Files.sent / size, 3),
@@ -112,6 +115,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--drop-at", type=float, default=0.4)
+    parser.add_argument("--baseline", default="", help="another downloader.py to time as well")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-fetch-") as tmp:
         work = Path(tmp)
@@ -127,8 +131,9 @@ def main() -> None:
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Files)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         base = f"http://127.0.0.1:{server.server_address[1]}"
-        tools = ("curl", "rgt url", "curl + sha256sum", "rgt hf")
-        rows = [trial(n, base, work, Files.size) for n in tools]
+        tools = ["curl", "rgt url", "curl + sha256sum", "rgt hf"]
+        tools += ["rgt hf (baseline)"] if args.baseline else []
+        rows = [trial(n, base, work, Files.size, args.baseline) for n in tools]
         server.shutdown()
     curl = rows[0]["seconds"]
     for r in rows:

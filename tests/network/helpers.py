@@ -17,16 +17,20 @@ def rgt(*args: str, cwd: Path | None = None, stdin: str = "") -> Any:
 
 
 def profile_with(
-    python: str | None = None, hf_home: Path | None = None, network: dict[str, str] | None = None
+    python: str | None = None,
+    hf_home: Path | None = None,
+    network: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> None:
     """The user's generic-ssh profile: the image's environment is ``python``, jobs get
-    HF_HOME=``hf_home`` from [network.env], ``network`` adds keys to [network]."""
+    HF_HOME=``hf_home`` and ``env`` from [network.env], ``network`` adds keys to [network]."""
     text = BUNDLED.read_text()
     if python:
         text = text.replace("[environment]\n", f'[environment]\npython = "{python}"\n')
     lines = "".join(f'{k} = "{v}"\n' for k, v in (network or {}).items())
     text = text.replace("[network]\n", f"[network]\n{lines}")
-    if hf_home:
-        text += f'\n[network.env]\nHF_HOME = "{hf_home}"\n'
+    table = {**({"HF_HOME": str(hf_home)} if hf_home else {}), **(env or {})}
+    if table:
+        text += "\n[network.env]\n" + "".join(f'{k} = "{v}"\n' for k, v in table.items())
     user_profile_dir().mkdir(parents=True, exist_ok=True)
     (user_profile_dir() / "generic-ssh.toml").write_text(text)

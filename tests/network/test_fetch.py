@@ -23,6 +23,8 @@ CONFIG = b'{"model_type": "toy"}\n'
 WEIGHTS = bytes(range(256)) * (12 * 1024)  # 3 MiB
 DROP_AT = 1 << 20  # the first GET of the weights dies after 1 MiB
 HTML = b"<!DOCTYPE html><html><body>mirror busy</body></html>"
+FILES = {"config.json": CONFIG, "model.safetensors": WEIGHTS}
+COMMIT = "c0ffee" * 6 + "abcd"
 
 
 class _Hub(http.server.BaseHTTPRequestHandler):
@@ -33,10 +35,15 @@ class _Hub(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         parts = self.path.split("?")[0].strip("/").split("/")
+        if parts[:2] == ["api", "models"] and parts[4:5] == ["tree"]:
+            return self._json([_tree_entry(n) for n in FILES])  # huggingface_hub's listing
         if parts[:2] == ["api", "models"]:
             return self._listing(parts[3])
         repo, name = parts[1], parts[-1]
-        body = {"config.json": CONFIG, "model.safetensors": WEIGHTS}[name]
+        if name not in FILES:
+            self.send_error(404, "Entry not found")
+            return None
+        body = FILES[name]
         if repo == "html":
             body = HTML  # a mirror's error page, sent as if it were the file
         type(self).gets[name] += 1
@@ -60,19 +67,43 @@ class _Hub(http.server.BaseHTTPRequestHandler):
         self.wfile.write(chunk)
         return None
 
+    def do_HEAD(self) -> None:
+        """What ``huggingface_hub`` asks before a download: the commit, the etag, the size."""
+        name = self.path.split("?")[0].rsplit("/", 1)[-1]
+        if name not in FILES:
+            self.send_error(404, "Entry not found")
+            return
+        body = FILES[name]
+        self.send_response(200)
+        self.send_header("X-Repo-Commit", COMMIT)
+        self.send_header("ETag", f'"{hashlib.sha256(body).hexdigest()}"')
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+
     def _listing(self, repo: str) -> None:
         if repo == "gated":
             self.send_error(401, "Unauthorized")
             return
-        weights = {"sha256": hashlib.sha256(WEIGHTS).hexdigest(), "size": len(WEIGHTS)}
+        if repo == "missing":
+            self.send_error(404, "Repository not found")
+            return
+        weights = {
+            "sha256": hashlib.sha256(WEIGHTS).hexdigest(),
+            "size": len(WEIGHTS),
+            "pointerSize": 134,
+        }
         doc = {
-            "sha": "c0ffee" * 6 + "abcd",
+            "id": f"org/{repo}",
+            "sha": COMMIT,
             "siblings": [
                 {"rfilename": "config.json", "size": len(CONFIG)},
                 {"rfilename": "model.safetensors", "size": len(WEIGHTS), "lfs": weights},
                 {"rfilename": "README.md", "size": 10},
             ],
         }
+        self._json(doc)
+
+    def _json(self, doc: Any) -> None:
         body = json.dumps(doc).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -82,6 +113,15 @@ class _Hub(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
+
+
+def _tree_entry(name: str) -> dict[str, Any]:
+    body = FILES[name]
+    entry: dict[str, Any] = {"type": "file", "path": name, "size": len(body), "oid": "0" * 40}
+    if name == "model.safetensors":
+        entry["lfs"] = {"oid": hashlib.sha256(body).hexdigest(), "size": len(body),
+                        "pointerSize": 134}  # fmt: skip
+    return entry
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +136,9 @@ def hub() -> Iterator[str]:
 
 @pytest.fixture
 def box(sshd_server: SshServer, tmp_path: Path, hub: str) -> Path:
-    profile_with(network={"hf_endpoint": hub})  # jobs get HF_ENDPOINT from the plan
+    # Jobs get HF_ENDPOINT from the plan; the stdlib path even where the machine's python has
+    # huggingface_hub (that path: test_the_hub_library_is_used_when_the_interpreter_has_it).
+    profile_with(network={"hf_endpoint": hub}, env={"RGT_FETCH_HUB": "0"})
     register(sshd_server, "box", tmp_path / "data")
     _Hub.served.clear()
     _Hub.gets.clear()
@@ -145,6 +187,13 @@ def test_gated_html_and_disk_full_fail_clearly(box: Path, small_tmpfs: Any) -> N
     assert _Hub.gets["model.safetensors"] == 1  # no retry loop
 
 
+@pytest.fixture
+def stdlib_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stdlib fallback, also where this interpreter has huggingface_hub."""
+    monkeypatch.setenv("RGT_FETCH_HUB", "0")
+
+
+@pytest.mark.usefixtures("stdlib_path")
 def test_a_plain_url_resumes_after_a_drop_in_process(
     hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -162,6 +211,7 @@ def test_a_plain_url_resumes_after_a_drop_in_process(
     assert _Hub.gets["model.safetensors"] == 3  # no published sha256: fetched again, overwritten
 
 
+@pytest.mark.usefixtures("stdlib_path")
 def test_a_part_left_by_an_earlier_run_is_resumed_and_verified(
     hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -178,3 +228,38 @@ def test_a_part_left_by_an_earlier_run_is_resumed_and_verified(
     (tmp_path / "model.safetensors.part").write_bytes(b"\0" * DROP_AT)
     assert downloader.main(args) == 1
     assert not (tmp_path / "model.safetensors.part").exists()  # wrong bytes are not resumed
+
+
+@pytest.mark.usefixtures("stdlib_path")
+def test_an_unknown_repo_is_a_clear_404(
+    hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rgt.fetch import downloader
+
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    assert downloader.main(["hf://org/missing", "--to", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "HTTP 404 for " in out and "no such repo, revision or file" in out
+    assert list(tmp_path.iterdir()) == []  # nothing written, no retry
+
+
+def test_the_hub_library_is_used_when_the_interpreter_has_it(
+    hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("huggingface_hub", reason="huggingface_hub is not installed in this venv")
+    from rgt.fetch import downloader
+
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    monkeypatch.delenv("RGT_FETCH_HUB", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    _Hub.drop, _Hub.gets = False, Counter()
+    args = ["hf://org/toy", "--include", "*.json", "--include", "*.safetensors"]
+    assert downloader.main([*args, "--to", str(tmp_path / "m")]) == 0
+    assert "with huggingface_hub" in capsys.readouterr().out
+    assert (tmp_path / "m" / "model.safetensors").read_bytes() == WEIGHTS
+    assert (tmp_path / "m" / "config.json").read_bytes() == CONFIG
+    record = json.loads((tmp_path / "m" / ".rgt-fetch.json").read_text())
+    assert record["revision"] == COMMIT and {f["name"] for f in record["files"]} == set(FILES)
+    assert _Hub.gets["model.safetensors"] == 1
+    assert downloader.main(["hf://org/missing", "--to", str(tmp_path / "x")]) == 1
+    assert "no such repo, revision or file" in capsys.readouterr().out

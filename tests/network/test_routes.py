@@ -75,3 +75,29 @@ def test_audit_times_each_route_from_the_machine_and_chooses_the_one_that_answer
     (warn,) = [f for f in data["findings"] if f["check"].startswith("route")]
     assert warn["check"] == "route pip" and "does not answer" in warn["finding"]
     assert "--no-mirrors" in warn["fix"] and "--mirror pip=URL" in warn["fix"]
+    # The choice is applied: a job on the machine gets the route that answered, no --env.
+    env = job_env("box")
+    assert env["HF_ENDPOINT"] == mirror and env["PIP_INDEX_URL"] == f"{mirror}/simple"
+
+
+ENV_JOB = (
+    "import json, os; keys = ('HF_ENDPOINT', 'PIP_INDEX_URL', 'no_proxy'); "
+    "open(os.path.join(os.environ['RGT_OUTPUT_DIR'], 'env.json'), 'w')"
+    ".write(json.dumps({k: os.environ.get(k) for k in keys}))"
+)
+
+
+def job_env(machine: str) -> dict[str, str]:
+    import sys
+
+    from rgt.backends import backend_for
+    from rgt.jobs.launch import LaunchOptions, launch, wait
+    from rgt.state.store import Store
+
+    store = Store.open()
+    options = LaunchOptions(command=(sys.executable, "-c", ENV_JOB), cwd=Path(__file__).parent)
+    record = launch(store, machine, options)
+    assert wait(store, record.job_id, poll=0.2, timeout=120)["state"] == "succeeded"
+    root = Path(backend_for(store, machine).job_paths(record.job_id).root)
+    doc: dict[str, str] = json.loads((root / "outputs" / "env.json").read_text())
+    return doc

@@ -134,7 +134,8 @@ def audit(
 
 def _route(name: str, url: str) -> Dict[str, Any]:
     kind, _sep, label = name.partition(":")
-    reading = dict(routes.probe(url))  # type: Dict[str, Any]
+    hook = os.environ.get("RGT_PROXY_HOOK", "") if label == "accelerator" else None
+    reading = dict(routes.probe(url, hook=hook))  # type: Dict[str, Any]
     reading.update(kind=kind, label=label, url=url)
     return reading
 

@@ -1,6 +1,7 @@
 """`rgt fetch NAME hf://ORG/MODEL[@REV] | https://…`: a download that runs ON the machine.
 
-A fetch is a job: its snapshot holds only ``downloader.py`` (stdlib, shipped in rgt) and its
+A fetch is a job: its snapshot holds only ``downloader.py`` and ``fetch_aids.py`` (stdlib,
+shipped in rgt) and its
 command runs it with the machine's interpreter, so it is detached, survives ssh drops, gets the
 network plan's ``HF_ENDPOINT``/``no_proxy`` like every job, shows in `rgt watch`, and its token
 travels as a secret over stdin. The downloader retries with backoff itself; the job does not
@@ -21,6 +22,7 @@ from rgt.state.store import Store
 
 HF_SOURCE = re.compile(r"\Ahf://([A-Za-z0-9][\w.-]*)/([A-Za-z0-9][\w.-]*)(@[\w./-]+)?\Z")
 DOWNLOADER = Path(__file__).with_name("downloader.py")
+AIDS = Path(__file__).with_name("fetch_aids.py")  # imported by the downloader, shipped with it
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ def start_fetch(store: Store, name: str, req: FetchRequest) -> tuple[JobRecord, 
     if req.token_env:
         command += ["--token-env", req.token_env]
     with tempfile.TemporaryDirectory(prefix="rgt-fetch-") as snapshot:
-        shutil.copy(DOWNLOADER, Path(snapshot) / DOWNLOADER.name)
+        for part in (DOWNLOADER, AIDS):
+            shutil.copy(part, Path(snapshot) / part.name)
         options = LaunchOptions(
             command=tuple(command),
             cwd=Path(snapshot),

@@ -11,6 +11,11 @@ it into the fetch job's snapshot and runs ``python3 downloader.py SOURCE --to DI
   error page) fails at once; so do 401/403/404 and a full disk (the partial file is kept).
 - The token is read from the environment variable named by ``--token-env`` (a secret rgt sends
   over stdin), never from argv. The result is ``DIR/.rgt-fetch.json``.
+- The platform's accelerator (``RGT_PROXY_HOOK``, e.g. ``source /etc/network_turbo``) is turned
+  on for this process only, when ``RGT_ACCELERATE`` lists the source's kind (``hf``, ``url``):
+  its proxy variables are read from a child shell, and ``no_proxy`` keeps the plan's hosts
+  (localhost, the mirrors) and the hook's own off the proxy.
+- sha256 is computed in a second thread while the file is written (hashlib releases the GIL).
 
 Exit codes: 0 done, 1 failed (the message says why and what to do).
 """
@@ -31,20 +36,15 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, List, Optional
 
-CHUNK = 1 << 20
+if __package__:
+    from rgt.fetch.fetch_aids import CHUNK, Fatal, Hashed, accelerate, hub_fetch, say
+else:  # run as a script from the fetch job's snapshot, where fetch_aids.py lies next to it
+    from fetch_aids import CHUNK, Fatal, Hashed, accelerate, hub_fetch, say  # type: ignore
+
 RETRIES = int(os.environ.get("RGT_FETCH_RETRIES", "5"))
 BACKOFF_S = float(os.environ.get("RGT_FETCH_BACKOFF_S", "2"))
 RESULT = ".rgt-fetch.json"
 PROGRESS_S = 10.0  # a progress line in the job's log (`rgt logs`, `rgt watch`)
-
-
-class Fatal(Exception):
-    """No retry can help: the message names the fix."""
-
-
-def say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 def request(url: str, token: str, start: int = 0, method: str = "GET") -> Any:
@@ -54,7 +54,8 @@ def request(url: str, token: str, start: int = 0, method: str = "GET") -> Any:
     if start:
         headers["Range"] = "bytes=%d-" % start
     try:
-        return urllib.request.urlopen(urllib.request.Request(url, headers=headers, method=method))
+        opener = urllib.request.build_opener()  # proxies from the environment as it is now
+        return opener.open(urllib.request.Request(url, headers=headers, method=method))
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
             raise Fatal(
@@ -146,26 +147,6 @@ def fetch_file(f: Dict[str, Any], to: str, token: str) -> Dict[str, Any]:
     return {"name": f["name"], "size": os.path.getsize(target), "downloaded": got}
 
 
-class Hashed:
-    """sha256 of a part file kept while it is written, so verifying a 1 GB file costs no second
-    read; a part left by an earlier run is hashed once when the download resumes."""
-
-    def __init__(self, path: str, enabled: bool) -> None:
-        self.path, self.h, self.count, self.enabled = path, hashlib.sha256(), 0, enabled
-
-    def catch_up(self, start: int) -> None:
-        if self.enabled and self.count != start:
-            self.h, self.count = hashlib.sha256(), 0
-            with open(self.path, "rb") as src:
-                for block in iter(lambda: src.read(min(CHUNK, start - self.count)), b""):
-                    self.update(block)
-
-    def update(self, data: bytes) -> None:
-        if self.enabled:
-            self.h.update(data)
-        self.count += len(data)
-
-
 def _transfer(f: Dict[str, Any], part: str, token: str, hashed: Hashed) -> int:
     start = _size(part)
     response = request(f["url"], token, start)
@@ -180,20 +161,25 @@ def _transfer(f: Dict[str, Any], part: str, token: str, hashed: Hashed) -> int:
             f["size"] = _published_size(response, start)
         mode = "ab" if start and response.status == 206 else "wb"
         hashed.catch_up(start if mode == "ab" else 0)
-        got, shown = 0, time.monotonic()
-        with open(part, mode) as out:
-            while True:
-                chunk = response.read(CHUNK)
-                if not chunk:
-                    break
-                out.write(chunk)
+        got = _copy(response, part, mode, f, hashed)
+    if f.get("size") is not None and _size(part) < int(f["size"]):
+        raise ConnectionResetError("connection closed at byte %d of %s" % (_size(part), f["size"]))
+    return got
+
+
+def _copy(response: Any, part: str, mode: str, f: Dict[str, Any], hashed: Hashed) -> int:
+    got, shown = 0, time.monotonic()
+    with open(part, mode, buffering=0) as out:
+        hashed.start(out)  # written (and hashed) by a thread from here
+        try:
+            for chunk in iter(lambda: response.read(CHUNK), b""):
                 hashed.update(chunk)
                 got += len(chunk)
                 if time.monotonic() - shown >= PROGRESS_S:
                     shown = time.monotonic()
-                    say("progress %s %d/%s bytes" % (f["name"], out.tell(), f.get("size")))
-    if f.get("size") is not None and _size(part) < int(f["size"]):
-        raise ConnectionResetError("connection closed at byte %d of %s" % (_size(part), f["size"]))
+                    say("progress %s %d/%s bytes" % (f["name"], hashed.count, f.get("size")))
+        finally:
+            hashed.stop()
     return got
 
 
@@ -248,6 +234,15 @@ def _size(path: str) -> int:
         return 0
 
 
+def _stdlib(args: Any, token: str) -> Dict[str, Any]:
+    job = plan(args.source, args.include, token)
+    if not job["files"]:
+        raise Fatal("no file of %s matches --include %s" % (args.source, args.include))
+    say("fetching %d file(s) of %s to %s" % (len(job["files"]), args.source, args.to))
+    job["files"] = [fetch_file(f, args.to, token) for f in job["files"]]
+    return job
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="rgt-fetch", description=__doc__)
     parser.add_argument("source")
@@ -257,11 +252,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     token = os.environ.get(args.token_env, "") if args.token_env else ""
     try:
-        job = plan(args.source, args.include, token)
-        if not job["files"]:
-            raise Fatal("no file of %s matches --include %s" % (args.source, args.include))
-        say("fetching %d file(s) of %s to %s" % (len(job["files"]), args.source, args.to))
-        done = [fetch_file(f, args.to, token) for f in job["files"]]
+        accelerate("hf" if args.source.startswith("hf://") else "url")
+        job = hub_fetch(args.source, args.include, args.to, token) or _stdlib(args, token)
+        done = job["files"]
     except Fatal as exc:
         say("rgt-fetch: %s" % exc)
         return 1
@@ -269,10 +262,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         say("rgt-fetch: %s: check the route (`rgt audit NAME`) and run the fetch again" % exc)
         return 1
     record = {"source": args.source, "revision": job["revision"], "files": done}
+    os.makedirs(args.to, exist_ok=True)
     with open(os.path.join(args.to, RESULT), "w") as out:
         json.dump(record, out, indent=2, sort_keys=True)
     say(
-        "fetched %d file(s), %d bytes transferred" % (len(done), sum(d["downloaded"] for d in done))
+        "fetched %d file(s), %d bytes transferred"
+        % (len(done), sum(d["downloaded"] or 0 for d in done))
     )
     return 0
 

@@ -125,7 +125,7 @@ def _network_env(backend: Backend) -> dict[str, str]:
     from rgt.profiles.network import machine_plan
 
     machine = backend.machine
-    return machine_plan(machine.profile, machine.connection).env
+    return machine_plan(machine.profile, machine.connection, machine.name, machine.registered).env
 
 
 def _price_env(price: float | None) -> dict[str, str]:

@@ -12,17 +12,25 @@ job on the machine gets without ``--env``:
   and without them it catches local services (TensorBoard, a local model server) and the
   platform's own mirrors.
 
-The user's choices at ``rgt up`` (``--mirror hf=URL``, ``--no-mirrors``) override the profile;
-a job's own ``--env`` overrides both. Nothing here runs on the machine.
+The routes ``rgt audit`` chose from the machine (``$RGT_HOME/routes/<machine>.json``) replace
+the profile's choice per kind: ``mirror``/``direct`` set the variable to that base URL,
+``accelerator`` sets it to the direct URL and lists the kind in ``RGT_ACCELERATE``, which only
+rgt's downloader reads (it sources the profile's ``proxy_hook``, given as ``RGT_PROXY_HOOK``,
+for its own process; a job never runs under the accelerator). The user's choices at ``rgt up``
+(``--mirror hf=URL``, ``--no-mirrors``) win over both; a job's own ``--env`` wins over all.
+Nothing here runs on the machine.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
+from rgt.config import rgt_home
 from rgt.errors import UsageError
 
 MIRROR_KINDS = ("hf", "pip", "conda")
@@ -71,8 +79,10 @@ def plan_network(
     profile: str,
     mirrors: Mapping[str, str] | None = None,
     enabled: bool = True,
+    routes: Mapping[str, Mapping[str, str]] | None = None,
 ) -> NetworkPlan:
-    """The plan for a machine of ``profile`` (``raw``: its validated ``[network]`` table)."""
+    """The plan for a machine of ``profile`` (``raw``: its validated ``[network]`` table);
+    ``routes``: what the last audit chose per kind (``{"chosen", "base"}``)."""
     if not enabled:
         return NetworkPlan(env={}, mirrors={}, source="off (--no-mirrors)")
     chosen = {
@@ -82,25 +92,69 @@ def plan_network(
     }
     extra = {str(k): str(v) for k, v in (raw.get("env") or {}).items()}
     source = f"profile {profile}" if chosen or extra else "none"
+    audited = {k: r for k, r in (routes or {}).items() if k not in (mirrors or {})}
+    accelerate = sorted(k for k, r in audited.items() if r.get("chosen") == "accelerator")
+    if audited:
+        chosen.update({k: str(r["base"]) for k, r in audited.items()})
+        source += " + routes of the last audit"
     if mirrors:
         chosen.update(mirrors)
-        source = "--mirror" if source == "none" else f"profile {profile} + --mirror"
+        source = "--mirror" if source == "none" else f"{source} + --mirror"
     env = dict(extra)
     env.update(_mirror_env(chosen))
     if chosen or raw.get("proxy_hook"):
-        hosts = [h for h in (urlsplit(u).hostname for u in chosen.values()) if h]
+        bypass = [u for k, u in chosen.items() if k not in accelerate]
+        hosts = [h for h in (urlsplit(u).hostname for u in bypass) if h]
         env["no_proxy"] = env["NO_PROXY"] = ",".join(dict.fromkeys([*LOCAL_HOSTS, *hosts]))
+    env.update(_accelerator_env(raw, accelerate))
     return NetworkPlan(env=env, mirrors=chosen, source=source)
 
 
-def machine_plan(profile_name: str, connection: Mapping[str, Any]) -> NetworkPlan:
-    """The plan of a registered machine: its profile's section plus what was chosen at ``up``
-    (kept in the machine's connection record as ``mirrors`` / ``no_mirrors``)."""
+def _accelerator_env(raw: Mapping[str, Any], accelerate: list[str]) -> dict[str, str]:
+    """``RGT_PROXY_HOOK``: the command that turns the platform's accelerator on, for rgt's
+    downloader only; ``RGT_ACCELERATE``: the kinds it is used for (``url``: plain URL fetches,
+    always when there is a hook; ``hf``/``pip`` when the audit chose the accelerator)."""
+    hook = raw.get("proxy_hook")
+    if not isinstance(hook, str) or not hook:
+        return {}
+    return {"RGT_PROXY_HOOK": hook, "RGT_ACCELERATE": ",".join([*accelerate, "url"])}
+
+
+def machine_plan(
+    profile_name: str, connection: Mapping[str, Any], machine: str = "", registered: str = ""
+) -> NetworkPlan:
+    """The plan of a registered machine: its profile's section, the routes its last audit chose
+    (when ``machine`` is given) and what was chosen at ``up`` (kept in the machine's connection
+    record as ``mirrors`` / ``no_mirrors``)."""
     from rgt.profiles import load_profile
 
     raw = load_profile(profile_name).raw.get("network") or {}
     mirrors = connection.get("mirrors") or {}
-    return plan_network(raw, profile_name, mirrors, enabled=not connection.get("no_mirrors"))
+    chosen = recorded_routes(machine, registered) if machine else {}
+    enabled = not connection.get("no_mirrors")
+    return plan_network(raw, profile_name, mirrors, enabled=enabled, routes=chosen)
+
+
+def routes_file(machine: str) -> Path:
+    return rgt_home() / "routes" / f"{quote(machine, safe='')}.json"
+
+
+def recorded_routes(machine: str, registered: str = "") -> dict[str, dict[str, str]]:
+    """``{kind: {"chosen", "base"}}`` of the machine's last audit; nothing when none was
+    recorded, or it was recorded before the machine was registered (an earlier machine of that
+    name; both are ``utcnow()`` strings)."""
+    try:
+        doc = json.loads(routes_file(machine).read_text())
+    except (OSError, ValueError):
+        return {}
+    if registered and str(doc.get("recorded") or "") < registered:
+        return {}
+    routes = doc.get("routes") or {}
+    return {
+        str(k): {"chosen": str(r["chosen"]), "base": str(r["base"])}
+        for k, r in routes.items()
+        if isinstance(r, dict) and r.get("chosen") and r.get("base")
+    }
 
 
 def _mirror_env(chosen: Mapping[str, str]) -> dict[str, str]:

@@ -262,7 +262,7 @@ class Launcher:
         from rgt.profiles.network import machine_plan
 
         record = self.store.machine(machine)
-        return machine_plan(record.profile, record.connection).env
+        return machine_plan(record.profile, record.connection, machine, record.registered).env
 
     def env(self, cell: Cell) -> dict[str, str]:
         import json

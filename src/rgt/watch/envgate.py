@@ -112,6 +112,9 @@ def record(machine: str, data: dict[str, Any]) -> None:
     path = audit_file(machine)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(str(path), {"recorded": time.time(), "findings": data["findings"]})
+    from rgt.watch import routes
+
+    routes.record(machine, data.get("routes") or {})
 
 
 def check_gate(machine: str, force: bool) -> list[str]:

@@ -2,9 +2,12 @@
 timed from the machine by ``agent audit`` (time to first byte, a 256 KiB transfer rate).
 
 A kind is probed only when the machine's network plan has a mirror for it: without one there
-is no choice to make. The chosen route is the fastest that answered; the plan is never changed
-behind the user's back: when it points at a route that does not answer while another does, the
-finding names the ``rgt up`` flag that switches.
+is no choice to make. With the profile's ``proxy_hook`` (AutoDL's ``network_turbo``) the direct
+hub route is also timed through the platform's accelerator (``accelerator``): only `rgt fetch`
+turns the accelerator on, so pip (run by jobs) is never routed through it. The chosen route is the
+fastest that answered; it is recorded for the machine (``$RGT_HOME/routes/<machine>.json``) and
+jobs and fetches on it get it (``rgt.profiles.network``) unless ``rgt up --mirror KIND=URL`` or
+``--no-mirrors`` says otherwise.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rgt.profiles.network import NetworkPlan
+from rgt._fs import atomic_write_json
+from rgt.profiles.network import NetworkPlan, routes_file
+from rgt.state.store import utcnow
 
 DIRECT = {"hf": "https://huggingface.co", "pip": "https://pypi.org/simple"}
 PROBE_PATH = {"hf": "/openai-community/gpt2/resolve/main/vocab.json", "pip": "/pip/"}
@@ -26,9 +31,25 @@ def candidates(raw: Mapping[str, Any], plan: NetworkPlan) -> list[tuple[str, str
         if kind not in DIRECT:
             continue
         direct = str(raw.get(f"{kind}_direct") or DIRECT[kind])
-        for label, base in (("direct", direct), ("mirror", mirror)):
+        found = [("direct", direct), ("mirror", mirror)]
+        if raw.get("proxy_hook") and kind == "hf":  # only rgt fetch (hf) can use it
+            found.append(("accelerator", direct))
+        for label, base in found:
             out.append((f"{kind}:{label}", base.rstrip("/") + PROBE_PATH[kind]))
     return out
+
+
+def record(machine: str, choices: Mapping[str, Any]) -> None:
+    """Keep what the audit chose, per kind, for the machine's next jobs and fetches."""
+    chosen = {}
+    for kind, choice in choices.items():
+        route = next((r for r in choice["routes"] if r["label"] == choice["chosen"]), None)
+        if route and str(route.get("url", "")).endswith(PROBE_PATH[kind]):
+            base = str(route["url"])[: -len(PROBE_PATH[kind])]
+            chosen[kind] = {"chosen": choice["chosen"], "base": base}
+    path = routes_file(machine)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(str(path), {"recorded": utcnow(), "routes": chosen})
 
 
 def choose(readings: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, str]]]:
@@ -76,14 +97,15 @@ def _findings(kind: str, routes: list[dict[str, Any]], chosen: str | None) -> li
                 f"that works with `rgt up … --mirror {kind}=URL`",
             )
         ]
-    if chosen == "direct" and not any(r["label"] == "mirror" and r.get("ok") for r in routes):
+    if chosen != "mirror" and not any(r["label"] == "mirror" and r.get("ok") for r in routes):
         return [
             finding(
                 "warn",
                 f"route {kind}",
-                f"the {kind} mirror jobs are given does not answer; the direct route does "
-                f"({_why(routes, [])})",
-                f"drop it: `rgt up … --no-mirrors`, or set another with --mirror {kind}=URL",
+                f"the profile's {kind} mirror does not answer; the {chosen} route does "
+                f"({_why(routes, [])}): jobs and fetches on this machine now use it",
+                f"nothing to do; to pin a route instead: `rgt up … --no-mirrors`, or another "
+                f"mirror with --mirror {kind}=URL",
             )
         ]
     return []

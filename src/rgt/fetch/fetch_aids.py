@@ -1,0 +1,150 @@
+"""Parts of the fetch downloader (shipped next to it in the fetch job's snapshot; stdlib only,
+Python 3.8): the sha256 hashed in a thread while a file is written, the platform accelerator
+turned on for the downloader's own process, and the ``huggingface_hub`` path used when the
+machine's interpreter has that library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import subprocess
+import sys
+import threading
+from typing import Any, Dict, List, Optional
+
+CHUNK = 1 << 20
+
+
+class Fatal(Exception):
+    """No retry can help: the message names the fix."""
+
+
+def say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+class Hashed:
+    """sha256 of a part file kept while it is written, so verifying a 1 GB file costs no second
+    read; a part left by an earlier run is hashed once when the download resumes. ``count``:
+    the bytes handed over (a failed write makes it differ from the file: re-hashed)."""
+
+    def __init__(self, path: str, enabled: bool) -> None:
+        self.path, self.h, self.count, self.enabled = path, hashlib.sha256(), 0, enabled
+        self.queue = None  # type: Optional[queue.Queue[Optional[bytes]]]
+        self.thread = None  # type: Optional[threading.Thread]
+        self.error = None  # type: Optional[OSError]
+
+    def catch_up(self, start: int) -> None:
+        if self.enabled and self.count != start:
+            self.h, self.count = hashlib.sha256(), 0
+            with open(self.path, "rb") as src:
+                for block in iter(lambda: src.read(min(CHUNK, start - self.count)), b""):
+                    self.update(block)
+
+    def start(self, out: Any) -> None:
+        """From now on a thread writes each chunk to ``out`` and hashes it: the socket reads,
+        the disk writes and the sha256 overlap (each releases the GIL)."""
+        self.error = None
+        self.queue = queue.Queue(16)
+        self.thread = threading.Thread(target=self._run, args=(self.queue, out), daemon=True)
+        self.thread.start()
+
+    def _run(self, chunks: "queue.Queue[Optional[bytes]]", out: Any) -> None:
+        for data in iter(chunks.get, None):
+            if self.error is None:
+                try:
+                    out.write(data)
+                except OSError as exc:  # a full disk: the reader stops at its next chunk
+                    self.error = exc
+                    continue
+                if self.enabled:
+                    self.h.update(data)
+
+    def stop(self) -> None:
+        """Wait for the writes; raise the write's error, if any."""
+        if self.queue is not None and self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
+        self.queue = self.thread = None
+        error, self.error = getattr(self, "error", None), None
+        if error is not None:
+            raise error
+
+    def update(self, data: bytes) -> None:
+        if self.queue is not None:
+            if self.error is not None:
+                raise self.error
+            self.queue.put(data)
+        elif self.enabled:
+            self.h.update(data)
+        self.count += len(data)
+
+
+def accelerate(kind: str) -> None:
+    """Turn the platform's accelerator on for this process when the plan lists ``kind``."""
+    hook = os.environ.get("RGT_PROXY_HOOK", "")
+    if not hook or kind not in os.environ.get("RGT_ACCELERATE", "").split(","):
+        return
+    try:
+        done = subprocess.run(
+            ["bash", "-c", hook + " >/dev/null 2>&1; env -0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        say("accelerator %r did not run (%s): going direct" % (hook, exc))
+        return  # fmt: skip
+    found = dict(item.partition(b"=")[::2] for item in done.stdout.split(b"\0") if item)
+    got = {k.decode(): v.decode() for k, v in found.items()}
+    proxies = {k: v for k, v in got.items() if k.lower().endswith("_proxy") and v}
+    if not any(k.lower() in ("http_proxy", "https_proxy") for k in proxies):
+        say("accelerator %r exported no http(s)_proxy: going direct" % hook)
+        return
+    keep = [os.environ.get("no_proxy", ""), got.get("no_proxy", ""), "localhost,127.0.0.1,::1"]
+    hosts = [h.strip() for h in ",".join(keep).split(",") if h.strip()]
+    os.environ.update(proxies)
+    os.environ["no_proxy"] = os.environ["NO_PROXY"] = ",".join(dict.fromkeys(hosts))
+    say("accelerator on for this download (%s); no_proxy=%s" % (hook, os.environ["no_proxy"]))
+
+
+def hub_fetch(source: str, includes: List[str], to: str, token: str) -> Optional[Dict[str, Any]]:
+    """``hf://`` through ``huggingface_hub`` when the interpreter has it (its own resume, etag
+    and sha256 checks, ``HF_ENDPOINT``); ``None`` when it is not installed or
+    ``RGT_FETCH_HUB=0``, and the stdlib path runs instead."""
+    if not source.startswith("hf://") or os.environ.get("RGT_FETCH_HUB", "1") == "0":
+        return None
+    try:
+        import huggingface_hub as hub
+    except ImportError:
+        return None
+    repo, _sep, rev = source[5:].partition("@")
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    say("fetching %s with huggingface_hub %s from %s" % (source, hub.__version__, endpoint))
+    try:
+        info = hub.HfApi(endpoint=endpoint, token=token or None).model_info(
+            repo, revision=rev or None
+        )
+        hub.snapshot_download(repo, revision=info.sha, allow_patterns=includes or None,
+                              local_dir=to, token=token or None, endpoint=endpoint)  # fmt: skip
+    except Exception as exc:  # the library's own error tree, named in the message
+        raise Fatal(_hub_error(exc, repo)) from None
+    names = sorted(s.rfilename for s in info.siblings or [])
+    files = [n for n in names if os.path.isfile(os.path.join(to, n))]
+    done = [{"name": n, "size": os.path.getsize(os.path.join(to, n)), "downloaded": None}
+            for n in files]  # fmt: skip
+    return {"source": source, "revision": info.sha, "files": done}
+
+
+def _hub_error(exc: Exception, repo: str) -> str:
+    kind = type(exc).__name__
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if kind == "GatedRepoError" or status in (401, 403):
+        return ("%s: %s is gated or private and needs a token: accept its terms on the hub, then "
+                "`rgt fetch … --token-stdin`" % (kind, repo))  # fmt: skip
+    if kind.endswith("NotFoundError") or status == 404:
+        return "HTTP 404 (%s): no such repo, revision or file (%s)" % (kind, repo)
+    return "%s: %s; run the fetch again to resume" % (kind, str(exc).splitlines()[0][:200])
