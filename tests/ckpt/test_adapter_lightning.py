@@ -8,6 +8,7 @@ must not, which shows the comparison can fail."""
 
 from __future__ import annotations
 
+import importlib.util
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,10 @@ import pytest
 
 from tests.ckpt._fork_server import Client
 
-pytest.importorskip("pytorch_lightning")
+# Looked up, not imported: importing Lightning costs ~15 s of every worker's collection, and
+# only the zygote process (which runs the fits) needs it.
+if importlib.util.find_spec("pytorch_lightning") is None:
+    pytest.skip("pytorch_lightning is not installed", allow_module_level=True)
 
 pytestmark = pytest.mark.slow  # real Lightning runs
 
