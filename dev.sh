@@ -122,7 +122,11 @@ echo "== mypy" >&2
 # --dist loadgroup keeps the tests of one shared resource (tests/conftest.py) on one worker.
 # RGT_TEST_WORKERS=0 runs them in this process, one after another; `-n N` in the args wins.
 export RGT_UI_SCREENSHOTS="${RGT_UI_SCREENSHOTS:-$PWD/.ci-artifacts/ui}"  # browser-test screenshots
-workers="${RGT_TEST_WORKERS:-4}"
+# The fast tier (`-m "not slow"`) is CPU-bound: two workers on two cores beat four there.
+workers="${RGT_TEST_WORKERS:-}"
+if [ -z "$workers" ]; then
+  case " $* " in *"not slow"*) workers=2 ;; *) workers=4 ;; esac
+fi
 parallel=(-n "$workers" --dist loadgroup)
 bg_wait "$apt_job" || exit 1
 echo "== pytest ($workers workers)" >&2

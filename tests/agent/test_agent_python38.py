@@ -68,6 +68,7 @@ def test_success_on_python38(tmp_path: Path) -> None:
     assert "outputs/result.json" in [f["path"] for f in manifest["files"]]
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_external_kill_is_retried_on_python38(tmp_path: Path) -> None:
     job_dir, agent = _job(tmp_path, "py38-kill", 3)
     proc = _run(agent, job_dir)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.agent.conftest import process_gone
 from tests.cgroups import in_cgroup, memory_cgroup, remove_cgroup
 
@@ -87,6 +89,7 @@ CANCELLABLE_JOB = """
 """
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_cancel_stops_the_whole_process_group_and_is_not_retried(make_job) -> None:
     job = make_job().write(CANCELLABLE_JOB)
     job.start()

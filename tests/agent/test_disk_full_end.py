@@ -53,6 +53,7 @@ def fill(directory: Path) -> None:
             (directory / f"inode-{i}").touch()
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_disk_full_when_the_job_ends_fails_it_as_disk_full(
     make_job: Callable[..., Job], small_tmpfs: Callable[[str, int], Path]
 ) -> None:
@@ -66,6 +67,7 @@ def test_disk_full_when_the_job_ends_fails_it_as_disk_full(
     assert not (job.dir / "DONE").exists() and not (job.dir / "manifest.json").exists()
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_inodes_exhausted_when_the_job_ends_fails_it_as_disk_full(
     make_job: Callable[..., Job], small_tmpfs: Callable[[str, int], Path]
 ) -> None:
@@ -78,6 +80,7 @@ def test_inodes_exhausted_when_the_job_ends_fails_it_as_disk_full(
     assert failed["detail"]["label"] == "disk_full"
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_agent_started_on_a_full_disk_ends_without_a_crash(
     make_job: Callable[..., Job], small_tmpfs: Callable[[str, int], Path]
 ) -> None:

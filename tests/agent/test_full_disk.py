@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.agent.conftest import Job
 
 FILL_THEN_FREE = """
@@ -25,6 +27,7 @@ filler.unlink()
 """
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_agent_survives_a_full_disk(
     make_job: Callable[..., Job], small_tmpfs: Callable[[str, int], Path]
 ) -> None:

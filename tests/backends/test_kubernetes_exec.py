@@ -74,6 +74,7 @@ def test_exec_carries_bytes_exit_codes_and_stderr(kube: KubernetesBackend, tmp_p
     assert not list(Path(kube.machine.durable_root).rglob("PWNED"))
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_put_and_get_copy_trees(kube: KubernetesBackend, tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     (tree / "sub dir").mkdir(parents=True)

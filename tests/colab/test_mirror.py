@@ -107,6 +107,7 @@ def test_the_next_flush_cleans_a_killed_copy_and_commits(tmp_path: Path) -> None
     assert resumed["step"] == 3 and resumed["digest"] == state_digest(state(3))
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_a_late_copy_is_read_back_until_it_matches(tmp_path: Path) -> None:
     late = subprocess.Popen([sys.executable, LATE, str(tmp_path / "drive"), str(tmp_path), "0.6"])
     proc = _child(tmp_path, 1, 1, "late", str(tmp_path))

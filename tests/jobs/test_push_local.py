@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from rgt.machines import register_local
 from rgt.state.store import Store
 
@@ -28,6 +30,7 @@ def push(*args: str, cwd: Path) -> dict[str, object]:
     return doc
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_a_folder_lands_under_its_name_and_a_trailing_slash_sends_its_contents(
     tmp_path: Path,
 ) -> None:

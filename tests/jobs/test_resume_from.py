@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from rgt.backends import backend_for
 from rgt.ckpt import Checkpointer
 from rgt.jobs.launch import LaunchOptions, launch, wait
@@ -26,6 +28,7 @@ while step < 5:
 """
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_resume_from_an_earlier_job(tmp_path: Path) -> None:
     store = Store.open()
     register_local(store, "box", tmp_path / "root")

@@ -52,6 +52,7 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_exact_resume_passes(project: Path) -> None:
     proc = smoke(project, sys.executable, "train.py")
     assert proc.returncode == 0, proc.stderr
@@ -61,6 +62,7 @@ def test_exact_resume_passes(project: Path) -> None:
     assert doc["resumed"]["step"] == doc["uninterrupted"]["step"] == 2
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_a_resume_that_forgets_state_is_caught(project: Path) -> None:
     proc = smoke(project, sys.executable, "train.py", env={"FORGET": "1"})
     assert proc.returncode == 1

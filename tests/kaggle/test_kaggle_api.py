@@ -65,6 +65,7 @@ def test_no_credentials_names_the_fix(tmp_path: Path, monkeypatch: pytest.Monkey
     assert "KAGGLE_USERNAME" in (caught.value.fix or "")
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_429_waits_for_retry_after(kaggle: FakeKaggle) -> None:
     kaggle.throttle = 2
     client = KaggleClient(KaggleCredentials(USER, KEY))

@@ -7,6 +7,8 @@ import shutil
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from rgt.lint import _cache, lint_paths
 from tests.lint.measure import CORPUS
 
@@ -25,6 +27,7 @@ def _rows(paths: list[str], **kwargs: object) -> list[dict[str, object]]:
     return [f.to_dict() for f in lint_paths(paths, **kwargs).findings]  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_the_whole_report_is_the_same_from_the_cache(tmp_path: Path) -> None:
     scripts = sorted(CORPUS.glob("*/*.txt"))  # both halves: notebooks, skipped files, findings
     for script in scripts:

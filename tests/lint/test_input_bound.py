@@ -106,6 +106,7 @@ def test_the_agent_raises_input_bound_from_timed_loader_records(make_job: Any) -
     assert len(input_wait.from_records(records)) >= 5  # it did measure, and judged compute-bound
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_the_agent_reads_the_data_time_of_the_log(make_job: Any) -> None:
     lines = [f"Epoch: [0][{i}/9]\\tTime  0.300 ( 0.300)\\tData  0.250 ( 0.250)" for i in range(9)]
     body = "\n".join(f'print("{line}", flush=True)' for line in lines)

@@ -76,6 +76,7 @@ def test_healthy_models_overfit_one_batch() -> None:
         assert report.fell_by < 0.1 and report.chance_loss is not None
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_detached_head_names_the_body() -> None:
     report = run(MLP(detach=True))
     assert not report.ok and report.unchanged == ("body.0",) and "body.0" in problems(report)

@@ -125,6 +125,7 @@ conn.execute("ROLLBACK")
 """
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_a_call_waits_for_another_process_writing_the_store(server: tuple[McpRgt, Path]) -> None:
     client, root = server
     assert not client.call("status").is_error  # the store exists

@@ -9,6 +9,8 @@ from functools import partial
 from importlib import resources
 from pathlib import Path
 
+import pytest
+
 from tests import clirun
 
 rgt = partial(clirun.rgt, "profiles")
@@ -64,6 +66,7 @@ def test_show_human_prints_matrix_clocks_and_literal_brackets(rgt_home: Path) ->
     assert "overrides the bundled" in proc.stdout
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_stale_json_with_a_fixed_today() -> None:
     proc = rgt("--stale", "--months", "6", "--today", "2026-11-29", "--json")
     assert json.loads(proc.stdout) == {

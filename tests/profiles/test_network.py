@@ -122,6 +122,7 @@ def _run(store: Store, machine: str, project: Path, service: int, **env: str) ->
     return doc
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_jobs_get_the_plan_and_the_proxy_trap_is_closed(
     tmp_path: Path, servers: tuple[int, int, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -6,6 +6,8 @@ import json
 from functools import partial
 from pathlib import Path
 
+import pytest
+
 from tests import clirun
 
 _rgt = partial(clirun.rgt, "triage", timeout=60)
@@ -21,6 +23,7 @@ def test_json_verdict_for_a_log_in_a_hostile_path(hostile_dir: Path) -> None:
     assert data["evidence"] == ["OSError: [Errno 28] No space left on device: '/dev/shm/x'"]
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_exit_code_flag_turns_a_silent_log_into_host_oom(tmp_path: Path) -> None:
     log = tmp_path / "a.log"
     log.write_text("step 100 loss 0.4\n")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.ui.conftest import UiServer
 
@@ -61,6 +62,7 @@ def _sse_updates(ui: UiServer, found: list[dict[str, Any]], stop: threading.Even
             raise
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_jobs_run_succeed_and_fail_live(
     ui_server: Callable[..., UiServer], start_job: Callable[..., str]
 ) -> None:
@@ -115,6 +117,7 @@ def _failed_shows_label(ui: UiServer, job_id: str) -> None:
     assert 'data-testid="job-label">import_error<' in page
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_unknown_job_is_404_page_and_json(ui_server: Callable[..., UiServer]) -> None:
     ui = ui_server()
     page = ui.get("/jobs/no-such-job")

@@ -6,6 +6,7 @@ import socket
 from collections.abc import Callable
 
 import httpx
+import pytest
 
 from tests.ui.conftest import UiServer
 
@@ -79,6 +80,7 @@ def test_unreachable_machine_is_not_dead(ui_server: Callable[..., UiServer]) -> 
     assert "last good reading" in html
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_cancel_needs_header_and_confirm(
     ui_server: Callable[..., UiServer], start_job: Callable[..., str]
 ) -> None:

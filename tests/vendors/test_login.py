@@ -62,6 +62,7 @@ def test_a_file_others_can_read_is_refused(monkeypatch: pytest.MonkeyPatch) -> N
         api_key("vastai")
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_check_refuses_a_wrong_key_and_saves_nothing(fake_for: Callable[..., FakeVendor]) -> None:
     fake = fake_for("lambda")
     proc = login("lambda", "--check", key="wrong-key-0000")

@@ -52,6 +52,7 @@ def test_power_on_planted_effects_matches_theory(n: int, size: float) -> None:
     assert abs(observed - theory) < max(4 * se, 0.01), (observed, theory)
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_mde_is_the_80_percent_point() -> None:
     for n in (3, 5, 10):
         assert welch_power(mde(2.0, n, n), 2.0, n, n) == pytest.approx(0.80, abs=1e-3)

@@ -67,6 +67,7 @@ def test_nan_in_metrics_jsonl(make_job: Any) -> None:
     _finish(job)
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_a_quiet_live_process_is_a_stalled_log(make_job: Any) -> None:
     job = _job(make_job, 'print("epoch 1 started", flush=True)')
     job.start(RGT_WATCH_STALL_S="1", **FAST)
@@ -115,6 +116,7 @@ def _replay(tmp_path: Path, csv: str) -> str:
     return str(script)
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_an_idle_gpu_on_a_priced_machine(make_job: Any, tmp_path: Path) -> None:
     job = _job(make_job, 'print("loading data", flush=True)', env={"RGT_PRICE_PER_HOUR": "2.5"})
     job.start(RGT_NVIDIA_SMI=_replay(tmp_path, "h100-idle.csv"), RGT_WATCH_GPU_IDLE_S="0.5", **FAST)

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.agent.conftest import Job
 from tests.cgroups import in_cgroup, memory_cgroup, remove_cgroup
 
@@ -20,6 +22,7 @@ time.sleep(3)
 """
 
 
+@pytest.mark.slow  # > 1 s on two cores
 def test_memory_near_the_cgroup_limit(make_job: Callable[..., Job], tmp_path: Path) -> None:
     cgroup = memory_cgroup(tmp_path, 256 << 20)
     job = make_job().write(HOLD)

@@ -34,7 +34,10 @@ def machine_call(
     # third of its start-up on every refresh of every machine.
     argv = [backend.python, "-S", agent, subcommand, backend.root.root, *args]
     result = backend.transport.run(argv, timeout=timeout)
-    if not result.ok and not backend.transport.exists(agent):
+    # The agent was not there when this ran: install it (once) and run again. Another thread
+    # or process may have installed it since, so "can't open file" counts as missing too.
+    missing = not result.ok and "can't open file" in result.stderr_tail()
+    if not result.ok and (missing or not backend.transport.exists(agent)):
         backend.install_agent()
         result = backend.transport.run(argv, timeout=timeout)
     if not result.ok:
