@@ -141,5 +141,5 @@ def test_resume_on_a_full_disk_tells_the_truth(
     assert resumed.returncode == 1, doc  # not "agent started again"
     assert doc["ok"] is False and doc["state"] == "failed" and doc["label"] == "disk_full", doc
     assert "ended the job: failed (disk_full)" in doc["reason"]
-    after = json.loads(rgt("status", job_id, "--json").stdout)["jobs"][0]
+    after = json.loads(rgt("status", job_id, "--json", "--full").stdout)["jobs"][0]
     assert after["state"] == "failed" and after["heartbeat_lost"] is None

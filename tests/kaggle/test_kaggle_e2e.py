@@ -26,7 +26,7 @@ def wait_for(job_id: str, *, label: str | None = None, state: str | None = None)
     """Poll `rgt status JOB` until the job shows ``label`` or ``state``."""
     deadline = time.monotonic() + 60
     while True:
-        (job,) = ok(rgt("status", job_id, "--json"))["jobs"]
+        (job,) = ok(rgt("status", job_id, "--json", "--full"))["jobs"]
         if (label and job["label"] == label) or (state and job["state"] == state):
             return job
         assert time.monotonic() < deadline, job

@@ -62,7 +62,7 @@ def test_twelve_cells_survive_a_dead_sshd(
         assert wait_for(lambda: len(jobs_on("near")) >= near_before + 2, timeout=90)
         time.sleep(3)  # far's jobs finish while its sshd is down
         far_server.start()
-        out, err = proc.communicate(timeout=180)
+        out, err = proc.communicate(timeout=420)  # it starts first, beside the demo and Slurm
     finally:
         if proc.poll() is None:
             proc.kill()

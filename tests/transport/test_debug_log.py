@@ -25,10 +25,10 @@ def _rgt(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProc
     return clirun.rgt(*args, cwd=cwd, env=env, timeout=180)
 
 
-def _up(server: SshServer, tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """A console's ssh line that carries a token to the machine (``-o SetEnv=``): it is in
-    every ssh argv rgt runs from then on."""
-    line = f"{server.ssh_line} -o SetEnv=HF_TOKEN={env['MY_SERVICE_CRED']}"
+def _up(
+    server: SshServer, tmp_path: Path, env: dict[str, str], extra: str = ""
+) -> subprocess.CompletedProcess[str]:
+    line = f"{server.ssh_line}{extra}"
     root = str(tmp_path / "root")
     return _rgt("up", "generic-ssh", "--name", "box", "--ssh", line, "--root", root,
                 "--json", cwd=tmp_path, env=env)  # fmt: skip
@@ -46,11 +46,13 @@ def test_cli_logs_ssh_and_rsync_argv_without_the_secret(
 ) -> None:
     planted = "s3cr3t-" + secrets.token_hex(8)
     env = {"MY_SERVICE_CRED": planted}
+    # A token inside the ssh line would be stored and in every ssh argv: refused, never logged.
+    carried = _up(sshd_server, tmp_path, env, f" -o SetEnv=HF_TOKEN={planted}")
+    assert carried.returncode == 2 and "$NAME" in carried.stderr
     up = _up(sshd_server, tmp_path, {**env, "RGT_DEBUG": "1"})
     lines = _logged(up)
     assert lines and all(m.group(1) == m.group(2) == "ssh" for m in lines)
     assert f"-p {sshd_server.port} -l root" in up.stderr and " 127.0.0.1 -- " in up.stderr
-    assert "SetEnv=HF_TOKEN=[redacted]" in up.stderr
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "x.txt").write_text("data")
     pushed = _rgt("-v", "push", "box", "data", "--json", cwd=tmp_path, env=env)
@@ -62,7 +64,7 @@ def test_cli_logs_ssh_and_rsync_argv_without_the_secret(
     assert _logged(ran) and all(float(m.group(3)) < 120 for m in _logged(ran))
     quiet = _rgt("push", "box", "data", "--json", cwd=tmp_path, env=env)
     assert quiet.returncode == 0 and "rgt.transport" not in quiet.stderr
-    for proc in (up, pushed, ran, quiet):
+    for proc in (carried, up, pushed, ran, quiet):
         assert planted not in proc.stderr and planted not in proc.stdout
 
 
