@@ -81,7 +81,9 @@ class Cluster:
             subprocess.run(_in_pod(init["command"], inputs), check=True, timeout=60)
         agent = spec["containers"][0]
         log = self.root / f"{pod['metadata']['name']}.log"
-        with log.open("wb") as out:
+        with log.open("wb") as out, self.lock:
+            if pod["metadata"]["name"] not in self.pods:  # deleted before its container started
+                return
             proc = subprocess.Popen(
                 _in_pod(agent["command"], inputs),
                 stdout=out,
@@ -90,7 +92,7 @@ class Cluster:
                 start_new_session=True,
             )
             self.procs[pod["metadata"]["name"]] = proc
-            code = proc.wait()
+        code = proc.wait()
         _kill_group(proc.pid, signal.SIGKILL)  # a container's other processes end with it
         with self.lock:
             _ended(job, pod, code)

@@ -219,10 +219,7 @@ def cmd_cancel(job_dir: str) -> int:
     doc["cancel_requested"] = True
     grace = _system.env_float("RGT_AGENT_CANCEL_GRACE_S", 10.0)
     doc["signals_sent"] = _signal_job(status.get("pid"), job_dir, grace)
-    if try_lock(job_dir) is not None:  # no agent alive: record the end ourselves
-        doc["state"] = _cancel_without_agent(job_dir, status)
-    else:
-        doc["state"] = _wait_terminal(paths, grace + 5.0)
+    doc["state"] = _wait_end(job_dir, paths, status, grace + 5.0)
     return _print(doc)
 
 
@@ -244,11 +241,21 @@ def _cancel_without_agent(job_dir: str, status: Dict[str, Any]) -> str:
     return "cancelled"
 
 
-def _wait_terminal(paths: JobPaths, timeout_s: float) -> str:
+def _wait_end(job_dir: str, paths: JobPaths, status: Dict[str, Any], timeout_s: float) -> str:
+    """Until the agent records the end, or lets go of the job without recording one (no agent
+    was running, or it was killed before its handlers were in place): then this process
+    records ``cancelled`` itself, holding the job's lock."""
     deadline = time.monotonic() + timeout_s
     while True:
-        state = str((read_status(paths) or {}).get("state", "queued"))
-        if state in TERMINAL or time.monotonic() >= deadline:
+        state = str((read_status(paths) or status).get("state", "queued"))
+        if state in TERMINAL:
+            return state
+        if try_lock(job_dir) is not None:  # kept until this process exits
+            now = read_status(paths) or status
+            if now.get("state") in TERMINAL:
+                return str(now["state"])
+            return _cancel_without_agent(job_dir, now)
+        if time.monotonic() >= deadline:
             return state
         time.sleep(0.1)
 

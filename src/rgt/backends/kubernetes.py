@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -232,15 +233,32 @@ class KubernetesBackend(Backend):
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Ask the agent to end the job (its CANCEL file on the claim: it records
-        ``cancelled``), then delete the Job: its pods get SIGTERM and the grace period. The
-        claim and everything on it stay."""
+        ``cancelled``), delete the Job (its pods get SIGTERM and the grace period), wait for
+        the pods to go, then let the agent in rgt's files pod record the end itself when the
+        job's agent could not (killed before it wrote a status). The claim and everything on
+        it stay."""
         from kubernetes import client
 
         self.transport.write_bytes(self.job_paths(job_id).cancel_request, b"")
         client.BatchV1Api(self.api()).delete_namespaced_job(
             _name(job_id), self.namespace, propagation_policy="Background"
         )
-        return {"job_id": job_id, "state": "cancelled", "cancel_requested": True}
+        self._wait_pods_gone(job_id, int(self.machine.connection.get("grace_s") or 30) + 30)
+        doc = self.agent_call("cancel", job_id, timeout=120)
+        return dict(doc, job_id=job_id, cancel_requested=True)
+
+    def _wait_pods_gone(self, job_id: str, timeout_s: float) -> None:
+        """Until no pod of the Job is listed (deleted pods stay listed through their grace
+        period), or ``timeout_s``; the agent's own cancel then waits for its lock."""
+        from kubernetes import client
+
+        deadline = time.monotonic() + timeout_s
+        selector = f"job-name={_name(job_id)}"
+        pods = client.CoreV1Api(self.api())
+        while pods.list_namespaced_pod(self.namespace, label_selector=selector).items:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(1.0)
 
 
 def to_model(manifest: dict[str, Any]) -> Any:
