@@ -24,7 +24,9 @@ import hashlib
 import http.server
 import json
 import os
+import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,14 +68,9 @@ class Files(http.server.BaseHTTPRequestHandler):
         stop = self.size
         if type(self).armed and not start:
             type(self).armed, stop = False, self.drop_at
-        with open(self.path_on_disk, "rb") as src:
-            src.seek(start)
-            left = stop - start
-            while left > 0:
-                chunk = src.read(min(MIB, left))
-                self.wfile.write(chunk)
-                type(self).sent += len(chunk)
-                left -= len(chunk)
+        self.wfile.flush()
+        with open(self.path_on_disk, "rb") as src:  # zero-copy, as a file server sends
+            type(self).sent += self.connection.sendfile(src, start, stop - start)
         if stop < self.size:
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
@@ -90,8 +87,8 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int]
 
 def trial(name: str, base: str, work: Path, size: int, baseline: str = "") -> dict[str, Any]:
     Files.armed, Files.sent = True, 0
-    out = work / name
-    out.mkdir()
+    out = Path(tempfile.mkdtemp(prefix="out-", dir=work))
+    os.sync()  # the previous trial's dirty pages are not this one's writeback
     url = f"{base}/org/big/resolve/main/big.bin"
     if name.startswith("curl"):
         t1, rc1 = run(["curl", "-sS", "-o", str(out / "big.bin"), url])
@@ -107,6 +104,7 @@ def trial(name: str, base: str, work: Path, size: int, baseline: str = "") -> di
         seconds, rc = run([sys.executable, program, source, "--to", str(out)], env)
         ok = rc == 0
     whole = (out / "big.bin").stat().st_size == size
+    shutil.rmtree(out)  # 1 GiB a trial
     return {"tool": name, "seconds": round(seconds, 2), "sent_x": round(Files.sent / size, 3),
             "ok": ok and whole}  # fmt: skip
 
@@ -116,6 +114,7 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--drop-at", type=float, default=0.4)
     parser.add_argument("--baseline", default="", help="another downloader.py to time as well")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds; medians")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-fetch-") as tmp:
         work = Path(tmp)
@@ -133,12 +132,23 @@ def main() -> None:
         base = f"http://127.0.0.1:{server.server_address[1]}"
         tools = ["curl", "rgt url", "curl + sha256sum", "rgt hf"]
         tools += ["rgt hf (baseline)"] if args.baseline else []
-        rows = [trial(n, base, work, Files.size, args.baseline) for n in tools]
+        runs: dict[str, list[dict[str, Any]]] = {n: [] for n in tools}
+        for r in range(args.repeats):  # interleaved, and each round starts one tool later:
+            for n in tools[r % len(tools) :] + tools[: r % len(tools)]:  # what ran before
+                row = trial(n, base, work, Files.size, args.baseline)
+                runs[n].append(row)
         server.shutdown()
+    rows = [median_row(runs[n]) for n in tools]
     curl = rows[0]["seconds"]
     for r in rows:
         r["vs_curl"] = round(r["seconds"] / curl, 2)
         print(json.dumps(r))
+
+
+def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    times = sorted(r["seconds"] for r in rows)
+    return {"tool": rows[0]["tool"], "seconds": statistics.median(times), "runs": times,
+            "sent_x": max(r["sent_x"] for r in rows), "ok": all(r["ok"] for r in rows)}  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -4,10 +4,12 @@ error page with the wrong size, and a disk that fills mid-download."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import http.server
 import json
 import socket
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from rgt.state.store import Store
 from tests.network.helpers import profile_with, rgt
 from tests.sshd import SshServer, register
 
@@ -263,3 +266,31 @@ def test_the_hub_library_is_used_when_the_interpreter_has_it(
     assert _Hub.gets["model.safetensors"] == 1
     assert downloader.main(["hf://org/missing", "--to", str(tmp_path / "x")]) == 1
     assert "no such repo, revision or file" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_rgt_fetch_with_the_hub_library_on_the_machine_resumes_a_drop(
+    sshd_server: SshServer, tmp_path: Path, hub: str
+) -> None:
+    """The machine's interpreter has huggingface_hub: `rgt fetch` on the sshd machine goes
+    through it (its own Range resume), survives the dropped connection, and a second fetch
+    finds the files complete."""
+    pytest.importorskip("huggingface_hub", reason="huggingface_hub is not installed in this venv")
+    profile_with(network={"hf_endpoint": hub}, env={"HF_HUB_DISABLE_TELEMETRY": "1"})
+    machine = register(sshd_server, "box", tmp_path / "data")
+    with_hub = {**machine.connection, "python": sys.executable}  # this venv's, which has it
+    Store.open().add_machine(dataclasses.replace(machine, connection=with_hub))
+    _Hub.drop, _Hub.served, _Hub.gets = True, Counter(), Counter()
+    code, data = fetch("hf://org/toy", "--include", "*.json", "--include", "*.safetensors")
+    assert code == 0, data
+    assert "with huggingface_hub" in data["log_tail"]
+    to = Path(data["to"])
+    assert (to / "model.safetensors").read_bytes() == WEIGHTS
+    assert (to / "config.json").read_bytes() == CONFIG and not (to / "README.md").exists()
+    assert _Hub.gets["model.safetensors"] == 2  # the dropped GET, then one more
+    # The library resumes from its last whole chunk (10 MiB in huggingface_hub 2.x): a drop
+    # inside the first chunk, as here, sends the lost part again, never more.
+    assert _Hub.served["model.safetensors"] <= len(WEIGHTS) + DROP_AT
+    code, data = fetch("hf://org/toy", "--include", "*.safetensors")
+    assert code == 0, data
+    assert _Hub.gets["model.safetensors"] == 2  # complete: not fetched again

@@ -33,8 +33,8 @@ class Hashed:
 
     def __init__(self, path: str, enabled: bool) -> None:
         self.path, self.h, self.count, self.enabled = path, hashlib.sha256(), 0, enabled
-        self.queue = None  # type: Optional[queue.Queue[Optional[bytes]]]
-        self.thread = None  # type: Optional[threading.Thread]
+        self.queues = []  # type: List[queue.Queue[Optional[bytes]]]
+        self.threads = []  # type: List[threading.Thread]
         self.error = None  # type: Optional[OSError]
 
     def catch_up(self, start: int) -> None:
@@ -45,39 +45,48 @@ class Hashed:
                     self.update(block)
 
     def start(self, out: Any) -> None:
-        """From now on a thread writes each chunk to ``out`` and hashes it: the socket reads,
-        the disk writes and the sha256 overlap (each releases the GIL)."""
+        """From now on one thread writes each chunk to ``out`` and another hashes it: the
+        socket reads, the disk writes and the sha256 overlap (each releases the GIL; on a VM
+        the page-cache write alone costs about as much CPU as the hash)."""
         self.error = None
-        self.queue = queue.Queue(16)
-        self.thread = threading.Thread(target=self._run, args=(self.queue, out), daemon=True)
-        self.thread.start()
+        workers = [self._write] + ([self._hash] if self.enabled else [])
+        self.queues = [queue.Queue(16) for _ in workers]
+        self.threads = [
+            threading.Thread(target=work, args=(q, out), daemon=True)
+            for work, q in zip(workers, self.queues)
+        ]
+        for thread in self.threads:
+            thread.start()
 
-    def _run(self, chunks: "queue.Queue[Optional[bytes]]", out: Any) -> None:
+    def _write(self, chunks: "queue.Queue[Optional[bytes]]", out: Any) -> None:
         for data in iter(chunks.get, None):
             if self.error is None:
                 try:
                     out.write(data)
                 except OSError as exc:  # a full disk: the reader stops at its next chunk
                     self.error = exc
-                    continue
-                if self.enabled:
-                    self.h.update(data)
+
+    def _hash(self, chunks: "queue.Queue[Optional[bytes]]", _out: Any) -> None:
+        for data in iter(chunks.get, None):
+            self.h.update(data)
 
     def stop(self) -> None:
-        """Wait for the writes; raise the write's error, if any."""
-        if self.queue is not None and self.thread is not None:
-            self.queue.put(None)
-            self.thread.join()
-        self.queue = self.thread = None
-        error, self.error = getattr(self, "error", None), None
+        """Wait for the writes and the hash; raise the write's error, if any."""
+        for chunks in self.queues:
+            chunks.put(None)
+        for thread in self.threads:
+            thread.join()
+        self.queues, self.threads = [], []
+        error, self.error = self.error, None
         if error is not None:
             raise error
 
     def update(self, data: bytes) -> None:
-        if self.queue is not None:
+        if self.queues:
             if self.error is not None:
                 raise self.error
-            self.queue.put(data)
+            for chunks in self.queues:
+                chunks.put(data)
         elif self.enabled:
             self.h.update(data)
         self.count += len(data)
