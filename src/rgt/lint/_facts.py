@@ -58,9 +58,21 @@ NOT_CONSTANT = object()
 MOVES = {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval"}
 
 
+# Fields that never hold a node: names and constants, Load/Store contexts and operators (a
+# third of all nodes). A node type's other fields are looked at (``_child_fields``).
+NOT_CHILDREN = frozenset(
+    {"ctx", "op", "ops", "id", "attr", "arg", "name", "kind", "module", "level", "asname",
+     "type_comment", "is_async", "conversion", "simple"}
+)  # fmt: skip
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    return tuple(f for f in getattr(kind, "_fields", ()) if f not in NOT_CHILDREN)
+
+
 CONTAINERS = (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
 LOOPS = (ast.For, ast.While, ast.AsyncFor)
-LEAF_FIELDS = {"ctx", "op", "ops"}
 BINDS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)
 NOTED = (
     ast.Import,
@@ -78,6 +90,8 @@ NOTED = (
     ast.If,
     ast.With,
 )
+NOTED_TYPES = frozenset(NOTED)
+BIND_TYPES = frozenset(BINDS)
 
 
 @dataclass
@@ -106,14 +120,16 @@ class Facts:
         facts = cls(tree)
         binds: list[ast.stmt] = []
         stack: list[ast.AST] = [tree]
-        parents, AST = facts.parents, ast.AST
+        parents, AST, fields = facts.parents, ast.AST, _CHILD_FIELDS
         while stack:  # one pass over the tree (iter_child_nodes inlined: it is the hot loop)
             node = stack.pop()
-            for name in node._fields:
-                if name in LEAF_FIELDS:  # Load/Store contexts and operators: a third of all nodes
-                    continue
+            kind = type(node)
+            names = fields.get(kind)
+            if names is None:
+                names = fields[kind] = _child_fields(kind)
+            for name in names:
                 value = getattr(node, name, None)
-                if isinstance(value, list):
+                if type(value) is list:
                     for child in value:
                         if isinstance(child, AST):
                             parents[child] = node
@@ -121,9 +137,9 @@ class Facts:
                 elif isinstance(value, AST):
                     parents[value] = node
                     stack.append(value)
-            if isinstance(node, NOTED):
+            if kind in NOTED_TYPES:
                 facts._note(node)
-                if isinstance(node, BINDS):
+                if kind in BIND_TYPES:
                     binds.append(node)
         for found in (facts.calls, facts.loops, facts.functions, facts.classes, facts.ifs):
             found.sort(key=_position)

@@ -191,14 +191,16 @@ WHOLE = -1  # the whole output, not a tuple position
 
 
 def _update_order(facts: Facts) -> Iterator[Hit]:
-    zero = bool(facts.methods_called("zero_grad")) or _sets_grad_none(facts.tree)
+    zero: bool | None = None  # does the module clear gradients? Asked only when it matters
     for loop in facts.loops:
         inside = facts.calls_in(loop)
         steps = [c for c in inside if method(c) == "step" and not c.args and not c.keywords]
         opt = [c for c in steps if _is_optimizer(facts, c)]
         if not opt:
             continue
-        if not zero and any(method(c) == "backward" for c in inside) and not _accumulates(loop):
+        if zero is None and any(method(c) == "backward" for c in inside):
+            zero = bool(facts.methods_called("zero_grad")) or _sets_grad_none(facts.tree)
+        if zero is False and not _accumulates(loop):
             yield Hit("RGT105", opt[0])
             zero = True  # once per module: the fix is one line
         sched = [c for c in steps if _is_scheduler(facts, c)]
