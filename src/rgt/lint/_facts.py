@@ -140,7 +140,7 @@ class Facts:
             if kind in NOTED_TYPES:
                 facts._note(node)
                 if kind in BIND_TYPES:
-                    binds.append(node)
+                    binds.append(node)  # type: ignore[arg-type]  # BIND_TYPES are statements
         for found in (facts.calls, facts.loops, facts.functions, facts.classes, facts.ifs):
             found.sort(key=_position)
         for node in [
