@@ -35,9 +35,14 @@ class _Hub(http.server.BaseHTTPRequestHandler):
     served: ClassVar[Counter[str]] = Counter()  # bytes of each file body sent
     gets: ClassVar[Counter[str]] = Counter()
     drop: ClassVar[bool] = True
+    unavailable: ClassVar[int] = 0  # the next N listings answer 503
 
     def do_GET(self) -> None:
         parts = self.path.split("?")[0].strip("/").split("/")
+        if parts[:2] == ["api", "models"] and type(self).unavailable > 0:
+            type(self).unavailable -= 1
+            self.send_error(503, "Service Unavailable")
+            return None
         if parts[:2] == ["api", "models"] and parts[4:5] == ["tree"]:
             return self._json([_tree_entry(n) for n in FILES])  # huggingface_hub's listing
         if parts[:2] == ["api", "models"]:
@@ -294,3 +299,29 @@ def test_rgt_fetch_with_the_hub_library_on_the_machine_resumes_a_drop(
     code, data = fetch("hf://org/toy", "--include", "*.safetensors")
     assert code == 0, data
     assert _Hub.gets["model.safetensors"] == 2  # complete: not fetched again
+
+
+def test_the_hub_library_path_retries_a_hub_that_is_briefly_unavailable(
+    hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two 503s from the hub: rgt's own retry with backoff around the library, then the files;
+    a 404 is not retried."""
+    pytest.importorskip("huggingface_hub", reason="huggingface_hub is not installed in this venv")
+    from rgt.fetch import downloader
+
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    monkeypatch.delenv("RGT_FETCH_HUB", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("RGT_FETCH_BACKOFF_S", "0.01")
+    _Hub.drop, _Hub.gets, _Hub.unavailable = False, Counter(), 2
+    try:
+        args = ["hf://org/toy", "--include", "*.safetensors", "--to", str(tmp_path / "m")]
+        assert downloader.main(args) == 0
+    finally:
+        _Hub.unavailable = 0
+    out = capsys.readouterr().out
+    assert "retry 1/5 of hf://org/toy" in out and "retry 2/5 of hf://org/toy" in out, out
+    assert "retry 3/5" not in out
+    assert (tmp_path / "m" / "model.safetensors").read_bytes() == WEIGHTS
+    assert downloader.main(["hf://org/missing", "--to", str(tmp_path / "x")]) == 1
+    assert "retry" not in capsys.readouterr().out  # a missing repo fails at once

@@ -12,6 +12,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from typing import Any, Dict, List, Optional
 
 CHUNK = 1 << 20
@@ -133,14 +134,23 @@ def hub_fetch(source: str, includes: List[str], to: str, token: str) -> Optional
     repo, _sep, rev = source[5:].partition("@")
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     say("fetching %s with huggingface_hub %s from %s" % (source, hub.__version__, endpoint))
-    try:
-        info = hub.HfApi(endpoint=endpoint, token=token or None).model_info(
-            repo, revision=rev or None
-        )
-        hub.snapshot_download(repo, revision=info.sha, allow_patterns=includes or None,
-                              local_dir=to, token=token or None, endpoint=endpoint)  # fmt: skip
-    except Exception as exc:  # the library's own error tree, named in the message
-        raise Fatal(_hub_error(exc, repo)) from None
+    retries = int(os.environ.get("RGT_FETCH_RETRIES", "5"))
+    backoff = float(os.environ.get("RGT_FETCH_BACKOFF_S", "2"))
+    for tries in range(retries + 1):
+        try:
+            info = hub.HfApi(endpoint=endpoint, token=token or None).model_info(
+                repo, revision=rev or None
+            )
+            hub.snapshot_download(repo, revision=info.sha, allow_patterns=includes or None,
+                                  local_dir=to, token=token or None, endpoint=endpoint)  # fmt: skip
+            break
+        except Exception as exc:  # the library's own error tree, named in the message
+            message = _hub_error(exc, repo)
+            if not message.endswith(RESUMABLE) or tries == retries:
+                raise Fatal(message) from None
+            wait = backoff * 2**tries  # the library resumes its partial files on the next try
+            say("retry %d/%d of %s in %.1fs: %s" % (tries + 1, retries, source, wait, message))
+            time.sleep(wait)
     names = sorted(s.rfilename for s in info.siblings or [])
     files = [n for n in names if os.path.isfile(os.path.join(to, n))]
     done = [{"name": n, "size": os.path.getsize(os.path.join(to, n)), "downloaded": None}
@@ -156,4 +166,7 @@ def _hub_error(exc: Exception, repo: str) -> str:
                 "`rgt fetch … --token-stdin`" % (kind, repo))  # fmt: skip
     if kind.endswith("NotFoundError") or status == 404:
         return "HTTP 404 (%s): no such repo, revision or file (%s)" % (kind, repo)
-    return "%s: %s; run the fetch again to resume" % (kind, str(exc).splitlines()[0][:200])
+    return "%s: %s%s" % (kind, (str(exc).splitlines() or [""])[0][:200], RESUMABLE)
+
+
+RESUMABLE = "; run the fetch again to resume"  # the end of a message of a transient failure
