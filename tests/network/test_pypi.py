@@ -29,6 +29,7 @@ class _Index(http.server.BaseHTTPRequestHandler):
         pages = {
             "/simple/rgt-toy/": f'<a href="/files/{name}">{name}</a>'.encode(),
             f"/files/{name}": self.wheel.read_bytes(),
+            "/simple/pip/": b"<html><body></body></html>",  # what the audit's probe reads
         }
         body = pages.get(self.path)
         if body is None:

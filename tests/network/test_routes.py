@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +16,8 @@ from typing import ClassVar
 import pytest
 
 from tests.network.helpers import profile_with, rgt
+from tests.network.proxy import forward_proxy
+from tests.network.test_pypi import index  # noqa: F401  (the fixture)
 from tests.sshd import SshServer, free_port, register
 
 BODY = bytes(range(256)) * 2048  # 512 KiB: more than the probe reads
@@ -81,7 +86,8 @@ def test_audit_times_each_route_from_the_machine_and_chooses_the_one_that_answer
 
 
 ENV_JOB = (
-    "import json, os; keys = ('HF_ENDPOINT', 'PIP_INDEX_URL', 'no_proxy'); "
+    "import json, os; keys = ('HF_ENDPOINT', 'PIP_INDEX_URL', 'no_proxy', 'PIP_PROXY', "
+    "'http_proxy'); "
     "open(os.path.join(os.environ['RGT_OUTPUT_DIR'], 'env.json'), 'w')"
     ".write(json.dumps({k: os.environ.get(k) for k in keys}))"
 )
@@ -101,3 +107,41 @@ def job_env(machine: str) -> dict[str, str]:
     root = Path(backend_for(store, machine).job_paths(record.job_id).root)
     doc: dict[str, str] = json.loads((root / "outputs" / "env.json").read_text())
     return doc
+
+
+@pytest.mark.slow
+def test_pip_reaches_a_blocked_index_through_the_accelerator_and_nothing_else_does(
+    sshd_server: SshServer,
+    tmp_path: Path,
+    index: tuple[str, Path, list[str]],  # noqa: F811
+) -> None:
+    """The direct index resolves only through the platform's accelerator (a forward proxy
+    that knows ``pypi.invalid``), the mirror is dead: the audit chooses the accelerator for
+    pip, and a job gets ``PIP_PROXY`` (pip alone goes through it), never ``http_proxy``; a
+    real `pip download` with the job's variables then gets the wheel through the proxy."""
+    base, wheel, _seen = index
+    dead = f"http://127.0.0.1:{free_port()}"
+    hidden = "pypi.invalid"
+    with forward_proxy({hidden: base.removeprefix("http://")}) as (proxy, asked):
+        turbo = tmp_path / "network_turbo"
+        turbo.write_text(f"export http_proxy={proxy} https_proxy={proxy}\n")
+        profile_with(network={"pip_index": f"{dead}/simple", "pip_direct": f"http://{hidden}/simple",
+                              "proxy_hook": f"source {turbo}"})  # fmt: skip
+        register(sshd_server, "box", tmp_path / "data")
+        data = json.loads(rgt("audit", "box", "--json").stdout)
+        pip = data["routes"]["pip"]
+        assert pip["chosen"] == "accelerator", pip["why"]
+        env = job_env("box")
+        assert env["PIP_PROXY"] == proxy and env["http_proxy"] is None
+        assert env["PIP_INDEX_URL"] == f"http://{hidden}/simple"
+        asked.clear()
+        argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-cache-dir",
+                "download", "--no-deps", "-d", str(tmp_path / "got"), "rgt-toy"]  # fmt: skip
+        keep = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+        plan = {k: v for k, v in env.items() if v is not None}
+        plan["PIP_TRUSTED_HOST"] = hidden  # plain http (what the plan sets for such an index)
+        done = subprocess.run(argv, env={**keep, **plan}, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "got" / wheel.name).read_bytes() == wheel.read_bytes()
+        assert asked == [f"http://{hidden}/simple/rgt-toy/", f"http://{hidden}/files/{wheel.name}"]

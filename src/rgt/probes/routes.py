@@ -42,9 +42,10 @@ def probe(
     url: str, limit: int = LIMIT, timeout: float = TIMEOUT_S, hook: Optional[str] = None
 ) -> Dict[str, Any]:
     """``{"ok", "status", "ttfb_ms", "bytes", "rate_kib_s"}`` or ``{"ok": False, "error"}``;
-    ``hook``: go through the proxy it exports (no proxy exported: an error)."""
+    ``hook``: go through the proxy it exports (no proxy exported: an error), named in ``proxy``
+    (pip, which runs in jobs, is pointed at it alone: ``PIP_PROXY``)."""
     request = urllib.request.Request(url, headers={"Range": "bytes=0-%d" % (limit - 1)})
-    opener = urllib.request.build_opener()
+    opener, via = urllib.request.build_opener(), ""
     if hook is not None:
         found = hook_proxies(hook)
         proxies = {s: found.get(s + "_proxy") or found.get(s.upper() + "_PROXY") or ""
@@ -53,6 +54,7 @@ def probe(
             return {"ok": False, "error": "%r exported no http(s)_proxy" % hook}
         proxies = {k: v for k, v in proxies.items() if v}
         opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies))
+        via = proxies.get("https") or proxies.get("http") or ""
     start = time.monotonic()
     try:
         with opener.open(request, timeout=timeout) as response:
@@ -66,13 +68,16 @@ def probe(
         reason = getattr(exc, "reason", None) or exc
         return {"ok": False, "error": str(reason)[:200], "ms": _ms(start)}
     elapsed = max(time.monotonic() - start, 1e-6)
-    return {
+    reading = {
         "ok": size > 0,
         "status": status,
         "ttfb_ms": round(ttfb * 1000, 1),
         "bytes": size,
         "rate_kib_s": round(size / 1024 / elapsed, 1),
-    }
+    }  # type: Dict[str, Any]
+    if hook is not None and "@" not in via:  # a proxy with a password is never written down
+        reading["proxy"] = via
+    return reading
 
 
 def _ms(start: float) -> float:

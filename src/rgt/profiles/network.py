@@ -16,7 +16,8 @@ The routes ``rgt audit`` chose from the machine (``$RGT_HOME/routes/<machine>.js
 the profile's choice per kind: ``mirror``/``direct`` set the variable to that base URL,
 ``accelerator`` sets it to the direct URL and lists the kind in ``RGT_ACCELERATE``, which only
 rgt's downloader reads (it sources the profile's ``proxy_hook``, given as ``RGT_PROXY_HOOK``,
-for its own process; a job never runs under the accelerator). The user's choices at ``rgt up``
+for its own process; a job never runs under the accelerator); for pip, ``PIP_PROXY`` names the
+proxy the audit went through, so pip alone uses it. The user's choices at ``rgt up``
 (``--mirror hf=URL``, ``--no-mirrors``) win over both; a job's own ``--env`` wins over all.
 Nothing here runs on the machine.
 """
@@ -107,6 +108,9 @@ def plan_network(
         hosts = [h for h in (urlsplit(u).hostname for u in bypass) if h]
         env["no_proxy"] = env["NO_PROXY"] = ",".join(dict.fromkeys([*LOCAL_HOSTS, *hosts]))
     env.update(_accelerator_env(raw, accelerate))
+    pip_proxy = audited.get("pip", {}).get("proxy") if "pip" in accelerate else None
+    if pip_proxy and raw.get("proxy_hook"):
+        env["PIP_PROXY"] = pip_proxy  # pip alone goes through the accelerator
     return NetworkPlan(env=env, mirrors=chosen, source=source)
 
 
@@ -151,7 +155,11 @@ def recorded_routes(machine: str, registered: str = "") -> dict[str, dict[str, s
         return {}
     routes = doc.get("routes") or {}
     return {
-        str(k): {"chosen": str(r["chosen"]), "base": str(r["base"])}
+        str(k): {
+            "chosen": str(r["chosen"]),
+            "base": str(r["base"]),
+            **({"proxy": str(r["proxy"])} if r.get("proxy") else {}),
+        }
         for k, r in routes.items()
         if isinstance(r, dict) and r.get("chosen") and r.get("base")
     }

@@ -3,8 +3,10 @@ timed from the machine by ``agent audit`` (time to first byte, a 256 KiB transfe
 
 A kind is probed only when the machine's network plan has a mirror for it: without one there
 is no choice to make. With the profile's ``proxy_hook`` (AutoDL's ``network_turbo``) the direct
-hub route is also timed through the platform's accelerator (``accelerator``): only `rgt fetch`
-turns the accelerator on, so pip (run by jobs) is never routed through it. The chosen route is the
+routes are also timed through the platform's accelerator (``accelerator``). A job never runs
+under it: `rgt fetch` turns it on for its own process (hf), and pip in a job is pointed at the
+accelerator's proxy alone (``PIP_PROXY``, the proxy the audit went through), so nothing else in
+the job (localhost, the machine's services, the mirrors) meets it. The chosen route is the
 fastest that answered; it is recorded for the machine (``$RGT_HOME/routes/<machine>.json``) and
 jobs and fetches on it get it (``rgt.profiles.network``) unless ``rgt up --mirror KIND=URL`` or
 ``--no-mirrors`` says otherwise.
@@ -32,7 +34,7 @@ def candidates(raw: Mapping[str, Any], plan: NetworkPlan) -> list[tuple[str, str
             continue
         direct = str(raw.get(f"{kind}_direct") or DIRECT[kind])
         found = [("direct", direct), ("mirror", mirror)]
-        if raw.get("proxy_hook") and kind == "hf":  # only rgt fetch (hf) can use it
+        if raw.get("proxy_hook"):
             found.append(("accelerator", direct))
         for label, base in found:
             out.append((f"{kind}:{label}", base.rstrip("/") + PROBE_PATH[kind]))
@@ -47,6 +49,8 @@ def record(machine: str, choices: Mapping[str, Any]) -> None:
         if route and str(route.get("url", "")).endswith(PROBE_PATH[kind]):
             base = str(route["url"])[: -len(PROBE_PATH[kind])]
             chosen[kind] = {"chosen": choice["chosen"], "base": base}
+            if choice["chosen"] == "accelerator" and route.get("proxy"):
+                chosen[kind]["proxy"] = str(route["proxy"])
     path = routes_file(machine)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(str(path), {"recorded": utcnow(), "routes": chosen})
