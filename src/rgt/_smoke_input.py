@@ -6,9 +6,10 @@ the loop asking for the next is *computing*. Every ``every`` batches it appends 
 ``$RGT_OUTPUT_DIR/metrics.jsonl`` (``{"input_wait_s", "input_step_s", "input_batches"}``), which
 the agent's sentinel reads to raise ``input_bound``. Without ``RGT_OUTPUT_DIR`` it only counts.
 
-``measure(loader, compute)`` is the smoke's version (``smoke.overfit(..., loader=...)``): it
-draws a few batches, running one forward and backward pass of the script's own loss between
-draws, so DataLoader workers prefetch as they do in training.
+``input_reading(log, outputs)`` is plain `rgt smoke`'s: the same share from what its run printed
+and recorded. ``measure(loader, compute)`` is the overfit smoke's version (``smoke.overfit(...,
+loader=...)``): it draws a few batches, running one forward and backward pass of the script's
+own loss between draws, so DataLoader workers prefetch as they do in training.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 from rgt.probes import input_wait
@@ -113,3 +115,27 @@ def event(verdict: dict[str, Any]) -> dict[str, Any] | None:
         "detail": verdict,
         "next": input_wait.remedy(verdict),
     }
+
+
+def input_reading(log: str, outputs: Path) -> dict[str, Any] | None:
+    """Seconds waiting for data against whole steps, from what the first run printed (the
+    common meters' ``Time … Data …`` lines) and recorded (``rgt.smoke.timed_loader``'s
+    ``metrics.jsonl`` records); None when it showed neither. The verdict needs
+    ``input_wait.MIN_SAMPLES`` batches: a two-batch smoke run reports the share only."""
+    samples = input_wait.from_log(log)
+    batches = len(samples)
+    try:
+        lines = (outputs / "metrics.jsonl").read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    for line in (x for x in lines if "input_wait_s" in x):
+        for sample in input_wait.from_records([line]):
+            samples.append(sample)
+            batches += int(json.loads(line).get("input_batches") or 1)
+    if not samples:
+        return None
+    pct = float(os.environ.get("RGT_WATCH_INPUT_PCT") or input_wait.DEFAULT_PCT)
+    verdict = input_wait.judge(sum(w for w, _ in samples), sum(t for _, t in samples), batches, pct)
+    if verdict["input_bound"]:
+        verdict["remedy"] = input_wait.remedy(verdict)
+    return verdict

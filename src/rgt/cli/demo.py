@@ -94,6 +94,13 @@ def _smoke_human(o: Output, result: Any) -> None:
     o.line(f"  {escape(result.reason)}")
     if verdict.how_to_enable:
         o.line(f"  to check resume: {escape(verdict.how_to_enable)}")
+    waits = result.input_wait
+    if waits:
+        bound = " [yellow]input-bound[/]" if waits["input_bound"] else ""
+        share = f"{waits['wait_pct']}% of step time over {waits['samples']} batch(es)"
+        o.line(f"  data wait: {share}{bound}")
+        if waits.get("remedy"):
+            o.line(f"  fix: {escape(waits['remedy'])}")
     last = result.resumed or result.uninterrupted
     if not result.ok and last is not None:
         o.line("[dim]" + escape("\n".join(last.log_tail.splitlines()[-15:])) + "[/]")

@@ -69,6 +69,7 @@ class SmokeResult:
     killed: SmokeRun | None = None
     resumed: SmokeRun | None = None
     files_copied: int = 0
+    input_wait: dict[str, Any] | None = None  # data wait vs step time, when the run showed it
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

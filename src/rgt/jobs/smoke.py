@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from rgt._smoke_input import input_reading
 from rgt.errors import JobError
 from rgt.jobs._smoke_step import StepReading, checkpoint_step, log_steps
 from rgt.jobs._smoke_verdict import (
@@ -124,15 +125,20 @@ def smoke(
         started = time.time()
         first = watch.run(command, env, base / "a.log", limits, stop_at_checkpoint=True)
         first_run = _as_run(first, base / "a" / "ckpt")
+        waits = input_reading(first.log, base / "a" / "outputs")
+
+        def finish(done: SmokeResult) -> SmokeResult:
+            return replace(done, input_wait=waits)
+
         if first.stopped_by == "exit" and first.returncode != 0:
             reason = f"the command failed (exit {first.returncode}) {_label(first_run)}"
             reason += _left_out(first.log, source, work)
-            return result(False, reason, copied, first=first_run)
+            return finish(result(False, reason, copied, first=first_run))
         if first.stopped_by == "exit" and first_run.state_digest and first.ckpt is None:
-            return _exact(command, source, base, first_run, timeout, copied)
+            return finish(_exact(command, source, base, first_run, timeout, copied))
         found = first.ckpt or _newest(options.ckpt, work, base / "a" / "ckpt", started)
         if found is None:
-            return nothing_to_check(first_run, options.ckpt, limits, copied)
+            return finish(nothing_to_check(first_run, options.ckpt, limits, copied))
         ckpt = _ckpt_step(found, first.log)
         resume_cmd = resume_command(list(command), options.resume_with, found)
         env = {**env, "RGT_RESUME_FROM": found}
@@ -144,7 +150,7 @@ def smoke(
         done = continuation(first_run, second_run, second, ckpt, found, work, copied, resume_cmd)
         if first.stopped_by == "exit":  # no checkpoint was seen while it ran
             done = replace(done, reason=done.reason + ENDED_FIRST)
-        return done
+        return finish(done)
 
 
 def copy_tree(source: Path, dest: Path) -> tuple[Path, int]:
