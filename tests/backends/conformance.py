@@ -163,6 +163,18 @@ class BackendContract:
         assert status["state"] == "cancelled", status
         assert "cancelled" in {event.get("kind") for event in backend.events(spec.job_id)}
 
+    def test_a_job_cancelled_right_after_submit_ends_cancelled(self, run: Run) -> None:
+        """Before its agent wrote anything (on Kubernetes: the Job deleted before its pod's
+        agent could record a status): the end is recorded anyway, never a ``queued`` job
+        that nothing runs."""
+        backend = run.backend
+        spec = job_spec(backend, f"conf-{backend.kind}-early-cancel", run.snapshot)
+        spec = replace(spec, command=(backend.python, "-c", "import time; time.sleep(120)"))
+        backend.submit(spec)
+        backend.cancel(spec.job_id)
+        status = wait_terminal(backend, spec.job_id, timeout=60)
+        assert status["state"] == "cancelled", status
+
     def test_a_job_never_launched_is_not_on_the_machine(self, backend: Backend) -> None:
         status = backend.status("never-launched")
         assert status["exists"] is False and status["state"] == "queued"

@@ -117,17 +117,6 @@ class TestKubernetes(BackendContract, RefusesSecrets):
         )
         return get_backend(register_kubernetes(Store.open(), "kube", up, str(root)))
 
-    def test_a_cancel_before_the_agent_wrote_anything_ends_cancelled(self, run: Run) -> None:
-        """The Job is deleted before its pod's agent could record a status (as under load):
-        the end is recorded anyway, never a ``queued`` job whose Job is gone."""
-        spec = job_spec(run.backend, "conf-k8s-early-cancel", run.snapshot)
-        spec = replace(spec, command=(run.backend.python, "-c", "import time; time.sleep(120)"))
-        run.backend.submit(spec)
-        said = run.backend.cancel(spec.job_id)
-        assert said["state"] == "cancelled", said
-        status = run.backend.status(spec.job_id)
-        assert status["state"] == "cancelled", status
-
     def test_resources_reach_the_job(self, run: Run, k8s_api: FakeApi) -> None:  # noqa: F811
         spec = job_spec(run.backend, "conf-k8s-res", run.snapshot)
         run.backend.submit(spec, None, Resources(timeout_min=3, cpus=2))

@@ -28,12 +28,42 @@ def test_help_imports_nothing_heavy() -> None:
     assert "Usage" in proc.stdout
 
 
+def test_the_command_map_names_what_each_module_registers() -> None:
+    """``rgt.cli.COMMANDS`` (which module a command's call imports) is exactly what the
+    modules' ``register`` functions add."""
+    import importlib
+
+    import click
+
+    from rgt.cli import COMMAND_MODULES, COMMANDS
+
+    found: dict[str, str] = {}
+    for module in COMMAND_MODULES:
+        group = click.Group()
+        importlib.import_module(module).register(group)
+        assert not set(group.commands) & set(found), f"{module} registers a name twice"
+        found.update(dict.fromkeys(group.commands, module))
+    assert found == COMMANDS
+
+
+def test_a_command_loads_only_its_own_module() -> None:
+    code = (
+        "import sys\nfrom rgt.cli import cli\n"
+        "try:\n    cli.main(['lint', '--help'], standalone_mode=False)\nexcept SystemExit:\n"
+        "    pass\nimport json\nprint(json.dumps(sorted(sys.modules)))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(proc.stdout.splitlines()[-1]))
+    assert "rgt.cli.lint" in loaded
+    assert not loaded & {"rgt.cli.vendors", "rgt.cli.jobs", "rgt.ui.command", "rgt.mcp.command"}
+
+
 def test_every_command_has_json_flag() -> None:
-    from rgt.cli import cli
+    from rgt.cli import load_all
 
     no_json = {"logs"}  # a log is raw bytes; there is nothing to wrap in a document
     no_json.add("mcp")  # its stdout is the MCP protocol (JSON-RPC), one message per line
-    for name, command in cli.commands.items():
+    for name, command in load_all().commands.items():
         if name in no_json:
             continue
         params = _all_params(command)

@@ -45,6 +45,9 @@ def warm_up() -> None:
     for name in WARM:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    from rgt.cli import load_all
+
+    load_all()  # every command registered before the first fork
 
 
 class ForkedCli:

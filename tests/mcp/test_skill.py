@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import pytest
 
-from rgt.cli import cli
+from rgt.cli import load_all
 from rgt.mcp.skill import BEGIN, END, body, install, skill_text, with_block
 from tests import clirun
 
@@ -27,7 +27,7 @@ def skill_commands() -> list[str]:
 
 def resolve(words: list[str]) -> tuple[click.Command, list[str]]:
     """The click command ``rgt WORDS…`` names, and the words after it."""
-    command: click.Command = cli
+    command: click.Command = load_all()
     rest = list(words)
     while isinstance(command, click.Group) and rest and rest[0] in command.commands:
         command = command.commands[rest.pop(0)]

@@ -21,30 +21,45 @@ from rgt import __version__
 from rgt._log import debug_wanted, enable_debug
 from rgt.errors import RgtError
 
-# Each module defines ``register(group)``. Add one line per noun group.
-COMMAND_MODULES = (
-    "rgt.cli.machines",
-    "rgt.cli.jobs",
-    "rgt.cli.demo",
-    "rgt.cli.verify",
-    "rgt.cli.deliver",
-    "rgt.cli.triage",
-    "rgt.cli.profiles",
-    "rgt.cli.push",
-    "rgt.cli.watch",
-    "rgt.cli.sweep",
-    "rgt.cli.ckpt",
-    "rgt.cli.vendors",
-    "rgt.cli.adopt",
-    "rgt.cli.lint",
-    "rgt.mcp.command",  # the agent front end sits above the CLI: loaded by name
-    "rgt.mcp.skill_command",
-    "rgt.ui.command",  # the dashboard, like mcp, sits above the CLI
-    "rgt.cli.fetch",
-)
+# Each module defines ``register(group)``; here each top-level command names its module, so a
+# call imports only its own (`rgt lint` never loads the vendors', the dashboard's or the state
+# store's code). tests/cli/test_basics.py checks this map against what the modules register.
+COMMANDS = {
+    **dict.fromkeys(("up", "approve", "down"), "rgt.cli.machines"),
+    **dict.fromkeys(("run", "status", "logs", "cancel", "pull", "resume"), "rgt.cli.jobs"),
+    **dict.fromkeys(("smoke", "demo"), "rgt.cli.demo"),
+    "verify": "rgt.cli.verify",
+    "deliver": "rgt.cli.deliver",
+    "triage": "rgt.cli.triage",
+    "profiles": "rgt.cli.profiles",
+    **dict.fromkeys(("push", "trust"), "rgt.cli.push"),
+    **dict.fromkeys(("watch", "audit", "reap"), "rgt.cli.watch"),
+    "sweep": "rgt.cli.sweep",
+    "ckpt": "rgt.cli.ckpt",
+    **dict.fromkeys(("offers", "machines", "vendors"), "rgt.cli.vendors"),
+    "adopt": "rgt.cli.adopt",
+    "lint": "rgt.cli.lint",
+    "mcp": "rgt.mcp.command",  # the agent front end sits above the CLI: loaded by name
+    "skill": "rgt.mcp.skill_command",
+    "ui": "rgt.ui.command",  # the dashboard, like mcp, sits above the CLI
+    "fetch": "rgt.cli.fetch",
+}
+COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """Imports a command's module (its ``register``) when the command is first asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            importlib.import_module(COMMANDS[cmd_name]).register(self)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rgt")
 @click.option(
     "-v",
@@ -58,8 +73,11 @@ def cli(verbose: bool) -> None:
         enable_debug()
 
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(_name).register(cli)
+def load_all() -> click.Group:
+    """``cli`` with every command registered (what ``rgt --help`` lists)."""
+    for name in COMMANDS:
+        cli.get_command(click.Context(cli), name)
+    return cli
 
 
 def _wants_json(argv: list[str]) -> bool:
