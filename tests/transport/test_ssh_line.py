@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rgt.errors import UsageError
-from rgt.transport.ssh import parse_ssh_line
+from rgt.transport._ssh_line import parse_ssh_line
 
 
 @pytest.mark.parametrize(

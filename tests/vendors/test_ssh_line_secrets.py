@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rgt.errors import UsageError
-from rgt.transport.ssh import parse_ssh_line
+from rgt.transport._ssh_line import parse_ssh_line
 from tests import clirun
 
 TOKEN = "tok_PLANTED_51f0c9a8"

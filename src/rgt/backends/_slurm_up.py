@@ -59,7 +59,8 @@ def register_slurm(
 
 
 def _ssh_connection(name: str, line: str) -> dict[str, Any]:
-    from rgt.transport.ssh import SshTarget, known_hosts_path, parse_ssh_line
+    from rgt.transport._ssh_line import parse_ssh_line
+    from rgt.transport.ssh import SshTarget, known_hosts_path
 
     found = parse_ssh_line(line)
     target = SshTarget(

@@ -30,9 +30,10 @@ from rgt.errors import BackendError, RgtError, UsageError
 from rgt.models import Machine
 from rgt.resources import Resources
 from rgt.state.store import Store, utcnow
+from rgt.transport._ssh_line import parse_ssh_line
 from rgt.transport.base import ProgressFn
 from rgt.transport.snapshot import Snapshot, retire_damaged_argv
-from rgt.transport.ssh import SshTarget, SshTransport, known_hosts_path, parse_ssh_line
+from rgt.transport.ssh import SshTarget, SshTransport, known_hosts_path
 
 SSH_KINDS = ("ssh-rental", "cloud-api")  # profile kinds whose machines take an ssh line
 
