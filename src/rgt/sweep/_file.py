@@ -41,6 +41,8 @@ from rgt.config import _load_toml
 from rgt.errors import SpecError
 from rgt.jobs.resume_form import from_sweep_table
 from rgt.resources import Resources
+from rgt.sweep import _file_run as run_keys
+from rgt.sweep._file_run import err as _err
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
@@ -111,21 +113,21 @@ def load_sweep(path: Path) -> Sweep:
     name = _name(where, data)
     command = _command(where, data)
     tables = _override_tables(where, data)
-    seeds = _seeds(where, data)
+    seeds = run_keys.seeds(where, data)
     cells = tuple(_cell(name, command, t, s, where) for t in tables for s in seeds)
     return Sweep(
         name=name,
         path=path.resolve(),
         command=command,
         cells=cells,
-        machines=_machines(where, data),
-        per_machine=_positive_int(where, data, "per_machine", 1),
-        resources=_resources(where, data),
-        artifacts=_strings(where, data, "artifacts"),
-        exclude=_strings(where, data, "exclude"),
-        env=_env(where, data),
-        code=_code(path, data),
-        retries=_positive_int(where, data, "retries", 3, minimum=0),
+        machines=run_keys.machines(where, data),
+        per_machine=run_keys.positive_int(where, data, "per_machine", 1),
+        resources=run_keys.resources(where, data),
+        artifacts=run_keys.strings(where, data, "artifacts"),
+        exclude=run_keys.strings(where, data, "exclude"),
+        env=run_keys.env(where, data),
+        code=run_keys.code(path, data),
+        retries=run_keys.positive_int(where, data, "retries", 3, minimum=0),
         resume=from_sweep_table(where, data),
     )
 
@@ -137,10 +139,6 @@ def cell_id(name: str, overrides: Mapping[str, Scalar], seed: int) -> str:
         separators=(",", ":"),
     )
     return f"{name}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
-
-
-def _err(where: str, key: str, message: str, fix: str) -> SpecError:
-    return SpecError(f"{where}: {message}", path=where, field=key, fix=fix)
 
 
 def _name(where: str, data: dict[str, Any]) -> str:
@@ -273,20 +271,6 @@ def _text(value: Scalar) -> str:
     return json.dumps(value) if isinstance(value, bool) else str(value)
 
 
-def _seeds(where: str, data: dict[str, Any]) -> list[int]:
-    seeds = data.get("seeds", [0])
-    ok = (
-        isinstance(seeds, list)
-        and seeds
-        and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
-    )
-    if not ok or len(set(seeds)) != len(seeds):
-        raise _err(
-            where, "seeds", f"'seeds' is {seeds!r}", "a list of distinct integers, e.g. [0, 1, 2]"
-        )
-    return list(seeds)
-
-
 def _cell(
     name: str, command: tuple[str, ...], table: dict[str, Scalar], seed: int, where: str
 ) -> Cell:
@@ -311,85 +295,3 @@ def _cell(
 
 def _describe(table: dict[str, Scalar]) -> str:
     return "{" + ", ".join(f"{k}={_text(v)}" for k, v in sorted(table.items())) + "}"
-
-
-def _machines(where: str, data: dict[str, Any]) -> tuple[str, ...]:
-    machines = data.get("machines")
-    if not (isinstance(machines, list) and machines and all(isinstance(m, str) for m in machines)):
-        machines = None
-    if machines is None or len(set(machines)) != len(machines):
-        raise _err(
-            where,
-            "machines",
-            f"'machines' is {data.get('machines')!r}",
-            "a list of distinct registered machine names (`rgt status` lists them)",
-        )
-    return tuple(machines)
-
-
-def _positive_int(
-    where: str, data: dict[str, Any], key: str, default: int, minimum: int = 1
-) -> int:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _err(where, key, f"'{key}' is {value!r}", f"a whole number >= {minimum}")
-    return value
-
-
-def _resources(where: str, data: dict[str, Any]) -> Resources:
-    table = data.get("resources", {})
-    if not isinstance(table, dict):
-        raise _err(
-            where,
-            "resources",
-            "'resources' must be a table",
-            f"keys: {', '.join(Resources.keys())}",
-        )
-    try:
-        return Resources.from_mapping(table, path=where)
-    except SpecError as exc:
-        key = f"resources.{exc.field}"
-        raise _err(where, key, f"'{key}': {exc.message}", exc.fix or "") from exc
-
-
-def _strings(where: str, data: dict[str, Any], key: str) -> tuple[str, ...]:
-    value = data.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise _err(
-            where, key, f"'{key}' must be a list of strings", f'e.g. {key} = ["outputs/*.pt"]'
-        )
-    return tuple(value)
-
-
-def _env(where: str, data: dict[str, Any]) -> dict[str, str]:
-    env = data.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(v, str | int | float) for v in env.values()):
-        raise _err(
-            where,
-            "env",
-            "'env' must be a table of strings",
-            'e.g. env = { WANDB_MODE = "offline" }; secrets go through `rgt run --secret`',
-        )
-    reserved = [k for k in env if str(k).startswith("RGT_")]
-    if reserved:
-        raise _err(
-            where,
-            f"env.{reserved[0]}",
-            f"'env.{reserved[0]}' is set by rgt",
-            "RGT_* variables belong to rgt; pick another name",
-        )
-    return {str(k): str(v) for k, v in env.items()}
-
-
-def _code(path: Path, data: dict[str, Any]) -> Path:
-    code = data.get("code", ".")
-    base = path.resolve().parent
-    target = (base / code).resolve() if isinstance(code, str) else None
-    if target is None or not target.is_dir():
-        raise _err(
-            str(path),
-            "code",
-            f"'code' is {code!r}, not a directory",
-            "a directory relative to the sweep file (default: the file's own directory)",
-        )
-    return target
