@@ -9,14 +9,22 @@ the loaders: ``import rgt.verify.artifacts`` must stay cheap for ``rgt --help``.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import sys
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from rgt.verify._loaders_tables import (
+    BadArtifact,
+    load_csv,
+    load_image,
+    load_json,
+    load_jsonl,
+    load_parquet,
+    short,
+)
 
 SUFFIX_KINDS = {
     ".pt": "torch",
@@ -40,14 +48,6 @@ SUFFIX_KINDS = {
     ".webp": "image",
     ".parquet": "parquet",
 }
-
-
-class BadArtifact(Exception):
-    """The artifact failed its load check; the message is the reason shown to the user."""
-
-
-class NotChecked(Exception):
-    """No loader can read this kind here (e.g. parquet without pyarrow): fall back to the hash."""
 
 
 def kind_of(path: Path) -> str:
@@ -167,7 +167,7 @@ def load_torch(path: Path) -> str:
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True, mmap=_is_torch_zip(path))
     except Exception as exc:  # torch raises many unrelated types for a bad file
-        raise BadArtifact(f"torch.load(weights_only=True) failed: {_short(exc)}") from exc
+        raise BadArtifact(f"torch.load(weights_only=True) failed: {short(exc)}") from exc
     tally, numbers, others = _Tally(), 0, 0
     for name, leaf in _walk(obj):
         if isinstance(leaf, torch.Tensor):
@@ -199,7 +199,7 @@ def load_safetensors(path: Path) -> str:
     except BadArtifact:
         raise
     except Exception as exc:
-        raise BadArtifact(f"safetensors failed to load: {_short(exc)}") from exc
+        raise BadArtifact(f"safetensors failed to load: {short(exc)}") from exc
     if tally.tensors == 0:
         raise BadArtifact("safetensors file holds no tensors")
     return tally.describe("tensor")
@@ -234,7 +234,7 @@ def load_npy(path: Path) -> str:
     try:
         array = np.load(path, allow_pickle=False, mmap_mode="r")
     except Exception as exc:
-        raise BadArtifact(f"numpy.load(allow_pickle=False) failed: {_short(exc)}") from exc
+        raise BadArtifact(f"numpy.load(allow_pickle=False) failed: {short(exc)}") from exc
     return _describe_arrays({"<array>": array})
 
 
@@ -245,7 +245,7 @@ def load_npz(path: Path) -> str:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
     except Exception as exc:
-        raise BadArtifact(f"numpy.load(allow_pickle=False) failed: {_short(exc)}") from exc
+        raise BadArtifact(f"numpy.load(allow_pickle=False) failed: {short(exc)}") from exc
     if not arrays:
         raise BadArtifact("npz archive holds no arrays")
     return _describe_arrays(arrays)
@@ -258,93 +258,6 @@ def _describe_arrays(arrays: dict[str, Any]) -> str:
     if tally.values == 0:
         raise BadArtifact("arrays hold no values (every array is empty)")
     return tally.describe("array")
-
-
-def _reject_constant(name: str) -> float:
-    raise BadArtifact(f"non-standard JSON constant {name} (a NaN or inf was written)")
-
-
-def _parse_json(text: str) -> Any:
-    return json.loads(text, parse_constant=_reject_constant)
-
-
-def load_json(path: Path) -> str:
-    try:
-        obj = _parse_json(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadArtifact(f"invalid JSON: {_short(exc)}") from exc
-    if obj in ({}, [], None, ""):
-        raise BadArtifact(f"JSON document is empty ({json.dumps(obj)})")
-    size = f"{len(obj)} keys" if isinstance(obj, dict) else type(obj).__name__
-    return f"valid JSON ({size})"
-
-
-def load_jsonl(path: Path) -> str:
-    records = 0
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                _parse_json(line)
-            except ValueError as exc:
-                raise BadArtifact(f"line {number} is not valid JSON: {_short(exc)}") from exc
-            records += 1
-    if records == 0:
-        raise BadArtifact("no JSON records")
-    return f"{records} JSON records"
-
-
-def load_csv(path: Path) -> str:
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None:
-            raise BadArtifact("CSV has no rows")
-        rows = 0
-        for number, row in enumerate(reader, start=2):
-            if row and len(row) != len(header):
-                raise BadArtifact(
-                    f"row {number} has {len(row)} fields, the header {len(header)}; "
-                    "the file may be truncated"
-                )
-            rows += bool(row)
-    if rows == 0:
-        raise BadArtifact("CSV has a header but no data rows")
-    return f"{rows} rows × {len(header)} columns"
-
-
-def load_image(path: Path) -> str:
-    from PIL import Image
-
-    try:
-        with Image.open(path) as image:
-            image.load()  # decodes every pixel: catches truncated files that verify() misses
-            width, height, mode = image.width, image.height, image.mode
-    except Exception as exc:
-        raise BadArtifact(f"image failed to decode: {_short(exc)}") from exc
-    if width * height == 0:
-        raise BadArtifact(f"image has zero size ({width}×{height})")
-    return f"{width}×{height} {mode} image"
-
-
-def load_parquet(path: Path) -> str:
-    try:
-        import pyarrow.parquet as pq  # type: ignore[import-not-found, unused-ignore]
-    except ImportError as exc:
-        raise NotChecked("pyarrow not installed, parquet not load-checked") from exc
-    try:
-        table = pq.read_table(path)
-    except Exception as exc:
-        raise BadArtifact(f"parquet failed to load: {_short(exc)}") from exc
-    if table.num_rows == 0:
-        raise BadArtifact("parquet table has no rows")
-    return f"{table.num_rows} rows × {table.num_columns} columns"
-
-
-def _short(exc: BaseException, limit: int = 200) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 LOADERS: dict[str, Callable[[Path], str]] = {

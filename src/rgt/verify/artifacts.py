@@ -20,7 +20,8 @@ from typing import Any
 
 from rgt._fs import read_json, sha256_file
 from rgt.errors import VerifyError
-from rgt.verify._loaders import LOADERS, BadArtifact, NotChecked, kind_of
+from rgt.verify._loaders import LOADERS, kind_of
+from rgt.verify._loaders_tables import BadArtifact, NotChecked
 
 MANIFEST_SCHEMA = "rgt.manifest/1"
 MANIFEST_NAME = "manifest.json"
