@@ -251,3 +251,26 @@ def no_pwned(*roots: Path) -> bool:
     return not any(list(r.rglob("PWNED")) for r in roots) and not any(
         (spot / "PWNED").exists() for spot in spots
     )
+
+
+def add_unreachable(store: Any, name: str, known_hosts: Path, price: float) -> None:
+    """Record an ssh machine that nobody answers (127.0.0.1 port 9, discard: closed here),
+    registered long ago, the way `rgt up` would have."""
+    from rgt.models import Machine
+
+    store.add_machine(
+        Machine(
+            name=name,
+            backend="ssh",
+            profile="generic-ssh",
+            connection={
+                "host": "127.0.0.1",
+                "port": 9,
+                "user": "root",
+                "known_hosts": str(known_hosts),
+            },
+            durable_root="/root",
+            price_per_hour=price,
+            registered="2026-01-01T00:00:00.000000Z",
+        )
+    )

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from rgt.models import JobSpec, JobState, Machine
+from rgt.models import JobSpec, JobState
 from rgt.state.store import Store
 from tests.clirun import rgt
+from tests.sshd import add_unreachable
 
 JOB = """
 import json, os, time
@@ -137,22 +138,7 @@ def test_following_a_job_to_its_end(running: str, box: Path) -> None:
 
 def _unreachable_machine(tmp_path: Path) -> None:
     store = Store.open()
-    store.add_machine(
-        Machine(
-            name="gone",
-            backend="ssh",
-            profile="generic-ssh",
-            connection={
-                "host": "127.0.0.1",
-                "port": 9,
-                "user": "root",
-                "known_hosts": str(tmp_path / "known_hosts"),
-            },
-            durable_root="/root",
-            price_per_hour=1.5,
-            registered="2026-01-01T00:00:00.000000Z",
-        )
-    )
+    add_unreachable(store, "gone", tmp_path / "known_hosts", price=1.5)
     spec = JobSpec(job_id="gone-job", machine="gone", command=("python3", "t.py"))
     store.add_job(spec)
     store.update_job("gone-job", state=JobState.RUNNING, attempts=2)

@@ -19,9 +19,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rgt.models import JobSpec, JobState, Machine
+from rgt.models import JobSpec, JobState
 from rgt.state.store import Store
 from tests.clirun import rgt
+from tests.sshd import add_unreachable
 from tests.ui.browser.chrome import Browser, missing, shots_dir
 from tests.ui.browser.conftest import UiServer, clean_env, start_ui, stop_ui, wait_http
 
@@ -93,22 +94,7 @@ def launch(home: Path, proj: Path, jobs: dict[str, str]) -> list[str]:
 def unreachable_machine(home: Path) -> None:
     """An ssh machine nobody answers on (port 9) holding FAKE_JOBS queued job records."""
     store = Store.open(home / "state.db")
-    store.add_machine(
-        Machine(
-            name="gone",
-            backend="ssh",
-            profile="generic-ssh",
-            connection={
-                "host": "127.0.0.1",
-                "port": 9,
-                "user": "root",
-                "known_hosts": str(home / "known_hosts"),
-            },
-            durable_root="/root",
-            price_per_hour=1.25,
-            registered="2026-01-01T00:00:00.000000Z",
-        )
-    )
+    add_unreachable(store, "gone", home / "known_hosts", price=1.25)
     for n in range(FAKE_JOBS):
         store.add_job(JobSpec(job_id=f"old-{n:03d}", machine="gone", command=("python3", "t.py")))
     store.update_job("old-000", state=JobState.RUNNING, attempts=1)
