@@ -133,3 +133,33 @@ def test_sweep_grid_and_reconciliation(ui_server: Callable[..., UiServer], local
     assert doc["grid"]["rows"][1]["cells"][1] is None  # lr=0.2 seed 1 never got a job
     page = ui.get("/sweeps/grid").text
     assert page.count('data-testid="sweep-cell"') == 3 and 'data-testid="reconcile-table"' in page
+
+
+def test_a_released_machine_shows_when_its_stopped_clock_ends(
+    ui_server: Callable[..., UiServer],
+) -> None:
+    """AutoDL deletes a machine left stopped 15 days after it stopped: once rgt released it,
+    that clock has a date; a clock of a running machine has none."""
+    from datetime import datetime, timedelta, timezone
+
+    from rgt.models import Machine
+    from rgt.state.store import Store, utcnow
+
+    store = Store.open()
+    store.add_machine(
+        Machine("west", "ssh", "autodl", {"host": "127.0.0.1"}, "/root", 2.0, utcnow())
+    )
+    store.release_machine("west")
+    released = datetime.fromisoformat(store.machine("west").released.replace("Z", "+00:00"))
+    ui = ui_server()
+    (card,) = ui.json("/api/machines")
+    assert card["state"] == "released"
+    clocks = {c["name"]: c for c in card["clocks"]}
+    due = datetime.fromisoformat(clocks["stopped-auto-release"]["ends_at"].replace("Z", "+00:00"))
+    assert abs(due - (released + timedelta(days=15))) < timedelta(seconds=1)
+    assert due.tzinfo == timezone.utc
+    assert clocks["nohup-gateway-kill"]["ends_at"] is None  # runs while the machine runs
+    assert clocks["arrears-force-stop"]["ends_at"] is None  # no duration to count
+    html = ui.get("/").text
+    assert html.count('data-testid="clock-ends"') == 1
+    assert f"until {clocks['stopped-auto-release']['ends_at']}" in html

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime, timedelta, timezone
 from functools import cache
 from typing import Any
 
@@ -54,7 +55,25 @@ def machine(m: Machine, patrol: UiPatrol) -> dict[str, Any]:
 
 
 def clocks(m: Machine) -> list[dict[str, Any]]:
-    return [dict(c) for c in profile_clocks(m.profile)]
+    """The profile's danger clocks; a clock that runs once the machine is stopped ends
+    ``duration_s`` after rgt released it (``ends_at``), as `rgt status` announces it."""
+    released = _utc(m.released)
+    out = []
+    for clock in profile_clocks(m.profile):
+        row = {k: v for k, v in clock.items() if k != "duration_s"}
+        if released and clock["when"] == "stopped" and clock["duration_s"]:
+            ends = released + timedelta(seconds=clock["duration_s"])
+            row["ends_at"] = ends.strftime("%Y-%m-%dT%H:%M:%SZ")
+        out.append(row)
+    return out
+
+
+def _utc(stamp: str | None) -> datetime | None:
+    try:
+        found = datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+    except ValueError:
+        return None
+    return found.astimezone(timezone.utc) if found else None
 
 
 @cache
@@ -73,6 +92,7 @@ def profile_clocks(profile: str) -> tuple[dict[str, Any], ...]:
             "name": c.name,
             "when": c.when,
             "ends_at": None,
+            "duration_s": c.duration_s,
             "note": f"{c.trigger} [{c.duration}] → {c.consequence}",
         }
         for c in found.clocks
