@@ -185,3 +185,9 @@ def test_malformed_job_spec_names_the_field(change: dict[str, object], field: st
         JobSpec.from_json({**good, **change}, path="spec.json")
     assert err.value.field == field
     assert err.value.exit_code == 2
+
+
+def test_an_env_option_without_a_value_is_a_usage_error() -> None:
+    proc = rgt("run", "box", "--env", "NOVALUE", "--json", "--", "python", "x.py")
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["message"] == "--env 'NOVALUE' is not NAME=VALUE"

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rgt.cli._jobref import job_id as job_id_arg
 from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, output_options
-from rgt.cli._runargs import RunCommand, check_separator
+from rgt.cli._runargs import RunCommand, check_separator, env_pairs_of
 from rgt.cli._text import printable
 from rgt.state.store import Store
 
@@ -122,7 +122,7 @@ def run(
     store = Store.open()
     options = LaunchOptions(
         command=command,
-        env=_pairs(env_pairs),
+        env=env_pairs_of(env_pairs),
         secret_env=secrets,
         artifacts=artifacts,
         exclude=excludes,
@@ -165,18 +165,6 @@ def _probe_log(o: Output, result: ProbeResult) -> None:
     elif result.log_head.strip():
         lines = result.log_head.splitlines()[:15]
         o.out.print(printable("\n".join(lines)), markup=False, style="dim")
-
-
-def _pairs(pairs: tuple[str, ...]) -> dict[str, str]:
-    from rgt.errors import UsageError
-
-    env = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--env {pair!r} is not NAME=VALUE")
-        env[name] = value
-    return env
 
 
 @click.command()
