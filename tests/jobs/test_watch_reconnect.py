@@ -4,12 +4,12 @@ and the watch reconnects and ends with the job's real outcome."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from tests.clirun import rgt
 from tests.sshd import SshServers, register
 
 JOB = (
@@ -24,27 +24,8 @@ def test_watch_survives_sshd_going_away(sshd_factory: SshServers, tmp_path: Path
     project = tmp_path / "proj"
     project.mkdir()
     (project / "job.py").write_text(JOB)
-    env = os.environ.copy()
-    launched = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rgt.cli",
-            "run",
-            "box",
-            "--probe-seconds",
-            "1",
-            "--json",
-            "--",
-            "python3",
-            "job.py",
-        ],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    launched = rgt("run", "box", "--probe-seconds", "1", "--json", "--", "python3", "job.py",
+                   cwd=project)  # fmt: skip
     assert launched.returncode == 0, launched.stderr
     job_id = json.loads(launched.stdout)["job_id"]
     watch = subprocess.Popen(
@@ -52,7 +33,6 @@ def test_watch_survives_sshd_going_away(sshd_factory: SshServers, tmp_path: Path
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
     )
     time.sleep(1.5)
     subprocess.run(["pkill", "-f", f"ssh.*{server.port}"], check=False)  # drop live sessions
