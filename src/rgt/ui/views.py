@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from functools import cache
 from typing import Any
 
 from rgt.models import JobRecord, Machine
 from rgt.ui.patrol import UiPatrol
+from rgt.watch.events import parse_time
 from rgt.watch.patrol import cost
 
 PER_PAGE = 50
@@ -57,7 +58,7 @@ def machine(m: Machine, patrol: UiPatrol) -> dict[str, Any]:
 def clocks(m: Machine) -> list[dict[str, Any]]:
     """The profile's danger clocks; a clock that runs once the machine is stopped ends
     ``duration_s`` after rgt released it (``ends_at``), as `rgt status` announces it."""
-    released = _utc(m.released)
+    released = parse_time(m.released)
     out = []
     for clock in profile_clocks(m.profile):
         row = {k: v for k, v in clock.items() if k != "duration_s"}
@@ -66,14 +67,6 @@ def clocks(m: Machine) -> list[dict[str, Any]]:
             row["ends_at"] = ends.strftime("%Y-%m-%dT%H:%M:%SZ")
         out.append(row)
     return out
-
-
-def _utc(stamp: str | None) -> datetime | None:
-    try:
-        found = datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
-    except ValueError:
-        return None
-    return found.astimezone(timezone.utc) if found else None
 
 
 @cache
