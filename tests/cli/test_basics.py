@@ -16,16 +16,21 @@ HEAVY = ("torch", "numpy", "scipy", "matplotlib", "httpx", "pandas", "jinja2", "
 HEAVY += ("starlette", "uvicorn")  # `rgt ui` imports them only inside rgt.ui
 
 
-def test_help_imports_nothing_heavy() -> None:
+def _modules_after(*args: str) -> tuple[set[str], str]:
+    """The modules a fresh interpreter holds after ``rgt ARGS…``, and what it printed."""
     code = (
         "import sys\nfrom rgt.cli import cli\n"
-        "try:\n    cli.main(['--help'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+        f"try:\n    cli.main({list(args)!r}, standalone_mode=False)\nexcept SystemExit:\n    pass\n"
         "import json\nprint(json.dumps(sorted(sys.modules)))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded = set(json.loads(proc.stdout.splitlines()[-1]))
+    return set(json.loads(proc.stdout.splitlines()[-1])), proc.stdout
+
+
+def test_help_imports_nothing_heavy() -> None:
+    loaded, printed = _modules_after("--help")
     assert not loaded & set(HEAVY), loaded & set(HEAVY)
-    assert "Usage" in proc.stdout
+    assert "Usage" in printed
 
 
 def test_the_command_map_names_what_each_module_registers() -> None:
@@ -47,13 +52,7 @@ def test_the_command_map_names_what_each_module_registers() -> None:
 
 
 def test_a_command_loads_only_its_own_module() -> None:
-    code = (
-        "import sys\nfrom rgt.cli import cli\n"
-        "try:\n    cli.main(['lint', '--help'], standalone_mode=False)\nexcept SystemExit:\n"
-        "    pass\nimport json\nprint(json.dumps(sorted(sys.modules)))"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded = set(json.loads(proc.stdout.splitlines()[-1]))
+    loaded, _printed = _modules_after("lint", "--help")
     assert "rgt.cli.lint" in loaded
     assert not loaded & {"rgt.cli.vendors", "rgt.cli.jobs", "rgt.ui.command", "rgt.mcp.command"}
 
