@@ -71,6 +71,19 @@ def test_hard_timeout(sshd_server: SshServer) -> None:
 def test_connections_are_reused(sshd_server: SshServer) -> None:
     transport = SshTransport(target_for(sshd_server))
     transport.close()
+    for _ in range(3):
+        assert transport.run(["true"]).ok
+    sockets = [p for p in control_dir().iterdir() if p.is_socket()]
+    assert len(sockets) == 1
+    # One TCP connection carries every command: one sshd process per connection (plus its
+    # privilege-separated child) no matter how many commands ran.
+    before = len(sshd_server.sessions())
+    for _ in range(3):
+        assert transport.run(["true"]).ok
+    assert len(sshd_server.sessions()) == before
+    transport.close()
+    # close() returns once the master has removed its socket, not merely asked it to stop.
+    assert not [p for p in control_dir().iterdir() if p.is_socket()]
 
 
 def test_an_rgt_home_right_at_the_socket_limit_connects(
@@ -89,20 +102,9 @@ def test_an_rgt_home_right_at_the_socket_limit_connects(
         assert transport.run(["echo", "ok"]).stdout == b"ok\n"
         assert [p for p in control_dir().iterdir() if p.is_socket()]  # the master is up
         transport.close()
+        assert not [p for p in control_dir().iterdir() if p.is_socket()]
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    for _ in range(3):
-        assert transport.run(["true"]).ok
-    sockets = [p for p in control_dir().iterdir() if p.is_socket()]
-    assert len(sockets) == 1
-    # One TCP connection carries every command: one sshd process per connection (plus its
-    # privilege-separated child) no matter how many commands ran.
-    before = len(sshd_server.sessions())
-    for _ in range(3):
-        assert transport.run(["true"]).ok
-    assert len(sshd_server.sessions()) == before
-    transport.close()
-    assert not [p for p in control_dir().iterdir() if p.is_socket()]
 
 
 def test_changed_host_key_is_refused_then_retrusted(

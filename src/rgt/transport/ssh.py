@@ -26,6 +26,7 @@ import os
 import shlex
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -275,9 +276,27 @@ class SshTransport(Transport):
         return f"[{host}]:{path}" if ":" in host else f"{host}:{path}"
 
     def close(self) -> None:
-        """Stop the master connection (``ssh -O exit``); the next command opens a new one."""
+        """Stop the master connection (``ssh -O exit``); the next command opens a new one.
+
+        The master answers ``exit`` before it removes its socket, so this waits (5 s at most)
+        until the socket is gone: a caller that cleans up after ``close`` finds nothing left.
+        """
+        socket = self._control_socket()
         argv = [*ssh_argv(self.target), "-O", "exit", self.target.destination]
         with CommandLog(log, "ssh", argv) as logged:
             logged.returncode = subprocess.run(
                 argv, capture_output=True, timeout=30, check=False
             ).returncode
+        deadline = time.monotonic() + 5
+        while socket is not None and socket.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def _control_socket(self) -> Path | None:
+        """The master's socket path as ssh expands it (``ssh -G``), or None when it can't tell."""
+        argv = [*ssh_argv(self.target), "-G", self.target.destination]
+        result = subprocess.run(argv, capture_output=True, timeout=30, check=False)
+        for line in result.stdout.decode("utf-8", "surrogateescape").splitlines():
+            key, _, value = line.partition(" ")
+            if key == "controlpath" and value.startswith("/") and "%" not in value:
+                return Path(value)
+        return None
