@@ -7,6 +7,8 @@ reconciliation table matches the job directories on both machines exactly."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -48,12 +50,16 @@ def test_twelve_cells_survive_a_dead_sshd(
     cells = {c.cell_id for c in load_sweep(path).cells}
     assert len(cells) == 12
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rgt.cli", "sweep", "run", str(path), "--poll", "0.3", "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    errors = tmp_path / "sweep-run.stderr"  # a file: a pipe nobody reads would fill and block
+    with errors.open("w") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rgt.cli", "sweep", "run", str(path), "--poll", "0.3", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=err_file,
+            text=True,
+            # Every ssh call, and where the run stands when aborted: shown if the test fails.
+            env={**os.environ, "RGT_DEBUG": "1", "PYTHONFAULTHANDLER": "1"},
+        )
     try:
         assert wait_for(lambda: len(jobs_on("far")) >= 2, timeout=90), "far never got 2 jobs"
         far_server.stop()  # half-way: far's agents keep running, nobody can ask them
@@ -62,13 +68,19 @@ def test_twelve_cells_survive_a_dead_sshd(
         assert wait_for(lambda: len(jobs_on("near")) >= near_before + 2, timeout=90)
         time.sleep(3)  # far's jobs finish while its sshd is down
         far_server.start()
-        out, err = proc.communicate(timeout=420)  # it starts first, beside the demo and Slurm
+        out = proc.communicate(timeout=420)[0]  # it starts first, beside the demo and Slurm
+    except BaseException:
+        proc.send_signal(signal.SIGABRT)
+        proc.communicate(timeout=30)
+        print(errors.read_text()[-12000:])
+        subprocess.run([sys.executable, "-m", "rgt.cli", "sweep", "status", str(path)], timeout=120)
+        raise
     finally:
         if proc.poll() is None:
             proc.kill()
         if far_server.proc and far_server.proc.poll() is not None:
             far_server.start()
-    assert proc.returncode == 0, err + out
+    assert proc.returncode == 0, errors.read_text()[-12000:] + out
     doc = json.loads(out)
 
     # None ran twice to completion: one ledger line, one DONE directory per cell, in total.

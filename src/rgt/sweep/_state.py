@@ -168,10 +168,30 @@ def _job_view(
         absent = launch_failed or age_s(record.created) > NEVER_LAUNCHED_S
         state = "absent" if absent else "queued"
         return JobView(record.job_id, record.machine, state, None, None, pulled)
+    if _never_started(status):
+        return JobView(record.job_id, record.machine, "absent", None, None, pulled)
     # A status nothing proves (a damaged status.json, no agent) is in doubt, like a machine
     # that did not answer: the cell is never launched again meanwhile.
     state = status.state.value if status.state is not None else "unreachable"
     return JobView(record.job_id, record.machine, state, status.label, status.reason, pulled)
+
+
+def _never_started(status: JobStatus) -> bool:
+    """The job's directory is on the machine but no agent ever ran it: the launch was cut
+    between writing the spec and starting the agent (the machine's sshd died, the launching
+    rgt process was killed). Nothing will run it, so its cell may be launched again: no
+    status.json, no events, no agent and no scheduler holding it, ``NEVER_LAUNCHED_S`` after
+    its spec was written (an agent takes its lock within seconds of the spec)."""
+    age = status.extra.get("spec_age_s")
+    if (
+        status.status_file != "missing"
+        or status.state != JobState.QUEUED
+        or status.agent_alive is not False
+        or status.waiting
+        or not isinstance(age, (int, float))
+    ):
+        return False
+    return age > NEVER_LAUNCHED_S
 
 
 def classify(cell: Cell, jobs: Sequence[JobView]) -> CellView:
