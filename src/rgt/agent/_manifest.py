@@ -135,3 +135,13 @@ def _test_hook_after_hash(job_dir: str) -> None:
         return
     env = dict(os.environ, RGT_JOB_DIR=job_dir)
     subprocess.run(shlex.split(hook), env=env, check=False, timeout=60)
+
+
+def artifacts_said(reason: str, state: str, result: ManifestResult) -> str:
+    """Never "its artifacts verified" for 0 files: a job that produced nothing says so."""
+    if not result.files:
+        return "%s; no artifacts (nothing in outputs/ or ckpt/, nothing new in work/)" % reason
+    said = "%s; %d artifact(s) verified" % (reason, result.files)
+    if result.left_out.get("count"):
+        said += ", %d more left out by the cap (see manifest left_out)" % result.left_out["count"]
+    return said if state == "succeeded" else reason

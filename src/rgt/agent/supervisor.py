@@ -198,7 +198,7 @@ class Supervisor(object):
             )
             remedy = MISSING_ARTIFACT_REMEDY
         if result.ok:
-            reason = _artifacts_said(reason, state, result)
+            reason = _manifest.artifacts_said(reason, state, result)
             self._warn_left_out(result.left_out)
             self.rec.event(
                 "manifest_written",
@@ -271,16 +271,6 @@ def _terminal_wait_s() -> float:
 
 def _retry_s() -> float:
     return max(0.05, min(5.0, _terminal_wait_s() / 20))
-
-
-def _artifacts_said(reason: str, state: str, result: _manifest.ManifestResult) -> str:
-    """Never "its artifacts verified" for 0 files: a job that produced nothing says so."""
-    if not result.files:
-        return "%s; no artifacts (nothing in outputs/ or ckpt/, nothing new in work/)" % reason
-    said = "%s; %d artifact(s) verified" % (reason, result.files)
-    if result.left_out.get("count"):
-        said += ", %d more left out by the cap (see manifest left_out)" % result.left_out["count"]
-    return said if state == "succeeded" else reason
 
 
 def _next_step(state: str, remedy: Optional[str], files: Optional[int] = None) -> Optional[str]:

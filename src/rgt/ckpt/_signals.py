@@ -20,7 +20,9 @@ handler only in the main thread, so a hook installed here can be replaced or nev
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterable
 from types import FrameType
@@ -51,3 +53,12 @@ class StopRequest:
             )
         for signum in signals:
             signal.signal(signum, self.handle)
+
+
+def die_by(signum: int | None) -> None:
+    """Die by the signal that asked us to stop, so the supervisor sees a preemption."""
+    signum = signum or signal.SIGTERM
+    print(f"rgt.ckpt: stopping on signal {signum}: checkpoint saved", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)

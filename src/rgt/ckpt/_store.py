@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rgt._fs import atomic_write_json
-from rgt.ckpt import _hash
+from rgt.ckpt import _hash, _persist
 from rgt.ckpt._persist import DATA_PREFIX as RECORD_PREFIX
 from rgt.ckpt._persist import DATA_SUFFIX, TEMP_PREFIX
 
@@ -68,6 +68,17 @@ def warn(message: str) -> None:
     """Tell the user twice: scripts see a ``warnings`` warning, agents' logs see a log line."""
     log.warning(message)
     warnings.warn(message, CheckpointFallbackWarning, stacklevel=3)
+
+
+def commit_whole(directory: str, info: CheckpointInfo) -> CheckpointInfo:
+    """``commit``; if writing the record fails (disk or inodes ran out), the uncommitted data
+    file goes too, so the failed save leaves the directory as it was."""
+    try:
+        return commit(directory, info)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(info.path)
+        raise _persist.translate(exc, directory, info.bytes) from exc
 
 
 def commit(directory: str, info: CheckpointInfo) -> CheckpointInfo:

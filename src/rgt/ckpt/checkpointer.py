@@ -9,7 +9,6 @@ returns as soon as the snapshot is taken and ``wait`` returns once that save is 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
@@ -270,7 +269,7 @@ class Checkpointer(Cadence):
             pending.time,
             done.bytes,
         )
-        info = self._commit(info)
+        info = _store.commit_whole(self.directory, info)
         _persist._hold("committed")
         # Retention only after the new checkpoint is committed: a crash in it loses nothing.
         _store.rotate(self.directory, info, self.keep_last, self.best_metric, self.mode)
@@ -279,16 +278,6 @@ class Checkpointer(Cadence):
         if self.mirror is not None:  # local first, then the verified copy to the durable folder
             self.mirror.flush(info, self.keep_last, self.best_metric, self.mode)
         return info
-
-    def _commit(self, info: CheckpointInfo) -> CheckpointInfo:
-        """Write the record; if that fails (disk or inodes ran out), the uncommitted data file
-        goes too, so the failed save leaves the directory as it was."""
-        try:
-            return _store.commit(self.directory, info)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(info.path)
-            raise _persist.translate(exc, self.directory, info.bytes) from exc
 
     def _after_save(self, started: float) -> None:
         self.saves += 1

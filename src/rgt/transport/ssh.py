@@ -277,10 +277,7 @@ class SshTransport(Transport):
 
     def close(self) -> None:
         """Stop the master connection (``ssh -O exit``); the next command opens a new one.
-
-        The master answers ``exit`` before it removes its socket, so this waits (5 s at most)
-        until the socket is gone: a caller that cleans up after ``close`` finds nothing left.
-        """
+        The master answers before it removes its socket: wait (5 s at most) until it has."""
         socket = self._control_socket()
         argv = [*ssh_argv(self.target), "-O", "exit", self.target.destination]
         with CommandLog(log, "ssh", argv) as logged:

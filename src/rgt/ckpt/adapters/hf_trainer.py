@@ -45,8 +45,6 @@ import json
 import logging
 import os
 import shutil
-import signal
-import sys
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -55,6 +53,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 
 from rgt.ckpt import Checkpointer, capture_rng
 from rgt.ckpt._budget import check_room
+from rgt.ckpt._signals import die_by
 from rgt.errors import CheckpointError
 
 __all__ = ["RgtTrainerCheckpoint", "materialise", "resume_folder", "training_state"]
@@ -139,7 +138,7 @@ class RgtTrainerCheckpoint(TrainerCallback):
             self._save_if_new(state, kw)
         self.ckpt.wait()
         if self.ckpt.should_stop and not self._stopped and self.exit_on_stop:
-            _die(self.ckpt.stop_signal)
+            die_by(self.ckpt.stop_signal)
 
     def _quiet_point(
         self, state: TrainerState, control: TrainerControl, kw: dict[str, Any]
@@ -153,7 +152,7 @@ class RgtTrainerCheckpoint(TrainerCallback):
             self._stopped = True
             self.ckpt.wait()  # the stop checkpoint is durable before anything ends the process
             if self.exit_on_stop:
-                _die(self.ckpt.stop_signal)
+                die_by(self.ckpt.stop_signal)
             control.should_training_stop = True
 
     def _save_if_new(self, state: TrainerState, kw: dict[str, Any]) -> None:
@@ -294,12 +293,3 @@ def _logged(state: TrainerState, name: str | None) -> float | None:
 
 def _strategy(value: Any) -> str:
     return str(getattr(value, "value", value))
-
-
-def _die(signum: int | None) -> None:
-    """Die by the signal that asked us to stop, so the supervisor sees a preemption."""
-    signum = signum or signal.SIGTERM
-    print(f"rgt.ckpt: stopping on signal {signum}: checkpoint saved", file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
