@@ -284,7 +284,7 @@ class SshTransport(Transport):
             logged.returncode = subprocess.run(
                 argv, capture_output=True, timeout=30, check=False
             ).returncode
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + (5 if logged.returncode == 0 else 0)  # a master answered
         while socket is not None and socket.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
 
