@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.markup import escape
 
-from rgt.cli._output import Output
+from rgt.cli._output import Output, escape
 from rgt.errors import UsageError
 
 

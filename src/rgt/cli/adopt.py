@@ -4,9 +4,8 @@ RGT_HOME so the teardown gate can see them pulled and verified."""
 from __future__ import annotations
 
 import click
-from rich.markup import escape
 
-from rgt.cli._output import Output, output_options
+from rgt.cli._output import Output, escape, output_options
 from rgt.state.store import Store
 
 

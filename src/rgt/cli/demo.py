@@ -6,9 +6,8 @@ import sys
 from typing import Any
 
 import click
-from rich.markup import escape
 
-from rgt.cli._output import Output, output_options
+from rgt.cli._output import Output, escape, output_options
 
 
 @click.command(context_settings={"ignore_unknown_options": True})

@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.markup import escape
 
 from rgt.cli._jobref import job_id as job_id_arg
 from rgt.cli._jobref import machine_or_job
-from rgt.cli._output import Output, output_options
+from rgt.cli._output import Output, escape, output_options
 from rgt.cli._runargs import RunCommand, check_separator, env_pairs_of
 from rgt.cli._text import printable
 from rgt.state.store import Store

@@ -7,11 +7,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-from rich.markup import escape
 
 from rgt.cli._jobref import job_ids
 from rgt.cli._notebook import NOTEBOOKS, notebook_up_options, up_notebook
-from rgt.cli._output import Output, output_options
+from rgt.cli._output import Output, escape, output_options
 from rgt.cli.vendors import vendor_up_options
 from rgt.state.store import Store
 

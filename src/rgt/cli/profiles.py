@@ -11,9 +11,8 @@ from datetime import date
 from typing import Any
 
 import click
-from rich.markup import escape
 
-from rgt.cli._output import Output, output_options
+from rgt.cli._output import Output, escape, output_options
 from rgt.profiles import (
     DEFAULT_MONTHS,
     Profile,

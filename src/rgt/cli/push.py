@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.markup import escape
 
-from rgt.cli._output import Output, output_options
+from rgt.cli._output import Output, escape, output_options
 from rgt.state.store import Store
 from rgt.transport._ignored import HOW_TO_INCLUDE, SHOWN, Ignored
 

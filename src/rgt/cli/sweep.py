@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.markup import escape
 
-from rgt.cli._output import Output, output_options
+from rgt.cli._output import Output, escape, output_options
 from rgt.state.store import Store
 
 SWEEP_FILE = click.Path(path_type=Path, dir_okay=False)

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import click
-from rich.markup import escape
 
-from rgt.cli._output import Output, output_options
+from rgt.cli._output import Output, escape, output_options
 from rgt.cli._text import printable
 from rgt.errors import UsageError
 

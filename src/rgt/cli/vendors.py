@@ -8,9 +8,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-from rich.markup import escape
 
-from rgt.cli._output import Output, output_options
+from rgt.cli._output import Output, escape, output_options
 from rgt.state.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])

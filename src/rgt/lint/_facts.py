@@ -65,6 +65,7 @@ NOT_CHILDREN = frozenset(
      "type_comment", "is_async", "conversion", "simple"}
 )  # fmt: skip
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
+LEAVES = frozenset({ast.Name, ast.Constant})  # a third of all nodes: parented, never pushed
 
 
 def _child_fields(kind: type) -> tuple[str, ...]:
@@ -89,6 +90,7 @@ NOTED = (
     ast.ClassDef,
     ast.If,
     ast.With,
+    ast.Return,
 )
 NOTED_TYPES = frozenset(NOTED)
 BIND_TYPES = frozenset(BINDS)
@@ -100,6 +102,7 @@ class Facts:
     calls, augmented assignments and loops inside it (rules never walk a subtree again)."""
 
     tree: ast.Module
+    path: str = ""  # the file's, as given
     aliases: dict[str, str] = field(default_factory=dict)
     bindings: dict[str, list[ast.expr]] = field(default_factory=lambda: defaultdict(list))
     parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
@@ -108,19 +111,22 @@ class Facts:
     functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=list)
     classes: list[ast.ClassDef] = field(default_factory=list)
     ifs: list[ast.If] = field(default_factory=list)
+    returns: list[ast.Return] = field(default_factory=list)
     _inside: dict[int, list[ast.AST]] = field(default_factory=lambda: defaultdict(list))
     _scopes: dict[int, Scope] = field(default_factory=dict)
     _names: dict[int, str | None] = field(default_factory=dict)
+    _by_method: dict[str, list[ast.Call]] = field(default_factory=lambda: defaultdict(list))
+    memo: dict[str, object] = field(default_factory=dict)  # a rule's per-module answers
     _values: dict[tuple[int, str], list[tuple[int, ast.AST | None]]] = field(
         default_factory=lambda: defaultdict(list)
     )
 
     @classmethod
-    def build(cls, tree: ast.Module) -> Facts:
-        facts = cls(tree)
+    def build(cls, tree: ast.Module, path: str = "") -> Facts:
+        facts = cls(tree, path)
         binds: list[ast.stmt] = []
         stack: list[ast.AST] = [tree]
-        parents, AST, fields = facts.parents, ast.AST, _CHILD_FIELDS
+        parents, AST, fields, leaves = facts.parents, ast.AST, _CHILD_FIELDS, LEAVES
         while stack:  # one pass over the tree (iter_child_nodes inlined: it is the hot loop)
             node = stack.pop()
             kind = type(node)
@@ -133,20 +139,26 @@ class Facts:
                     for child in value:
                         if isinstance(child, AST):
                             parents[child] = node
-                            stack.append(child)
+                            if type(child) not in leaves:
+                                stack.append(child)
                 elif isinstance(value, AST):
                     parents[value] = node
-                    stack.append(value)
+                    if type(value) not in leaves:
+                        stack.append(value)
             if kind in NOTED_TYPES:
                 facts._note(node)
                 if kind in BIND_TYPES:
                     binds.append(node)  # type: ignore[arg-type]  # BIND_TYPES are statements
         for found in (facts.calls, facts.loops, facts.functions, facts.classes, facts.ifs):
             found.sort(key=_position)
+        for call in facts.calls:
+            if isinstance(call.func, ast.Attribute):
+                facts._by_method[call.func.attr].append(call)
         for node in [
             *facts.calls,
             *facts.loops,
             *(n for n in binds if isinstance(n, ast.AugAssign)),
+            *facts.returns,
         ]:
             for outer in facts.ancestors(node):
                 if isinstance(outer, CONTAINERS):
@@ -181,6 +193,8 @@ class Facts:
             self.classes.append(node)
         elif isinstance(node, ast.If):
             self.ifs.append(node)
+        elif isinstance(node, ast.Return):
+            self.returns.append(node)
 
     def calls_in(self, node: ast.AST) -> list[ast.Call]:
         """Every call inside ``node`` (a loop, a function, the module, or any other node)."""
@@ -192,6 +206,10 @@ class Facts:
         """The loops inside ``node`` (a loop, a function or the module), not ``node`` itself."""
         inner = self._inside.get(id(node), [])
         return [n for n in inner if isinstance(n, LOOPS)]
+
+    def returns_in(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
+        """The ``return`` statements inside a function (nested functions' too)."""
+        return [n for n in self._inside.get(id(function), []) if isinstance(n, ast.Return)]
 
     def augmented_in(self, node: ast.AST) -> list[ast.AugAssign]:
         return [n for n in self._inside.get(id(node), []) if isinstance(n, ast.AugAssign)]
@@ -264,7 +282,8 @@ class Facts:
             parent = self.parents.get(parent)
 
     def methods_called(self, name: str) -> list[ast.Call]:
-        return [c for c in self.calls if method(c) == name]
+        """Calls ``anything.name(...)`` in the module, in source order."""
+        return list(self._by_method.get(name, ()))
 
 
 def _position(node: ast.AST) -> tuple[int, int]:
@@ -280,7 +299,7 @@ def bound_names(node: ast.AST) -> dict[str, ast.AST | None]:
             if isinstance(target, ast.Name):
                 out[target.id] = node.value
                 continue
-            out.update({n.id: None for n in ast.walk(target) if isinstance(n, ast.Name)})
+            out.update(dict.fromkeys(names_in(target)))
             if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Call):
                 for index, elt in enumerate(target.elts):
                     if isinstance(elt, ast.Name):
@@ -288,9 +307,19 @@ def bound_names(node: ast.AST) -> dict[str, ast.AST | None]:
     elif isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name):
         out[node.target.id] = node.value if isinstance(node, ast.AnnAssign) else None
     elif isinstance(node, ast.For):
-        out.update({n.id: None for n in ast.walk(node.target) if isinstance(n, ast.Name)})
+        out.update(dict.fromkeys(names_in(node.target)))
     elif isinstance(node, ast.With):
         for item in node.items:
             if isinstance(item.optional_vars, ast.Name):
                 out[item.optional_vars.id] = item.context_expr
     return out
+
+
+def names_in(node: ast.AST) -> list[str]:
+    """Every ``Name`` in a subtree, in ``ast.walk`` order; a target that is only names,
+    tuples and lists (nearly all) without the generic walk."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Tuple | ast.List) and all(type(e) is ast.Name for e in node.elts):
+        return [e.id for e in node.elts]  # type: ignore[attr-defined]  # all Names
+    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]

@@ -1,18 +1,17 @@
 """Running the rule families over parsed files: one file at a time, or in worker processes.
 
 A file's analysis needs only its own text and the project's identifiers (``words``), so many
-files are spread over ``os.cpu_count()`` processes (forked, so nothing is re-imported).
+files are shared, by size, between this process and forked children (``_fork``): one process
+per core.
 """
 
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 
-from rgt.lint import _cache, data, losses, modes, resilience, throughput
+from rgt.lint import _cache, _fork, data, losses, modes, resilience, throughput
 from rgt.lint._facts import Facts
 from rgt.lint._model import FileNote, Finding, Hit, Rule
 from rgt.lint._source import Source, Text, parse
@@ -22,8 +21,10 @@ RULES: dict[str, Rule] = {
 }
 # The project-wide identifiers the rules ask about (``words & ...``): part of the cache key.
 QUERIED = frozenset({"set_epoch"} | modes.LAYER_WORDS | resilience.LOADS | throughput.GPU)
-PARALLEL_FROM = 16  # files; below this a process pool costs more than it saves
+PARALLEL_FROM = 16  # files; below this a fork costs more than it saves
+KEPT_BYTES = 16_000_000  # of text a child keeps parsed (never frees) before it frees as it goes
 Outcome = tuple[list[Finding], list[FileNote]]
+_KEPT: list[Source] = []
 
 
 def analyse(
@@ -57,30 +58,45 @@ def analyse(
 
 
 def _spread(texts: list[Text], words: frozenset[str], wanted: frozenset[str]) -> Outcome:
-    workers = min(os.cpu_count() or 1, 8)
-    if len(texts) < PARALLEL_FROM or workers < 2 or "fork" not in _methods():
+    cores = min(os.cpu_count() or 1, 8)
+    if len(texts) < PARALLEL_FROM or cores < 2 or not _fork.usable():
         return _many(texts, words, wanted)
-    chunks = [texts[i::workers] for i in range(workers)]
-    context = multiprocessing.get_context("fork")
+
+    def work(share: list[Text], in_child: bool) -> Outcome:
+        return _many(share, words, wanted, keep=in_child)
+
     findings: list[Finding] = []
     notes: list[FileNote] = []
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        for found, skipped in pool.map(_many, chunks, [words] * workers, [wanted] * workers):
-            findings += found
-            notes += skipped
+    for found, skipped in _fork.spread(_shares(texts, cores), work):
+        findings += found
+        notes += skipped
     return findings, notes
 
 
-def _methods() -> list[str]:
-    return multiprocessing.get_all_start_methods()
+def _shares(texts: list[Text], count: int) -> list[list[Text]]:
+    """The texts dealt into ``count`` shares of about equal size (largest first, each to the
+    lightest share): parse time follows the length of the text. The first share, this
+    process's, starts a tenth behind: it also frees its trees and gathers the others'."""
+    shares: list[list[Text]] = [[] for _ in range(count)]
+    sizes = [0] * count
+    sizes[0] = sum(len(t.text) for t in texts) // (10 * count)
+    for text in sorted(texts, key=lambda t: len(t.text), reverse=True):
+        lightest = sizes.index(min(sizes))
+        shares[lightest].append(text)
+        sizes[lightest] += len(text.text)
+    return [share for share in shares if share]
 
 
-def _many(texts: list[Text], words: frozenset[str], wanted: frozenset[str]) -> Outcome:
+def _many(
+    texts: list[Text], words: frozenset[str], wanted: frozenset[str], keep: bool = False
+) -> Outcome:
     """Each text parsed and checked, the cyclic garbage collector off meanwhile: syntax trees
     hold no cycles (reference counting frees them), and the collector's passes over every
-    new node cost ~15 % of a serial run."""
+    new node cost ~15 % of a serial run. ``keep``: a child about to ``os._exit`` keeps its
+    trees (up to ``KEPT_BYTES`` of text) rather than free them node by node."""
     findings: list[Finding] = []
     notes: list[FileNote] = []
+    budget = KEPT_BYTES if keep else 0
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -88,8 +104,11 @@ def _many(texts: list[Text], words: frozenset[str], wanted: frozenset[str]) -> O
             source = parse(text)
             if isinstance(source, FileNote):
                 notes.append(source)
-            else:
-                findings.extend(_findings(source, Facts.build(source.tree), words, wanted))
+                continue
+            findings.extend(_findings(source, Facts.build(source.tree, source.path), words, wanted))
+            if len(source.text) <= budget:
+                _KEPT.append(source)  # a child's, freed by its os._exit
+                budget -= len(source.text)
     finally:
         if was_enabled:
             gc.enable()

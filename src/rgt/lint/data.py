@@ -68,7 +68,12 @@ SHARD_WORDS = {"get_worker_info", "worker_info", "worker_id", "split_dataset_by_
 
 
 def loaders(facts: Facts) -> list[ast.Call]:
-    return [c for c in facts.calls if (facts.call_name(c) or "").endswith("DataLoader")]
+    """The module's ``DataLoader(...)`` calls (found once, asked by several rules)."""
+    found = facts.memo.get("loaders")
+    if found is None:
+        found = [c for c in facts.calls if (facts.call_name(c) or "").endswith("DataLoader")]
+        facts.memo["loaders"] = found
+    return found  # type: ignore[return-value]  # memo holds what this function stored
 
 
 def workers(call: ast.Call) -> object:

@@ -168,7 +168,7 @@ class _Probabilities:
             forward = next((f for f in cls.body if getattr(f, "name", "") == "forward"), None)
             if not isinstance(forward, ast.FunctionDef):
                 continue
-            returns = [r.value for r in ast.walk(forward) if isinstance(r, ast.Return)]
+            returns = [r.value for r in self.facts.returns_in(forward)]
             sets = [self._positions(r, kind) for r in returns if r is not None]
             if sets and len(sets) == len(returns):
                 common = set.intersection(*sets)
