@@ -14,47 +14,11 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from rgt.lint._nodes import bound_names, dotted
+
 Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.Module
 
 
-def dotted(node: ast.AST) -> str | None:
-    """``a.b.c`` for a chain of names and attributes, else None (calls, subscripts...)."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
-def method(call: ast.AST) -> str | None:
-    """The method name of ``anything.name(...)``, else None."""
-    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
-        return call.func.attr
-    return None
-
-
-def keyword(call: ast.Call, name: str) -> ast.expr | None:
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    return None
-
-
-def constant(node: ast.AST | None) -> object:
-    """The literal value of a constant node (``-1`` too), else the ``NOT_CONSTANT`` marker."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = constant(node.operand)
-        if isinstance(inner, int | float) and not isinstance(inner, bool):
-            return -inner
-    return NOT_CONSTANT
-
-
-NOT_CONSTANT = object()
 MOVES = {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval"}
 
 
@@ -288,38 +252,3 @@ class Facts:
 
 def _position(node: ast.AST) -> tuple[int, int]:
     return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
-
-
-def bound_names(node: ast.AST) -> dict[str, ast.AST | None]:
-    """Names a statement binds, each with its value (None when not one plain value);
-    ``a, b = model(x)`` binds ``b`` to ``model(x)[1]``, ``with open(p) as f`` binds ``open(p)``."""
-    out: dict[str, ast.AST | None] = {}
-    if isinstance(node, ast.Assign):
-        for target in node.targets:
-            if isinstance(target, ast.Name):
-                out[target.id] = node.value
-                continue
-            out.update(dict.fromkeys(names_in(target)))
-            if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Call):
-                for index, elt in enumerate(target.elts):
-                    if isinstance(elt, ast.Name):
-                        out[elt.id] = ast.Subscript(node.value, ast.Constant(index), ast.Load())
-    elif isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name):
-        out[node.target.id] = node.value if isinstance(node, ast.AnnAssign) else None
-    elif isinstance(node, ast.For):
-        out.update(dict.fromkeys(names_in(node.target)))
-    elif isinstance(node, ast.With):
-        for item in node.items:
-            if isinstance(item.optional_vars, ast.Name):
-                out[item.optional_vars.id] = item.context_expr
-    return out
-
-
-def names_in(node: ast.AST) -> list[str]:
-    """Every ``Name`` in a subtree, in ``ast.walk`` order; a target that is only names,
-    tuples and lists (nearly all) without the generic walk."""
-    if isinstance(node, ast.Name):
-        return [node.id]
-    if isinstance(node, ast.Tuple | ast.List) and all(type(e) is ast.Name for e in node.elts):
-        return [e.id for e in node.elts]  # type: ignore[attr-defined]  # all Names
-    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]

@@ -13,8 +13,9 @@ import ast
 import re
 from collections.abc import Iterator
 
-from rgt.lint._facts import NOT_CONSTANT, Facts, constant, dotted, keyword
+from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
+from rgt.lint._nodes import NOT_CONSTANT, constant, dotted, keyword
 
 B, A = Severity.BUG, Severity.ADVICE
 RULES = (

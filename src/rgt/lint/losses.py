@@ -10,8 +10,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rgt.lint._facts import Facts, constant, dotted, keyword, method
+from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
+from rgt.lint._nodes import constant, dotted, keyword, method
 
 B, W, A = Severity.BUG, Severity.WARNING, Severity.ADVICE
 RULES = (

@@ -11,8 +11,9 @@ import os
 import re
 from collections.abc import Iterator
 
-from rgt.lint._facts import Facts, dotted, method
+from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
+from rgt.lint._nodes import dotted, method
 
 B, W = Severity.BUG, Severity.WARNING
 RULES = (

@@ -7,8 +7,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rgt.lint._facts import Facts, constant, keyword, method
+from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
+from rgt.lint._nodes import constant, keyword, method
 from rgt.lint.data import loaders, workers
 
 A = Severity.ADVICE
