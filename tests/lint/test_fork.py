@@ -79,8 +79,10 @@ def test_an_error_in_the_parent_leaves_no_child_running(started: list[int]) -> N
     assert len(started) == 2 and all(_reaped(pid) for pid in started)
 
 
-def test_no_fork_while_another_thread_runs() -> None:
-    assert _fork.usable() == hasattr(os, "fork")
+def test_no_fork_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    with monkeypatch.context() as alone:  # other tests' servers may run threads in this process
+        alone.setattr(threading, "active_count", lambda: 1)
+        assert _fork.usable() == hasattr(os, "fork")
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
@@ -108,6 +110,9 @@ def test_many_files_in_children_find_what_one_process_finds(
         shutil.copyfile(script, tmp_path / script.name.removesuffix(".txt"))
     (tmp_path / "broken.py").write_text("import torch\ndef f(:\n")
     monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    # Other tests' servers may have left threads in this process: fork all the same (the
+    # children only parse and check; `rgt lint` itself runs one thread).
+    monkeypatch.setattr(_fork, "usable", lambda: True)
     parallel = lint_paths([str(tmp_path)], cache=False)
     assert len(started) == 2  # the fork path ran: 3 shares, two of them in children
     monkeypatch.setattr(_run, "PARALLEL_FROM", 10**6)
