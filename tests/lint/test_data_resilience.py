@@ -107,6 +107,59 @@ def test_checkpoint_overwritten_in_place_vs_atomic_vs_new_names(tmp_path: Path) 
     assert found(tmp_path, source) == [("RGT401", 7)]
 
 
+SAVER = """
+import os
+import torch
+
+class CheckpointSaver:
+    def _replace(self, src, dst):
+        os.replace(src, dst)
+
+    def _save(self, save_path, epoch):
+        torch.save({"epoch": epoch, "model": self.model.state_dict()}, save_path)
+
+    def save_checkpoints(self, epochs):
+        for epoch in range(epochs):
+            tmp_save_path = os.path.join(self.checkpoint_dir, "tmp.pth.tar")
+            self._save(tmp_save_path, epoch)
+            self._replace(tmp_save_path, os.path.join(self.checkpoint_dir, "last.pth.tar"))
+"""
+
+
+def test_a_save_helper_whose_callers_write_a_temporary_and_move_it(tmp_path: Path) -> None:
+    # pytorch-image-models' timm/utils/checkpoint_saver.py, cut down
+    assert codes(tmp_path, SAVER) == set()
+    in_place = SAVER.replace("tmp_save_path", "last_path").replace(
+        '            self._replace(last_path, os.path.join(self.checkpoint_dir, "last.pth.tar"))\n',
+        "",
+    )
+    assert found(tmp_path, in_place) == [("RGT401", 9)]
+    moved_but_not_temporary = SAVER.replace("tmp_save_path", "last_path")
+    assert codes(tmp_path, moved_but_not_temporary) == set()
+
+
+def test_a_save_helper_called_once_here_is_an_export(tmp_path: Path) -> None:
+    # timm/models/_hub.py: save_for_hf writes the weights once, for push_to_hf_hub
+    source = """
+    import torch
+
+    def save_for_hf(model, save_directory):
+        torch.save(model.state_dict(), save_directory / "pytorch_model.bin")
+
+    def push_to_hf_hub(model, repo):
+        save_for_hf(model, repo)
+    """
+    assert codes(tmp_path, source) == set()
+    # a save helper that nothing here calls: its loop is in another module
+    helper_only = source.split("def push_to_hf_hub")[0]
+    assert {c for c, _ in found(tmp_path, helper_only)} == {"RGT401"}
+    in_a_loop = source.replace(
+        "        save_for_hf(model, repo)",
+        "        for _ in range(3):\n            save_for_hf(model, repo)",
+    )
+    assert {c for c, _ in found(tmp_path, in_a_loop)} == {"RGT401"}
+
+
 def test_no_resume_path_only_for_a_training_loop(tmp_path: Path) -> None:
     source = """
     import torch

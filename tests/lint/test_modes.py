@@ -140,29 +140,20 @@ def test(model, loader):
     assert codes(tmp_path, source) == set()
 
 
-SUITE_TEST = (
-    MODEL
-    + """
-def test_outputs_have_two_classes(loader):
-    model = Net()
-    for x, y in loader:
-        assert model(x).shape[1] == 2
+def test_a_loop_calling_only_builtins_is_not_an_evaluation(tmp_path: Path) -> None:
+    # rgt's own lint/data.py `_names_eval`: a helper named like an evaluation, no model in it
+    helper = (
+        MODEL
+        + """
+def names_eval(names):
+    for name in names:
+        if isinstance(name, str) and len(name) > 3:
+            return True
+    return False
 """
-)
-
-
-def test_a_test_suite_is_not_an_evaluation_loop(tmp_path: Path) -> None:
-    in_suite = "import pytest\n" + SUITE_TEST
-    assert codes(tmp_path, in_suite) == {"RGT201", "RGT203"}  # in train.py: an evaluation
-    assert found(tmp_path, in_suite, name="test_model.py") == []
-    assert found(tmp_path, in_suite, name="model_test.py") == []
-    no_arguments = SUITE_TEST.replace("(loader):", "():\n    loader = [(1, 2)]")
-    assert found(tmp_path, no_arguments, name="test_model.py") == []
-    with_fixture = SUITE_TEST.replace("(loader):", "(tmp_path, loader):")
-    assert found(tmp_path, with_fixture, name="test_model.py") == []
-
-
-def test_an_evaluation_script_named_test_still_evaluates(tmp_path: Path) -> None:
-    # no pytest, and the function takes the model: `test_net.py`'s `test_net(cfg, model)`
-    script = SUITE_TEST.replace("test_outputs_have_two_classes(loader)", "test_net(loader, n)")
-    assert {c for c, _ in found(tmp_path, script, name="test_net.py")} == {"RGT201", "RGT203"}
+    )
+    assert codes(tmp_path, helper) == set()
+    assert codes(tmp_path, helper.replace("isinstance(name, str)", "net(name)")) == {
+        "RGT201",
+        "RGT203",
+    }

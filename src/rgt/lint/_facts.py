@@ -10,6 +10,7 @@ where each name and ``self.attribute`` is bound, so a rule can follow a value on
 from __future__ import annotations
 
 import ast
+import os
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from rgt.lint._nodes import bound_names, dotted
 Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.Module
 
 
+PYTEST_FIXTURES = {"tmp_path", "tmpdir", "monkeypatch", "capsys", "capfd", "caplog", "request"}
 MOVES = {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval"}
 
 
@@ -244,6 +246,30 @@ class Facts:
         while parent is not None:
             yield parent
             parent = self.parents.get(parent)
+
+    def in_suite_test(self, node: ast.AST) -> bool:
+        """Is ``node`` part of a test suite rather than training code: anywhere in a
+        ``test_*.py``/``*_test.py`` module that imports pytest or unittest, or in a ``test_*``
+        function there that takes no arguments or one of pytest's own fixtures? (A
+        ``test_net.py`` evaluation script's ``def test_net(cfg, model)`` is checked.)"""
+        name = os.path.basename(self.path)
+        suite_file = name.endswith(".py") and (
+            name.startswith("test_") or name.endswith("_test.py")
+        )
+        if not suite_file:
+            return False
+        if any(full.split(".")[0] in ("pytest", "unittest") for full in self.aliases.values()):
+            return True
+        outer: ast.AST | None = node
+        while outer is not None:
+            if isinstance(outer, ast.FunctionDef | ast.AsyncFunctionDef) and outer.name.startswith(
+                "test_"
+            ):
+                params = {a.arg for a in outer.args.posonlyargs + outer.args.args}
+                if not params or params & PYTEST_FIXTURES:
+                    return True
+            outer = self.parents.get(outer)
+        return False
 
     def methods_called(self, name: str) -> list[ast.Call]:
         """Calls ``anything.name(...)`` in the module, in source order."""

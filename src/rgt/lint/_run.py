@@ -123,6 +123,8 @@ def _findings(
         line = getattr(hit.node, "lineno", 1)
         if hit.code not in wanted or (hit.code, line) in seen or _silenced(source, hit, line):
             continue
+        if facts.in_suite_test(hit.node):
+            continue
         seen.add((hit.code, line))
         col = getattr(hit.node, "col_offset", 0) + 1
         cell, where = source.locate(line)

@@ -7,7 +7,7 @@ data. Lightning and Hugging Face ``Trainer`` code is skipped: the framework sets
 from __future__ import annotations
 
 import ast
-import os
+import builtins
 import re
 from collections.abc import Iterator
 
@@ -60,7 +60,7 @@ EVAL_NAME = re.compile(
 )
 LAYER_WORDS = frozenset({"Dropout", "dropout", "BatchNorm2d", "BatchNorm1d"})  # mode-bound
 NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
-PYTEST_FIXTURES = {"tmp_path", "tmpdir", "monkeypatch", "capsys", "capfd", "caplog", "request"}
+BUILTINS = frozenset(dir(builtins))  # `isinstance(...)`, `len(...)`: never the model called
 FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "ignite")
 
 
@@ -82,31 +82,13 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
 def _is_eval(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     if not EVAL_NAME.search(func.name) or func.name.endswith("_step"):
         return False
-    if _suite_test(facts, func):
-        return False
     body = facts.calls_in(func)
     if any(method(c) in ("backward", "step") for c in body):
         return False
     return bool(facts.loops_in(func)) and any(
-        isinstance(c.func, ast.Name) or method(c) == "forward" for c in body
+        (isinstance(c.func, ast.Name) and c.func.id not in BUILTINS) or method(c) == "forward"
+        for c in body
     )
-
-
-def _suite_test(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """A test of a test suite (``def test_forward():`` in ``tests/test_model.py``), not an
-    evaluation loop: a ``test_*`` function in a ``test_*.py``/``*_test.py`` file that imports
-    pytest or unittest, takes no arguments, or takes one of pytest's own fixtures. (``def
-    test_net(cfg, model)`` in a ``test_net.py`` evaluation script is still an evaluation.)"""
-    name = os.path.basename(facts.path)
-    if not func.name.startswith("test_") or not name.endswith(".py"):
-        return False
-    if not (name.startswith("test_") or name.endswith("_test.py")):
-        return False
-    suite = any(
-        facts.aliases.get(a, a).split(".")[0] in ("pytest", "unittest") for a in facts.aliases
-    )
-    params = {a.arg for a in func.args.posonlyargs + func.args.args}
-    return suite or not params or bool(params & PYTEST_FIXTURES)
 
 
 def _freezes(facts: Facts) -> bool:

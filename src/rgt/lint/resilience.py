@@ -86,7 +86,7 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     saves = [c for c in facts.calls if facts.call_name(c) == "torch.save"]
     for call in saves:
         if _periodic(facts, call) and not _new_name_each_time(facts, call):
-            if _moved_after(facts, call) or _temporary(call):
+            if _moved_after(facts, call) or _temporary(call) or _caller_names_it(facts, call):
                 continue
             yield Hit("RGT401", call)
     if saves and training_loops(facts) and not words & LOADS:
@@ -96,35 +96,60 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
 
 
 def _periodic(facts: Facts, call: ast.Call) -> bool:
-    """A save that overwrites a checkpoint over and over: in a loop, in a save helper, or in a
-    function that a loop calls (``def test(epoch): ... torch.save(state, "ckpt.pth")``)."""
+    """A save that overwrites a checkpoint over and over: in a loop, in a function that a loop
+    calls (``def test(epoch): ... torch.save(state, "ckpt.pth")``), or in a save helper that
+    this module never calls (its loop is elsewhere). A helper called here, never from a loop,
+    writes once (``save_for_hf`` exporting weights)."""
     if any(isinstance(a, ast.For | ast.While) for a in facts.ancestors(call)):
         return True
     scope = facts.scope_of(call)
     name = getattr(scope, "name", "")
-    if any(w in name.lower() for w in ("save", "checkpoint", "ckpt")):
+    callers = [c for c in facts.calls if dotted(c.func) in (name, f"self.{name}")]
+    if any(isinstance(a, ast.For | ast.While) for c in callers for a in facts.ancestors(c)):
         return True
-    return any(
-        dotted(c.func) in (name, f"self.{name}")
-        and any(isinstance(a, ast.For | ast.While) for a in facts.ancestors(c))
-        for c in facts.calls
+    return not callers and any(w in name.lower() for w in ("save", "checkpoint", "ckpt"))
+
+
+def _caller_names_it(facts: Facts, call: ast.Call) -> bool:
+    """The path is the helper's parameter, and every caller here passes a temporary name or
+    moves the file after (timm's ``_save(tmp_save_path)`` then ``_replace(tmp, last)``)."""
+    scope = facts.scope_of(call)
+    path = call.args[1] if len(call.args) > 1 else None
+    if not isinstance(scope, ast.FunctionDef) or not isinstance(path, ast.Name):
+        return False
+    params = [a.arg for a in scope.args.posonlyargs + scope.args.args]
+    if path.id not in params:
+        return False
+    index = params.index(path.id) - (1 if params[0] in ("self", "cls") else 0)
+    callers = [c for c in facts.calls if dotted(c.func) in (scope.name, f"self.{scope.name}")]
+    return bool(callers) and all(
+        _moved_after(facts, c, renames=True)
+        or (0 <= index < len(c.args) and _says_temporary(c.args[index]))
+        for c in callers
     )
 
 
-def _moved_after(facts: Facts, call: ast.Call) -> bool:
+def _moved_after(facts: Facts, call: ast.Call, renames: bool = False) -> bool:
+    """The file is moved into place in the same function (``os.replace(tmp, path)``);
+    ``renames``: a helper whose name says it (``self._replace(tmp, last)``) counts too."""
     scope = facts.scope_of(call)
     for inner in facts.calls_in(scope):
         name = facts.call_name(inner) or ""
         if name in MOVES or (method(inner) in ("replace", "rename") and len(inner.args) == 1):
+            return True
+        helper = name.rsplit(".", 1)[-1].lower().strip("_")
+        if renames and helper in ("replace", "rename", "move", "atomic_replace"):
             return True
     return False
 
 
 def _temporary(call: ast.Call) -> bool:
     """Saving into a buffer or a name that says it is temporary is not a final write."""
-    if len(call.args) < 2:
-        return True
-    text = ast.unparse(call.args[1]).lower()
+    return len(call.args) < 2 or _says_temporary(call.args[1])
+
+
+def _says_temporary(node: ast.AST) -> bool:
+    text = ast.unparse(node).lower()
     return any(w in text for w in ("tmp", "temp", "buffer", "bytesio", "io."))
 
 
