@@ -153,3 +153,25 @@ def test_human_output_names_the_fix(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     assert f"{script}:8:12: RGT101 bug" in proc.stdout
     assert "fix: feed the raw logits" in proc.stdout
+
+
+def test_notebook_magics_in_blocks_and_foreign_cells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ultralytics/yolov5's tutorial.ipynb: `%load_ext` as the only statements of an `elif`
+    logger = (
+        "logger = 'TensorBoard'\n"
+        "if logger == 'Comet':\n  %pip install -q comet_ml\n"
+        "elif logger == 'TensorBoard':\n  %load_ext tensorboard\n  %tensorboard --logdir runs\n"
+    )
+    cells = [
+        {"cell_type": "code", "source": logger.splitlines(keepends=True)},
+        {"cell_type": "code", "source": ["%%bash\n", "nvidia-smi | head -n 3\n", "ls -la\n"]},
+        {"cell_type": "code", "source": ["%%time\n", *BUGGY.splitlines(keepends=True)]},
+    ]
+    book = tmp_path / "tutorial.ipynb"
+    book.write_text(json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5}))
+    code, data, _ = run(capsys, str(book))
+    assert data["skipped"] == []
+    (finding,) = data["findings"]
+    assert code == 1 and (finding["cell"], finding["line"]) == (3, 9)  # BUGGY's line 8

@@ -145,13 +145,34 @@ def _notebook_code(text: str) -> tuple[str, tuple[tuple[int, int], ...]] | None:
             continue
         source = cell.get("source", "")
         body = "".join(source) if isinstance(source, list) else str(source)
+        foreign = _foreign_cell(body)
         for index, line in enumerate(body.splitlines(), start=1):
-            magic = line.lstrip().startswith(("%", "!", "?"))
-            lines.append("" if magic else line)
+            lines.append("" if foreign else _without_magic(line))
             where.append((number, index))
         lines.append("")
         where.append((number, len(body.splitlines()) + 1))
     return "\n".join(lines), tuple(where)
+
+
+# Cell magics whose body is Python (`%%time` then code); any other (`%%bash`, `%%writefile`,
+# `%%html`...) makes the whole cell something else.
+PYTHON_CELLS = {"time", "timeit", "capture", "prun", "debug", "python", "python3", "pypy"}
+
+
+def _foreign_cell(body: str) -> bool:
+    first = body.lstrip().split("\n", 1)[0]
+    if not first.startswith("%%"):
+        return False
+    return first[2:].split(" ", 1)[0].strip() not in PYTHON_CELLS
+
+
+def _without_magic(line: str) -> str:
+    """An IPython line magic or shell escape (``%pip``, ``!nvidia-smi``, ``?obj``) becomes a
+    ``pass`` at its indentation: blanking it could leave an ``if`` with an empty body."""
+    stripped = line.lstrip()
+    if not stripped.startswith(("%", "!", "?")):
+        return line
+    return line[: len(line) - len(stripped)] + "pass"
 
 
 def _noqa(text: str) -> dict[int, frozenset[str]]:

@@ -85,10 +85,25 @@ def _is_eval(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool
     body = facts.calls_in(func)
     if any(method(c) in ("backward", "step") for c in body):
         return False
-    return bool(facts.loops_in(func)) and any(
-        (isinstance(c.func, ast.Name) and c.func.id not in BUILTINS) or method(c) == "forward"
-        for c in body
-    )
+    if not facts.loops_in(func):
+        return False
+    params = {a.arg for a in func.args.posonlyargs + func.args.args + func.args.kwonlyargs}
+    return any(_runs_a_model(facts, c, params) for c in body)
+
+
+def _runs_a_model(facts: Facts, call: ast.Call, params: set[str]) -> bool:
+    """``model(x)`` / ``net.forward(x)``: a call of a parameter or of a name bound to a value,
+    not of a builtin, a function defined here or an imported one (detectron2's
+    ``do_test(cfg, model)`` calls ``inference_on_dataset``, which sets the modes itself)."""
+    if method(call) == "forward":
+        return True
+    if not isinstance(call.func, ast.Name) or call.func.id in BUILTINS:
+        return False
+    name = call.func.id
+    if name in params:
+        return True
+    defined = name in facts.aliases or any(f.name == name for f in facts.functions)
+    return not defined and name in facts.bindings
 
 
 def _freezes(facts: Facts) -> bool:
