@@ -244,3 +244,11 @@ def test_throughput_hints_for_a_gpu_script(tmp_path: Path) -> None:
     assert codes(tmp_path, cpu_only) == set()
     tuned = source.replace("shuffle=True)", "shuffle=True, num_workers=8, pin_memory=True)")
     assert codes(tmp_path, tuned.replace("        print(loss.item())\n", "")) == set()
+    # detectron2's CombinedDataLoader(loaders, images_per_worker, ratios): its own class
+    combined = source.replace(
+        "DataLoader(train_set, batch_size=64, shuffle=True)",
+        "CombinedDataLoader(loaders, 4, ratios)",
+    )
+    assert found(tmp_path, combined.replace("import DataLoader", "import Sampler")) == [
+        ("RGT501", 8)
+    ]

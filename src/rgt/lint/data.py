@@ -69,12 +69,19 @@ SHARD_WORDS = {"get_worker_info", "worker_info", "worker_id", "split_dataset_by_
 
 
 def loaders(facts: Facts) -> list[ast.Call]:
-    """The module's ``DataLoader(...)`` calls (found once, asked by several rules)."""
+    """The module's ``DataLoader(...)`` calls (found once, asked by several rules), not the
+    other classes whose name ends so."""
     found = facts.memo.get("loaders")
     if found is None:
-        found = [c for c in facts.calls if (facts.call_name(c) or "").endswith("DataLoader")]
+        found = [c for c in facts.calls if _last(facts.call_name(c)) == "DataLoader"]
         facts.memo["loaders"] = found
     return found  # type: ignore[return-value]  # memo holds what this function stored
+
+
+def _last(name: str | None) -> str:
+    """``torch.utils.data.DataLoader`` → ``DataLoader``; detectron2's ``CombinedDataLoader``
+    (its own class, with its own arguments) stays itself."""
+    return (name or "").rsplit(".", 1)[-1]
 
 
 def workers(call: ast.Call) -> object:
