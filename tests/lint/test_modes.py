@@ -140,7 +140,7 @@ def test(model, loader):
     assert codes(tmp_path, source) == set()
 
 
-def test_a_loop_calling_only_builtins_is_not_an_evaluation(tmp_path: Path) -> None:
+def test_a_loop_calling_only_builtins_or_functions_is_not_an_evaluation(tmp_path: Path) -> None:
     # rgt's own lint/data.py `_names_eval`: a helper named like an evaluation, no model in it
     helper = (
         MODEL
@@ -153,7 +153,20 @@ def names_eval(names):
 """
     )
     assert codes(tmp_path, helper) == set()
-    assert codes(tmp_path, helper.replace("isinstance(name, str)", "net(name)")) == {
+    with_model = helper.replace("isinstance(name, str)", "net(name)").replace(
+        "names)", "names, net)"
+    )
+    assert codes(tmp_path, with_model) == {
+        "RGT201",
+        "RGT203",
+    }
+    # detectron2's do_test(cfg, model): inference_on_dataset (imported) sets the modes itself
+    delegates = helper.replace("isinstance(name, str)", "inference_on_dataset(model, name)")
+    delegates = delegates.replace("names)", "names, model)")
+    assert codes(tmp_path, "from evaluation import inference_on_dataset\n" + delegates) == set()
+    defined_here = delegates + "\ndef inference_on_dataset(model, data):\n    return 0\n"
+    assert codes(tmp_path, defined_here) == set()
+    assert codes(tmp_path, delegates.replace("inference_on_dataset(", "model(")) == {
         "RGT201",
         "RGT203",
     }
