@@ -150,14 +150,31 @@ def test_a_save_helper_called_once_here_is_an_export(tmp_path: Path) -> None:
         save_for_hf(model, repo)
     """
     assert codes(tmp_path, source) == set()
-    # a save helper that nothing here calls: its loop is in another module
-    helper_only = source.split("def push_to_hf_hub")[0]
+    # a save helper that nothing here calls, writing to its own fixed name: its loop is in
+    # another module
+    helper_only = source.split("def push_to_hf_hub")[0].replace("save_directory / ", "")
     assert {c for c, _ in found(tmp_path, helper_only)} == {"RGT401"}
     in_a_loop = source.replace(
         "        save_for_hf(model, repo)",
         "        for _ in range(3):\n            save_for_hf(model, repo)",
     )
     assert {c for c, _ in found(tmp_path, in_a_loop)} == {"RGT401"}
+
+
+def test_a_save_helper_writing_where_its_unseen_caller_says(tmp_path: Path) -> None:
+    # mlfoundations/open_clip's task/checkpoint.py: main.py passes epoch_{n}/ or a temporary
+    # folder it renames after; this module never calls the helper
+    source = """
+    import os
+    import torch
+
+    def save_sharded_checkpoint(model, checkpoint_dir, epoch):
+        torch.save({"epoch": epoch}, os.path.join(checkpoint_dir, "_metadata_extra.pt"))
+    """
+    assert codes(tmp_path, source) == set()
+    # pytorch/examples imagenet: the name is the helper's own default, overwritten each time
+    default = source.replace("checkpoint_dir, epoch)", "epoch, checkpoint_dir='runs')")
+    assert {c for c, _ in found(tmp_path, default)} == {"RGT401"}
 
 
 def test_no_resume_path_only_for_a_training_loop(tmp_path: Path) -> None:

@@ -107,7 +107,22 @@ def _periodic(facts: Facts, call: ast.Call) -> bool:
     callers = [c for c in facts.calls if dotted(c.func) in (name, f"self.{name}")]
     if any(isinstance(a, ast.For | ast.While) for c in callers for a in facts.ancestors(c)):
         return True
-    return not callers and any(w in name.lower() for w in ("save", "checkpoint", "ckpt"))
+    helper = not callers and any(w in name.lower() for w in ("save", "checkpoint", "ckpt"))
+    return helper and not _path_from_caller(scope, call)
+
+
+def _path_from_caller(scope: ast.AST, call: ast.Call) -> bool:
+    """The file's name is built from a parameter with no default (open_clip's
+    ``save_sharded_checkpoint(..., checkpoint_dir)``): where it goes, a fresh ``epoch_{n}``
+    folder or a temporary one renamed after, is the unseen caller's choice."""
+    if not isinstance(scope, ast.FunctionDef) or len(call.args) < 2:
+        return False
+    args = scope.args
+    positional = args.posonlyargs + args.args
+    required = {a.arg for a in positional[: len(positional) - len(args.defaults)]}
+    required |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is None}
+    required -= {"self", "cls"}
+    return any(isinstance(n, ast.Name) and n.id in required for n in ast.walk(call.args[1]))
 
 
 def _caller_names_it(facts: Facts, call: ast.Call) -> bool:
