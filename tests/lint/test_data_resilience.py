@@ -269,3 +269,60 @@ def test_throughput_hints_for_a_gpu_script(tmp_path: Path) -> None:
     assert found(tmp_path, combined.replace("import DataLoader", "import Sampler")) == [
         ("RGT501", 8)
     ]
+
+
+def test_no_loader_hints_for_tensors_already_in_memory_or_on_the_gpu(tmp_path: Path) -> None:
+    gpu_script = """
+    import torch
+    from torch.utils.data import DataLoader, Dataset, TensorDataset
+    device = torch.device("cuda")
+    LOADER
+    """
+    plain = gpu_script.replace("LOADER", "loader = DataLoader(train_set, batch_size=64)")
+    assert codes(tmp_path, plain) == {"RGT502", "RGT503"}
+    # dinov2's log_regression: features already computed, num_workers=0 on purpose
+    features = "loader = DataLoader(TensorDataset(feats, labels), batch_size=64, num_workers=0)"
+    assert codes(tmp_path, gpu_script.replace("LOADER", features)) == set()
+    # x-transformers' train_enwik8.py: each sample goes to the GPU in __getitem__
+    on_device = """class Sampler(Dataset):
+        def __getitem__(self, index):
+            return self.data[index : index + 128].long().to(device)
+
+    loader = DataLoader(Sampler(), batch_size=4)"""
+    assert codes(tmp_path, gpu_script.replace("LOADER", on_device)) == set()
+    on_cpu = on_device.replace(".to(device)", "")
+    assert codes(tmp_path, gpu_script.replace("LOADER", on_cpu)) == {"RGT502", "RGT503"}
+
+
+def test_a_checkpoint_per_step_or_named_by_the_caller_is_not_overwritten(tmp_path: Path) -> None:
+    # dinov2's train.py do_test: eval/<iteration>/teacher_checkpoint.pth, one folder per test
+    per_step = """
+    import os
+    import torch
+
+    def do_test(cfg, model, iteration):
+        eval_dir = os.path.join(cfg.output_dir, "eval", str(iteration))
+        path = os.path.join(eval_dir, "teacher_checkpoint.pth")
+        torch.save({"teacher": model.state_dict()}, path)
+
+    def do_train(cfg, model):
+        for iteration in range(10):
+            do_test(cfg, model, iteration)
+    """
+    assert codes(tmp_path, per_step) == set()
+    fixed = per_step.replace('"eval", str(iteration))', '"eval")')
+    assert {c for c, _ in found(tmp_path, fixed)} == {"RGT401"}
+    # dinov2's FSDPCheckpointer.save(name): the file, opened under the caller's name
+    named = """
+    import os
+    import torch
+
+    class Checkpointer:
+        def save(self, name, **kwargs):
+            basename = f"{name}.{rank}.pth"
+            save_file = os.path.join(self.save_dir, basename)
+            with open(save_file, "wb") as f:
+                torch.save(self.model.state_dict(), f)
+    """
+    assert codes(tmp_path, named) == set()
+    assert {c for c, _ in found(tmp_path, named.replace("{name}", "last"))} == {"RGT401"}

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
-from rgt.lint._nodes import NOT_CONSTANT, constant, dotted, keyword
+from rgt.lint._nodes import NOT_CONSTANT, constant, dotted, keyword, method
 
 B, A = Severity.BUG, Severity.ADVICE
 RULES = (
@@ -84,6 +84,37 @@ def _last(name: str | None) -> str:
     return (name or "").rsplit(".", 1)[-1]
 
 
+def in_memory(facts: Facts, call: ast.Call) -> bool:
+    """A loader over tensors already in memory (``TensorDataset``: dinov2's features) or a
+    dataset whose ``__getitem__`` puts each sample on the GPU itself (x-transformers'
+    ``return full_seq.to(device)``): workers and pinned copies add nothing there, a CUDA
+    tensor cannot be pinned, and CUDA in forked workers fails."""
+    dataset = call.args[0] if call.args else keyword(call, "dataset")
+    if dataset is None:
+        return False
+    if constructs(facts, dataset, "TensorDataset"):
+        return True
+    return any(
+        constructs(facts, dataset, cls.name) and _samples_on_device(facts, cls)
+        for cls in facts.classes
+    )
+
+
+def _samples_on_device(facts: Facts, cls: ast.ClassDef) -> bool:
+    getitem = next((f for f in cls.body if getattr(f, "name", "") == "__getitem__"), None)
+    if not isinstance(getitem, ast.FunctionDef):
+        return False
+    for call in facts.calls_in(getitem):
+        if method(call) == "cuda":
+            return True
+        target = call.args[0] if call.args else keyword(call, "device")
+        if method(call) == "to" and target is not None:
+            text = ast.unparse(target).lower()
+            if "cuda" in text or "device" in text:
+                return True
+    return False
+
+
 def workers(call: ast.Call) -> object:
     """The DataLoader's ``num_workers``: a number, ``NOT_CONSTANT``, or 0 when absent."""
     value = keyword(call, "num_workers")
@@ -147,13 +178,14 @@ def _unsharded(facts: Facts) -> Iterator[Hit]:
             continue
         for call in loaders(facts):
             count = workers(call)
-            uses = call.args and _constructs(facts, call.args[0], cls.name)
+            uses = call.args and constructs(facts, call.args[0], cls.name)
             if uses and (count is NOT_CONSTANT or (isinstance(count, int) and count > 0)):
                 yield Hit("RGT303", cls, cls.name)
                 break
 
 
-def _constructs(facts: Facts, node: ast.AST, cls: str) -> bool:
+def constructs(facts: Facts, node: ast.AST, cls: str) -> bool:
+    """Is ``node`` a ``cls(...)`` call, or a name bound only to such calls?"""
     if isinstance(node, ast.Call):
         return (facts.call_name(node) or "").rsplit(".", 1)[-1] == cls
     return facts.is_instance_of(node, (cls,))

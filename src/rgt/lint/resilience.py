@@ -5,6 +5,7 @@ and the ``__main__`` guard that spawned DataLoader workers need.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from rgt.lint._facts import Facts
@@ -68,6 +69,7 @@ COLLECTIVES = {
     "reduce_scatter_tensor",
 }
 MOVES = ("os.replace", "os.rename", "shutil.move")
+COUNTER = re.compile(r"(?i)(epoch|step|iter)[a-z_]*$")  # the last part of a name
 # Words that show a way back from a checkpoint (anywhere in the linted files).
 LOADS = {
     "load_state_dict",
@@ -108,10 +110,10 @@ def _periodic(facts: Facts, call: ast.Call) -> bool:
     if any(isinstance(a, ast.For | ast.While) for c in callers for a in facts.ancestors(c)):
         return True
     helper = not callers and any(w in name.lower() for w in ("save", "checkpoint", "ckpt"))
-    return helper and not _path_from_caller(scope, call)
+    return helper and not _path_from_caller(facts, scope, call)
 
 
-def _path_from_caller(scope: ast.AST, call: ast.Call) -> bool:
+def _path_from_caller(facts: Facts, scope: ast.AST, call: ast.Call) -> bool:
     """The file's name is built from a parameter with no default (open_clip's
     ``save_sharded_checkpoint(..., checkpoint_dir)``): where it goes, a fresh ``epoch_{n}``
     folder or a temporary one renamed after, is the unseen caller's choice."""
@@ -122,7 +124,23 @@ def _path_from_caller(scope: ast.AST, call: ast.Call) -> bool:
     required = {a.arg for a in positional[: len(positional) - len(args.defaults)]}
     required |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is None}
     required -= {"self", "cls"}
-    return any(isinstance(n, ast.Name) and n.id in required for n in ast.walk(call.args[1]))
+    return _mentions(facts, call.args[1], required, 0)
+
+
+def _mentions(facts: Facts, node: ast.AST, names: set[str], depth: int) -> bool:
+    """Does ``node`` use one of ``names``, itself or through the values of the names it uses
+    (three steps: ``with open(save_file) as f``, ``save_file = join(d, base)``, ``base =
+    f"{name}.pth"``)?"""
+    for child in ast.walk(node):
+        if not isinstance(child, ast.Name):
+            continue
+        if child.id in names:
+            return True
+        if depth < 3:
+            value = facts.last_value(facts.scope_of(child), child.id, child.lineno)
+            if value is not None and _mentions(facts, value, names, depth + 1):
+                return True
+    return False
 
 
 def _caller_names_it(facts: Facts, call: ast.Call) -> bool:
@@ -187,6 +205,8 @@ def _varies(facts: Facts, path: ast.AST, targets: set[str | None], depth: int) -
                 return True
         if any(not _folder(v) for v in _formatted(node)):
             return True
+        if isinstance(node, ast.Name | ast.Attribute) and COUNTER.search(dotted(node) or ""):
+            return True  # os.path.join(out, "eval", str(iteration)): a folder per step
     return False
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint._nodes import constant, keyword, method
-from rgt.lint.data import loaders, workers
+from rgt.lint.data import in_memory, loaders, workers
 
 A = Severity.ADVICE
 RULES = (
@@ -53,8 +53,8 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
             if sync is not None:
                 yield Hit("RGT501", sync)
     for call in loaders(facts):
-        if any(kw.arg is None for kw in call.keywords):  # **kwargs: not seen whole
-            continue
+        if any(kw.arg is None for kw in call.keywords) or in_memory(facts, call):
+            continue  # **kwargs: not seen whole; tensors in memory: nothing to load
         if keyword(call, "pin_memory") is None or constant(keyword(call, "pin_memory")) is False:
             yield Hit("RGT502", call)
         if workers(call) == 0:
