@@ -326,3 +326,41 @@ def test_a_checkpoint_per_step_or_named_by_the_caller_is_not_overwritten(tmp_pat
     """
     assert codes(tmp_path, named) == set()
     assert {c for c, _ in found(tmp_path, named.replace("{name}", "last"))} == {"RGT401"}
+
+
+def test_a_save_helper_whose_caller_names_a_new_file_each_time(tmp_path: Path) -> None:
+    # facebookresearch/moco's main_moco.py: filename="checkpoint_{:04d}.pth.tar".format(epoch)
+    source = """
+    import torch
+
+    def save_checkpoint(state, is_best, filename="checkpoint.pth.tar"):
+        torch.save(state, filename)
+
+    def main(model, epochs):
+        for epoch in range(epochs):
+            save_checkpoint({"epoch": epoch}, False, filename="ckpt_{:04d}.pth".format(epoch))
+    """
+    assert codes(tmp_path, source) == set()
+    same_name = source.replace(', filename="ckpt_{:04d}.pth".format(epoch))', ")")
+    assert found(tmp_path, same_name) == [("RGT401", 4)]  # moco's main_lincls.py
+    # gpt-neox's tools/ckpts/merge20b.py: one output file per model-parallel rank
+    by_rank = """
+    import os
+    import torch
+
+    def modify_model_states(input_model_state_path, output_model_state_path):
+        torch.save(torch.load(input_model_state_path), output_model_state_path)
+
+    def merge(input_dir, output_dir):
+        for i in range(8):
+            modify_model_states(
+                input_model_state_path=os.path.join(input_dir, f"mp_rank_{i:02d}.pt"),
+                output_model_state_path=os.path.join(output_dir, f"mp_rank_{i:02d}.pt"),
+            )
+    """
+    assert codes(tmp_path, by_rank) == set()
+    one_file = by_rank.replace('f"mp_rank_{i:02d}.pt"),\n', '"merged.pt"),\n')
+    assert {c for c, _ in found(tmp_path, one_file)} == {"RGT401"}
+    # fairseq's emotion_conversion: formatted, but the same file every epoch
+    same_file = by_rank.replace('f"mp_rank_{i:02d}.pt"),\n', 'f"{os.getcwd()}/{cfg.name}.pt"),\n')
+    assert {c for c, _ in found(tmp_path, same_file)} == {"RGT401"}

@@ -170,3 +170,6 @@ def names_eval(names):
         "RGT201",
         "RGT203",
     }
+    # fairseq's eval_f0_error(samples, distortion_fn): a metric passed in, not a model
+    metric = delegates.replace("inference_on_dataset(model, name)", "distortion_fn(name)")
+    assert codes(tmp_path, metric.replace("names, model)", "names, distortion_fn)")) == set()

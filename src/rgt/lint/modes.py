@@ -60,6 +60,7 @@ EVAL_NAME = re.compile(
 )
 LAYER_WORDS = frozenset({"Dropout", "dropout", "BatchNorm2d", "BatchNorm1d"})  # mode-bound
 NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
+FUNCTION_NAME = re.compile(r"(?i)(^|_)(fn|func|function|callback|hook|metric)s?$")
 BUILTINS = frozenset(dir(builtins))  # `isinstance(...)`, `len(...)`: never the model called
 FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "ignite")
 
@@ -100,6 +101,8 @@ def _runs_a_model(facts: Facts, call: ast.Call, params: set[str]) -> bool:
     if not isinstance(call.func, ast.Name) or call.func.id in BUILTINS:
         return False
     name = call.func.id
+    if FUNCTION_NAME.search(name):  # fairseq's eval_f0_error(samples, distortion_fn)
+        return False
     if name in params:
         return True
     defined = name in facts.aliases or any(f.name == name for f in facts.functions)
