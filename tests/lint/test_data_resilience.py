@@ -172,6 +172,9 @@ def test_a_save_helper_writing_where_its_unseen_caller_says(tmp_path: Path) -> N
         torch.save({"epoch": epoch}, os.path.join(checkpoint_dir, "_metadata_extra.pt"))
     """
     assert codes(tmp_path, source) == set()
+    # litgpt's LLM.save(self, out_dir=None): a None default, the caller gives the folder
+    none_default = source.replace("checkpoint_dir, epoch)", "epoch, checkpoint_dir=None)")
+    assert codes(tmp_path, none_default) == set()
     # pytorch/examples imagenet: the name is the helper's own default, overwritten each time
     default = source.replace("checkpoint_dir, epoch)", "epoch, checkpoint_dir='runs')")
     assert {c for c, _ in found(tmp_path, default)} == {"RGT401"}

@@ -13,7 +13,7 @@ import ast
 import re
 
 from rgt.lint._facts import Facts
-from rgt.lint._nodes import dotted, keyword, method
+from rgt.lint._nodes import constant, dotted, keyword, method
 
 MOVES = ("os.replace", "os.rename", "shutil.move")
 COUNTER = re.compile(r"(?i)(epoch|step|iter)[a-z_]*$")  # the last part of a name
@@ -42,17 +42,19 @@ def _periodic(facts: Facts, call: ast.Call) -> bool:
 
 
 def _path_from_caller(facts: Facts, scope: ast.AST, call: ast.Call) -> bool:
-    """The file's name is built from a parameter with no default (open_clip's
-    ``save_sharded_checkpoint(..., checkpoint_dir)``): where it goes, a fresh ``epoch_{n}``
-    folder or a temporary one renamed after, is the unseen caller's choice."""
+    """The file's name is built from a parameter the caller must give, one with no default or
+    a ``None`` default (open_clip's ``save_sharded_checkpoint(..., checkpoint_dir)``, litgpt's
+    ``LLM.save(out_dir=None)``): where it goes, a fresh ``epoch_{n}`` folder or a temporary one
+    renamed after, is the unseen caller's choice."""
     if not isinstance(scope, ast.FunctionDef) or len(call.args) < 2:
         return False
     args = scope.args
     positional = args.posonlyargs + args.args
-    required = {a.arg for a in positional[: len(positional) - len(args.defaults)]}
-    required |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is None}
-    required -= {"self", "cls"}
-    return _mentions(facts, call.args[1], required, 0)
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+    pairs = [*zip(positional, [*defaults, *args.defaults], strict=True)]
+    pairs += zip(args.kwonlyargs, args.kw_defaults, strict=True)
+    given = {a.arg for a, d in pairs if d is None or constant(d) is None} - {"self", "cls"}
+    return _mentions(facts, call.args[1], given, 0)
 
 
 def _mentions(facts: Facts, node: ast.AST, names: set[str], depth: int) -> bool:
