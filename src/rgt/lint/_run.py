@@ -75,11 +75,9 @@ def _spread(texts: list[Text], words: frozenset[str], wanted: frozenset[str]) ->
 
 def _shares(texts: list[Text], count: int) -> list[list[Text]]:
     """The texts dealt into ``count`` shares of about equal size (largest first, each to the
-    lightest share): parse time follows the length of the text. The first share, this
-    process's, starts a tenth behind: it also frees its trees and gathers the others'."""
+    lightest share): parse time follows the length of the text."""
     shares: list[list[Text]] = [[] for _ in range(count)]
     sizes = [0] * count
-    sizes[0] = sum(len(t.text) for t in texts) // (10 * count)
     for text in sorted(texts, key=lambda t: len(t.text), reverse=True):
         lightest = sizes.index(min(sizes))
         shares[lightest].append(text)
