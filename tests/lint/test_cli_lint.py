@@ -102,6 +102,18 @@ def test_bad_files_get_one_line_each_never_a_traceback(
     assert data["files"] == 8
 
 
+def test_a_byte_order_mark_is_python_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # NVlabs/stylegan2-ada-pytorch: 15 of its 35 files start with a UTF-8 BOM, which Python
+    # accepts; they were skipped as "invalid non-printable character U+FEFF"
+    (tmp_path / "train.py").write_bytes(b"\xef\xbb\xbf" + BUGGY.encode())
+    code, data, _ = run(capsys, str(tmp_path / "train.py"))
+    assert data["skipped"] == []
+    (finding,) = data["findings"]
+    assert code == 1 and (finding["code"], finding["line"]) == ("RGT101", 8)
+
+
 def test_notebook_code_cells_are_linted_with_cell_numbers(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

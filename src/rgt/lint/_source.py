@@ -85,7 +85,7 @@ def read(path: Path) -> Text | FileNote:
         raise UsageError(
             f"cannot read {str(path)!r}: {exc.strerror}", fix="check the path"
         ) from exc
-    text = raw.decode("utf-8", errors="replace")
+    text = raw.decode("utf-8-sig", errors="replace")  # a BOM, as Python itself allows
     cells: tuple[tuple[int, int], ...] = ()
     if path.suffix == ".ipynb" or text.lstrip().startswith("{"):  # a notebook, by name or content
         book = _notebook_code(text)
