@@ -295,6 +295,12 @@ def test_no_loader_hints_for_tensors_already_in_memory_or_on_the_gpu(tmp_path: P
     assert codes(tmp_path, gpu_script.replace("LOADER", on_device)) == set()
     on_cpu = on_device.replace(".to(device)", "")
     assert codes(tmp_path, gpu_script.replace("LOADER", on_cpu)) == {"RGT502", "RGT503"}
+    # pytorch_geometric's lightgcn.py: index batches into a graph already on the GPU
+    indices = "loader = DataLoader(range(data.num_edges), batch_size=8192, shuffle=True)"
+    assert codes(tmp_path, gpu_script.replace("LOADER", indices)) == set()
+    # a library's DataLoader subclass is one (pytorch_geometric's DenseDataLoader)
+    dense = "from torch_geometric.loader import DenseDataLoader\n    loader = DenseDataLoader(ds, 2)"
+    assert codes(tmp_path, gpu_script.replace("LOADER", dense)) == {"RGT502", "RGT503"}
 
 
 def test_a_checkpoint_per_step_or_named_by_the_caller_is_not_overwritten(tmp_path: Path) -> None:

@@ -75,6 +75,9 @@ def test_a_whole_pytest_module_is_a_suite(tmp_path: Path) -> None:
     }
     assert found(tmp_path, "import pytest\n" + helper, name="test_hub.py") == []
     assert found(tmp_path, "import unittest\n" + helper, name="hub_test.py") == []
+    # pytorch_geometric's test/transforms/test_to_device.py: a custom fixture, a tests folder
+    (tmp_path / "test").mkdir()
+    assert found(tmp_path, helper, name="test/test_hub.py") == []
 
 
 def test_an_evaluation_script_named_test_still_evaluates(tmp_path: Path) -> None:

@@ -249,7 +249,8 @@ class Facts:
 
     def in_suite_test(self, node: ast.AST) -> bool:
         """Is ``node`` part of a test suite rather than training code: anywhere in a
-        ``test_*.py``/``*_test.py`` module that imports pytest or unittest, or in a ``test_*``
+        ``test_*.py``/``*_test.py`` module that imports pytest or unittest or sits in a
+        ``test``/``tests`` folder, or in a ``test_*``
         function there that takes no arguments or one of pytest's own fixtures? (A
         ``test_net.py`` evaluation script's ``def test_net(cfg, model)`` is checked.)"""
         name = os.path.basename(self.path)
@@ -259,6 +260,9 @@ class Facts:
         if not suite_file:
             return False
         if any(full.split(".")[0] in ("pytest", "unittest") for full in self.aliases.values()):
+            return True
+        folders = set(os.path.normpath(os.path.dirname(self.path)).split(os.sep))
+        if folders & {"test", "tests"}:  # pytorch_geometric's test/transforms/test_to_device.py
             return True
         outer: ast.AST | None = node
         while outer is not None:

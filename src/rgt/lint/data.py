@@ -64,28 +64,34 @@ SEEDS = (
     "torch.cuda.manual_seed_all",
 )
 VARYING = {"initial_seed", "get_worker_info", "worker_id", "id"}
+# Libraries whose *DataLoader classes are torch DataLoaders (same arguments).
+LOADER_LIBRARIES = ("torch.", "torch_geometric.", "torchdata.", "dgl.", "monai.", "torchvision.")
 EVAL_WORDS = re.compile(r"(?i)(^|_)(val|valid|validation|test|eval|dev)(_|$|loader|set|data)")
 SHARD_WORDS = {"get_worker_info", "worker_info", "worker_id", "split_dataset_by_node", "shard"}
 
 
 def loaders(facts: Facts) -> list[ast.Call]:
-    """The module's ``DataLoader(...)`` calls (found once, asked by several rules), not the
-    other classes whose name ends so."""
+    """The module's torch ``DataLoader(...)`` calls (found once, asked by several rules)."""
     found = facts.memo.get("loaders")
     if found is None:
-        found = [c for c in facts.calls if _last(facts.call_name(c)) == "DataLoader"]
+        found = [c for c in facts.calls if is_loader(facts.call_name(c) or "")]
         facts.memo["loaders"] = found
     return found  # type: ignore[return-value]  # memo holds what this function stored
 
 
-def _last(name: str | None) -> str:
-    """``torch.utils.data.DataLoader`` → ``DataLoader``; detectron2's ``CombinedDataLoader``
-    (its own class, with its own arguments) stays itself."""
-    return (name or "").rsplit(".", 1)[-1]
+def is_loader(name: str) -> bool:
+    """``DataLoader`` itself, or a library's subclass of it (torch_geometric's
+    ``DenseDataLoader``); not a repository's own ``*DataLoader`` class with its own arguments
+    (llm.c's ``DistributedDataLoader``, detectron2's ``CombinedDataLoader``)."""
+    last = name.rsplit(".", 1)[-1]
+    if last == "DataLoader":
+        return True
+    return last.endswith("DataLoader") and name.startswith(LOADER_LIBRARIES)
 
 
 def in_memory(facts: Facts, call: ast.Call) -> bool:
-    """A loader over tensors already in memory (``TensorDataset``: dinov2's features) or a
+    """A loader over indices (``DataLoader(range(n))``: pytorch_geometric's lightgcn, the data
+    already on the GPU), over tensors already in memory (``TensorDataset``: dinov2's features) or a
     dataset whose ``__getitem__`` puts each sample on the GPU itself (x-transformers'
     ``return full_seq.to(device)``): workers and pinned copies add nothing there, a CUDA
     tensor cannot be pinned, and CUDA in forked workers fails."""
@@ -93,6 +99,8 @@ def in_memory(facts: Facts, call: ast.Call) -> bool:
     if dataset is None:
         return False
     if constructs(facts, dataset, "TensorDataset"):
+        return True
+    if isinstance(dataset, ast.Call) and facts.call_name(dataset) in ("range", "torch.arange"):
         return True
     return any(
         constructs(facts, dataset, cls.name) and _samples_on_device(facts, cls)
