@@ -299,7 +299,7 @@ def test_no_loader_hints_for_tensors_already_in_memory_or_on_the_gpu(tmp_path: P
     indices = "loader = DataLoader(range(data.num_edges), batch_size=8192, shuffle=True)"
     assert codes(tmp_path, gpu_script.replace("LOADER", indices)) == set()
     # a library's DataLoader subclass is one (pytorch_geometric's DenseDataLoader)
-    dense = "from torch_geometric.loader import DenseDataLoader\n    loader = DenseDataLoader(ds, 2)"
+    dense = "from torch_geometric.loader import DenseDataLoader\n    loader = DenseDataLoader(d, 2)"
     assert codes(tmp_path, gpu_script.replace("LOADER", dense)) == {"RGT502", "RGT503"}
 
 
