@@ -21,7 +21,13 @@ with open(filler, "wb") as handle:
             handle.flush()
     except OSError:
         pass
-time.sleep(2.0)        # the disk is full: the agent's heartbeats cannot be written
+# The disk is full: the agent's heartbeats cannot be written. Keep it so until the agent has
+# said so (its log's first page has room for the line), not for a fixed time: under load the
+# agent may not run at all for a while.
+agent_log = pathlib.Path(os.environ["RGT_JOB_DIR"]) / "agent.log"
+deadline = time.monotonic() + 60
+while "cannot write" not in agent_log.read_text() and time.monotonic() < deadline:
+    time.sleep(0.05)
 filler.unlink()
 (out / "result.json").write_text('{"ok": true}')
 """
@@ -37,5 +43,6 @@ def test_agent_survives_a_full_disk(
     status = job.status()
     assert status["state"] == "succeeded", status
     log = job.agent_log()
-    assert "cannot write" in log and "writing works again" in log
+    events = (job.dir / "events.jsonl").read_text()
+    assert "cannot write" in log and "writing works again" in log, (log, events)
     assert (job.dir / "DONE").is_file()
