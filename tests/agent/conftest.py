@@ -105,6 +105,11 @@ class Job:
             time.sleep(0.05)
         raise AssertionError(f"status never matched; last: {self.status()}\n{self.agent_log()}")
 
+    def trainer_pid(self) -> int:
+        """The running job's pid from status.json, once the agent has written it: the job can
+        create its files before the agent records the pid it just started."""
+        return int(self.wait_for(lambda status: status.get("pid") is not None)["pid"])
+
     def wait_file(self, rel: str, timeout: float = 30) -> Path:
         path = self.dir / rel
         deadline = time.monotonic() + timeout

@@ -36,7 +36,7 @@ SAVES_AT_END = """
 
 def kill_trainer(job) -> None:
     job.wait_file("outputs/ready")
-    os.kill(job.status()["pid"], signal.SIGKILL)
+    os.kill(job.trainer_pid(), signal.SIGKILL)
     assert job.finish() == 0, job.agent_log()
 
 
@@ -122,7 +122,7 @@ def test_an_agent_started_again_after_it_died_runs_the_resume_form(make_job) -> 
     job = make_job().write(OWN_FLAG, resume={"with": "--resume", "ckpt": "out/ckpt.txt"})
     agent = job.start()
     job.wait_file("outputs/ready")
-    trainer = job.status()["pid"]
+    trainer = job.trainer_pid()
     os.killpg(agent.pid, signal.SIGKILL)  # the agent dies; `rgt resume` starts a new one
     os.killpg(trainer, signal.SIGKILL)
     agent.wait()

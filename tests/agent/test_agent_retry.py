@@ -33,7 +33,7 @@ def test_external_kill_9_is_retried_and_resumes(make_job) -> None:
     job = make_job().write(RESUMABLE_JOB)
     job.start()
     job.wait_file("outputs/ready")
-    pid = job.status()["pid"]
+    pid = job.trainer_pid()
     os.kill(pid, signal.SIGKILL)  # what a spot reclaim or a user's kill -9 looks like
     assert job.finish() == 0, job.agent_log()
 
@@ -94,7 +94,7 @@ def test_cancel_stops_the_whole_process_group_and_is_not_retried(make_job) -> No
     job = make_job().write(CANCELLABLE_JOB)
     job.start()
     worker_pid = int(job.wait_file("outputs/worker.pid").read_text())
-    job_pid = job.status()["pid"]
+    job_pid = job.trainer_pid()
 
     result = job.agent_cmd("cancel")
     assert result.returncode == 0, result.stderr
@@ -116,7 +116,7 @@ def test_cancel_without_a_live_agent_records_it(make_job) -> None:
     job = make_job().write(RESUMABLE_JOB)
     agent = job.start()
     job.wait_file("outputs/ready")
-    job_pid = job.status()["pid"]
+    job_pid = job.trainer_pid()
     os.killpg(agent.pid, signal.SIGKILL)  # the agent is gone; its job keeps running
     agent.wait()
     assert not process_gone(job_pid)
@@ -134,7 +134,7 @@ def test_host_restart_counts_as_an_interrupted_attempt(make_job, tmp_path: Path)
     agent = job.start(RGT_AGENT_BOOT_ID_FILE=str(boot))
     job.wait_file("outputs/ready")
     # The restart: every process is gone without a word, then the kernel has a new boot id.
-    job_pid = job.status()["pid"]
+    job_pid = job.trainer_pid()
     os.killpg(agent.pid, signal.SIGKILL)
     os.killpg(job_pid, signal.SIGKILL)
     agent.wait()
@@ -156,7 +156,7 @@ def test_dead_agent_with_orphaned_job_resumes_without_two_writers(make_job) -> N
     job = make_job().write(RESUMABLE_JOB)
     agent = job.start()
     job.wait_file("outputs/ready")
-    orphan = job.status()["pid"]
+    orphan = job.trainer_pid()
     agent.send_signal(signal.SIGKILL)  # only the agent dies; the job runs on in its session
     agent.wait()
     assert not process_gone(orphan)
@@ -174,7 +174,7 @@ def test_agent_sigterm_stops_the_job_and_leaves_it_resumable(make_job) -> None:
     job = make_job().write(RESUMABLE_JOB)
     agent = job.start()
     job.wait_file("outputs/ready")
-    job_pid = job.status()["pid"]
+    job_pid = job.trainer_pid()
     agent.send_signal(signal.SIGTERM)  # e.g. Slurm's --signal before a preemption
     assert agent.wait(timeout=30) == 1
     assert process_gone(job_pid)
@@ -255,6 +255,6 @@ def test_a_queued_status_written_by_the_cli_keeps_the_full_retry_budget(make_job
     Path(job.paths.status).write_text('{"job_id": "job-1", "state": "queued"}')
     job.start()
     job.wait_file("outputs/ready")
-    os.kill(job.status()["pid"], signal.SIGKILL)
+    os.kill(job.trainer_pid(), signal.SIGKILL)
     assert job.finish() == 0, job.agent_log()
     assert job.status()["attempt"] == 2 and job.status()["retries_left"] == 1
