@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,8 +22,8 @@ def test_demo_json() -> None:
         env=os.environ.copy(),
         timeout=900,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = json.loads(proc.stdout)
+    doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    assert proc.returncode == 0, why_not(doc, proc.stderr)
     assert doc["smoke"]["ok"] and doc["smoke"]["exact_resume"] is True
     assert doc["job"]["state"] == "succeeded" and doc["job"]["attempt"] == 2
     assert doc["job"]["label"] is None  # a succeeded job carries no failure label
@@ -49,3 +50,15 @@ def test_demo_json() -> None:
     provenance = Path(delivery["figure"]).with_name("loss.provenance.json")
     assert json.loads(provenance.read_text())["digest"] == delivery["figure_digest"]
     assert (Path(delivery["workspace"]) / "DISCLOSURE.md").is_file()
+
+
+def why_not(doc: dict[str, Any], stderr: str) -> str:
+    """What a failed demo printed that says why, and the tails of its job's logs."""
+    keys = ("smoke", "job", "kill", "steps_lost", "exact_resume", "reference")
+    said = {k: doc.get(k) for k in keys}
+    said.update(final=doc.get("final_digest"), reference_digest=doc.get("reference_digest"))
+    parts = [json.dumps(said, indent=1), stderr[-3000:]]
+    jobs = Path(doc.get("workspace") or "/nonexistent") / "machine" / ".rgt" / "jobs"
+    for log in sorted(jobs.glob("*/agent.log")) + sorted(jobs.glob("*/logs/*.log")):
+        parts.append(f"--- {log.name}\n" + log.read_text(errors="replace")[-1500:])
+    return "\n".join(parts)

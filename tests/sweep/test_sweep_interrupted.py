@@ -23,15 +23,23 @@ from rgt.sweep.sweep import Sweep, load_sweep
 from tests.sweep.helpers import rgt, sweep_toml, write_project
 
 
-def cut_launch(store: Store, sweep: Sweep, *, failed: bool) -> Path:
-    """The spec written on machine ``a``, the agent never started; ``failed``: the launcher
-    saw the error and marked the record (else it was killed before it could)."""
+def cut_launch(store: Store, sweep: Sweep, *, failed: bool, spec_written: bool = True) -> Path:
+    """The job's directory made on machine ``a``, the agent never started; returns the path
+    whose age says when the launch last wrote. ``failed``: the launcher saw the error and
+    marked the record (else it was killed before it could); ``spec_written``: the cut came
+    after the spec was written (else between making the directory and writing it)."""
     spec = Launcher(store, sweep).spec(sweep.cells[0], "a", "")
     store.add_job(spec)
-    job = backend_for(store, "a").prepare(spec)
+    backend = backend_for(store, "a")
+    if spec_written:
+        written = Path(backend.prepare(spec).spec)
+    else:
+        job = backend.job_paths(spec.job_id)
+        backend.transport.mkdir(job.logs_dir)
+        written = Path(job.root)
     if failed:
         store.update_job(spec.job_id, state=JobState.FAILED, attempts=0, ended=utcnow())
-    return Path(job.spec)
+    return written
 
 
 def age(path: Path, seconds: float) -> None:
@@ -46,18 +54,22 @@ def sweep(tmp_path: Path) -> Sweep:
     return load_sweep(write_project(tmp_path / "proj", body))
 
 
-@pytest.mark.parametrize("failed", [True, False], ids=["launch error", "launcher killed"])
+@pytest.mark.parametrize(
+    ("failed", "spec_written"),
+    [(True, True), (False, True), (True, False), (False, False)],
+    ids=["launch error", "launcher killed", "cut before the spec", "killed before the spec"],
+)
 def test_a_cell_whose_agent_never_started_is_launched_again(
-    sweep: Sweep, tmp_path: Path, failed: bool
+    sweep: Sweep, tmp_path: Path, failed: bool, spec_written: bool
 ) -> None:
     store = Store.open()
-    spec_file = cut_launch(store, sweep, failed=failed)
+    last_written = cut_launch(store, sweep, failed=failed, spec_written=spec_written)
     # An agent may still be starting: the cell waits, and is never launched twice meanwhile.
     for seconds in (0, 100):
-        age(spec_file, seconds)
+        age(last_written, seconds)
         [cell] = observe(store, sweep).cells
         assert (cell.state, cell.jobs[0].state) == ("queued", "queued")
-    age(spec_file, NEVER_LAUNCHED_S + 1)
+    age(last_written, NEVER_LAUNCHED_S + 1)
     [cell] = observe(store, sweep).cells
     assert (cell.state, cell.jobs[0].state) == ("missing", "absent")
 
@@ -66,4 +78,26 @@ def test_a_cell_whose_agent_never_started_is_launched_again(
     doc = json.loads(proc.stdout)
     assert [x["job_id"] for x in doc["run"]["launched"]] == [f"{sweep.cells[0].cell_id}-2"]
     assert doc["counts"]["succeeded"] == 1
-    assert not (spec_file.parent / "status.json").exists()  # the cut job never ran
+    job_dir = last_written.parent if spec_written else last_written
+    assert not (job_dir / "status.json").exists()  # the cut job never ran
+
+
+def test_a_cell_in_doubt_on_a_machine_that_answers_does_not_keep_the_run_waiting(
+    sweep: Sweep,
+) -> None:
+    """An agent ran the job (its events are there) and is gone without a status.json: the
+    cell is in doubt and never launched again, but nothing the run waits for will change it,
+    so `rgt sweep run` returns with the cell shown in doubt instead of polling forever."""
+    store = Store.open()
+    spec_file = cut_launch(store, sweep, failed=False)
+    event = {"kind": "attempt_started", "time": utcnow(), "attempt": 1}
+    (spec_file.parent / "events.jsonl").write_text(json.dumps(event) + "\n")
+    age(spec_file, NEVER_LAUNCHED_S + 1)
+    [cell] = observe(store, sweep).cells
+    assert (cell.state, cell.jobs[0].state) == ("unreachable", "unreachable")
+
+    proc = rgt("sweep", "run", str(sweep.path), "--poll", "0.3", "--json", timeout=60)
+    assert proc.returncode == 1, proc.stderr  # a cell is not finished
+    doc = json.loads(proc.stdout)
+    assert doc["run"]["launched"] == [] and doc["counts"]["unreachable"] == 1
+    assert doc["unreachable"] == {}  # the machine answered

@@ -59,7 +59,9 @@ def status_doc(job_dir: str) -> Dict[str, Any]:
     doc["boot_id_now"] = _system.boot_id()
     doc["now"] = _system.now_iso()
     doc["done"] = os.path.exists(paths.done)
-    doc["spec_age_s"] = _age_s(paths.spec)
+    # Seconds since the launch last wrote: the spec's age, or the directory's when the launch
+    # was cut before the spec was written (so such a job, too, is seen as never started).
+    doc["spec_age_s"] = _age_s(paths.spec) if os.path.exists(paths.spec) else _age_s(job_dir)
     return doc
 
 

@@ -147,6 +147,14 @@ def demo(steps: int, out: Output) -> None:
             title="rgt demo summary",
         )
         o.line(f"workspace: {report.workspace}")
+        if not report.exact_resume:
+            ref = report.reference
+            why = ref.get("error") or (
+                f"the uninterrupted run exited {ref.get('returncode')} at step {ref.get('step')}"
+                if ref.get("returncode")
+                else "the resumed weights differ from the uninterrupted run's"
+            )
+            o.line(f"[red]not an exact resume:[/] {escape(str(why))}")
         if report.gate_after_pull.get("only_approval_missing"):
             o.line(
                 f"to release the machine a human runs: rgt approve {report.machine} && "

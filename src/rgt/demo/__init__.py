@@ -45,6 +45,7 @@ class DemoReport:
     steps_lost: int | None = None
     exact_resume: bool = False
     reference_digest: str | None = None
+    reference: dict[str, Any] = field(default_factory=dict)  # the uninterrupted run
     final_digest: str | None = None
     compare: dict[str, Any] = field(default_factory=dict)
     delivery: dict[str, Any] = field(default_factory=dict)
@@ -98,20 +99,19 @@ def run_demo(say: Say, steps: int = 120) -> DemoReport:
         say(f"  smoke: {'ok' if result.ok else 'FAILED'} — {result.reason}")
         if not result.ok:
             return report
-    reference: list[SmokeRun] = []
-    ref_thread = threading.Thread(
-        target=lambda: reference.append(
-            run_once(
-                command,
-                project,
-                workspace / "reference" / "ckpt",
-                kill_after_save=None,
-                timeout=900,
-                extra_env={"RGT_SMOKE": "0"},
+    reference: list[SmokeRun | Exception] = []
+
+    def run_reference() -> None:
+        try:
+            ckpt = workspace / "reference" / "ckpt"
+            env = {"RGT_SMOKE": "0"}
+            reference.append(
+                run_once(command, project, ckpt, kill_after_save=None, timeout=900, extra_env=env)
             )
-        ),
-        daemon=True,
-    )
+        except Exception as exc:  # reported in the demo's result
+            reference.append(exc)
+
+    ref_thread = threading.Thread(target=run_reference, daemon=True)
     with _Phase(report, "run + kill -9 + resume", say):
         ref_thread.start()
         _run_with_kill(store, report, project, command, say)
@@ -129,13 +129,21 @@ def run_demo(say: Say, steps: int = 120) -> DemoReport:
         )
     with _Phase(report, "compare with an uninterrupted run", say):
         ref_thread.join()
-        ref = reference[0] if reference else None
-        report.reference_digest = ref.state_digest if ref else None
-        report.exact_resume = bool(
-            ref and ref.state_digest and ref.state_digest == report.final_digest
-        )
+        _compare(report, reference[0] if reference else None)
     _verify_and_deliver(report, workspace, say)
     return report
+
+
+def _compare(report: DemoReport, ref: SmokeRun | Exception | None) -> None:
+    """exact_resume, and when it is false, why (``report.reference``)."""
+    if not isinstance(ref, SmokeRun):
+        report.reference = {"error": str(ref) if ref else "the uninterrupted run did not end"}
+        return
+    report.reference_digest = ref.state_digest
+    report.exact_resume = bool(ref.state_digest and ref.state_digest == report.final_digest)
+    report.reference = {"returncode": ref.returncode, "step": ref.step}
+    if not report.exact_resume:
+        report.reference["log_tail"] = ref.log_tail[-1500:]
 
 
 def _verify_and_deliver(report: DemoReport, workspace: Path, say: Say) -> None:

@@ -112,8 +112,15 @@ def _settled(seen: Observation, todo: Sequence[CellView], log: RunLog, options: 
     busy = [c for c in seen.cells if c.state in ("running", "queued")]
     if busy or (todo and not _all_down(log, options)):
         return False
-    doubt = [c for c in seen.cells if c.state == "unreachable"]
+    # In doubt on a machine that answers (a damaged status.json and no agent): nothing this
+    # run waits for will change it; `rgt resume` or a human does. Only a machine that may
+    # come back keeps the run waiting.
+    doubt = [c for c in seen.cells if c.state == "unreachable" and _on_a_down_machine(c, seen)]
     return not doubt or _all_down(log, options)
+
+
+def _on_a_down_machine(view: CellView, seen: Observation) -> bool:
+    return any(j.state == "unreachable" and j.machine in seen.unreachable for j in view.jobs)
 
 
 def _all_down(log: RunLog, options: RunOptions) -> bool:

@@ -18,6 +18,31 @@ from rgt.errors import BackendError
 # Called as progress(bytes_done, bytes_total or None).
 ProgressFn = Callable[[int, int | None], None]
 
+# Runs on the machine: stdin to a temp file, renamed over $2 only when all $3 bytes arrived.
+# A connection cut mid-transfer (sshd killed, a network drop) leaves the remote shell running
+# with its stdin closed: ``cat`` then ends "successfully" with part of the data, and a plain
+# ``cat > tmp && mv`` would install the cut file (a truncated agent that breaks every later
+# call, a cut spec).
+WHOLE_FILE = r"""
+cat > "$1" || { rm -f -- "$1"; exit 1; }
+n=$(wc -c < "$1")
+if [ $n -ne "$3" ]; then
+  rm -f -- "$1"
+  echo "rgt: the transfer to $2 was cut: $n of $3 bytes arrived" >&2
+  exit 1
+fi
+exec mv -f -- "$1" "$2"
+"""
+
+
+def whole_file_argv(remote: str, size: int, *, make_parent: bool = False) -> list[str]:
+    """The argv that writes stdin (``size`` bytes) to ``remote`` whole or not at all;
+    ``make_parent`` creates its directory first."""
+    script = WHOLE_FILE
+    if make_parent:
+        script = 'mkdir -p -- "$(dirname -- "$2")" || exit 1\n' + script
+    return ["sh", "-c", script, "sh", f"{remote}.rgt-tmp", remote, str(size)]
+
 
 @dataclass(frozen=True)
 class CommandResult:
@@ -88,9 +113,9 @@ class Transport(abc.ABC):
         return result.stdout if result.ok else None
 
     def write_bytes(self, remote: str, data: bytes) -> None:
-        """Write atomically on the machine (temp file + rename in the same directory)."""
-        tmp = f"{remote}.rgt-tmp"
-        self.check(["sh", "-c", 'cat > "$1" && mv -f "$1" "$2"', "sh", tmp, remote], input=data)
+        """Write atomically on the machine (temp file + rename in the same directory); a
+        transfer cut on the way never becomes the file (``WHOLE_FILE``)."""
+        self.check(whole_file_argv(remote, len(data)), input=data)
 
     def mkdir(self, remote: str) -> None:
         self.check(["mkdir", "-p", "--", remote])

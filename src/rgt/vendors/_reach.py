@@ -60,15 +60,16 @@ def _install_agent(machine: Machine, prebuilt: Path | None) -> None:
     own install (which builds it)."""
     from rgt.agent.build import agent_version
     from rgt.backends import get_backend
+    from rgt.transport.base import whole_file_argv
 
     backend = get_backend(machine)
     remote = backend.root.agent_file(agent_version())
     if prebuilt is None or prebuilt.name != remote.rsplit("/", 1)[-1]:
         backend.install_agent()
         return
-    script = 'mkdir -p -- "$1" && cat > "$2.rgt-tmp" && mv -f -- "$2.rgt-tmp" "$2"'
-    argv = ["sh", "-c", script, "sh", backend.root.agent_dir, remote]
-    backend.transport.check(argv, input=prebuilt.read_bytes())
+    data = prebuilt.read_bytes()
+    argv = whole_file_argv(remote, len(data), make_parent=True)
+    backend.transport.check(argv, input=data)
 
 
 def register(
