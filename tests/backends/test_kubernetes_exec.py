@@ -85,6 +85,12 @@ def test_put_and_get_copy_trees(kube: KubernetesBackend, tmp_path: Path) -> None
     kube.transport.get(remote, tmp_path / "back")
     assert (tmp_path / "back" / "sub dir" / "a.txt").read_text() == "a"
     assert (tmp_path / "back" / "b.bin").read_bytes() == b"\0\1"
+    one = f"{kube.root.root}/new dir/one file.bin"  # a file: its folder made, written whole
+    kube.transport.put(tree / "b.bin", one)
+    assert kube.transport.read_bytes(one) == b"\0\1"
+    assert kube.transport.run(["ls", "-A", "--", f"{kube.root.root}/new dir"]).stdout == (
+        b"one file.bin\n"
+    )
 
 
 def test_a_deleted_files_pod_is_a_transport_error(

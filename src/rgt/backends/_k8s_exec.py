@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from rgt.errors import TransportError
-from rgt.transport.base import CommandResult, ProgressFn, Transport
+from rgt.transport.base import CommandResult, ProgressFn, Transport, whole_file_argv
 
 CHUNK = 256 * 1024  # bytes per stdin frame
 STDOUT, STDERR = 1, 2
 
-# Runs in the pod: replace ``$1`` with the tar stream on stdin (a directory) or the bytes.
+# Runs in the pod: replace ``$1`` with the tar stream on stdin (a directory); a file goes
+# through ``whole_file_argv`` (whole or not at all, like every file rgt writes on a machine).
 _PUT_DIR = 'rm -rf -- "$1" && mkdir -p -- "$1" && tar -xf - -C "$1"'
-_PUT_FILE = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
 _GET = 'if [ -d "$1" ]; then tar -cf - -C "$1" .; else exit 5; fi'
 
 
@@ -111,7 +111,8 @@ class ExecTransport(Transport):
             self.check(["sh", "-c", _PUT_DIR, "sh", remote], input=data, timeout=None)
         else:
             data = local.read_bytes()
-            self.check(["sh", "-c", _PUT_FILE, "sh", remote], input=data, timeout=None)
+            argv = whole_file_argv(remote, len(data), make_parent=True)
+            self.check(argv, input=data, timeout=None)
         if progress:
             progress(len(data), len(data))
 
