@@ -50,10 +50,16 @@ def status_doc(job_dir: str) -> Dict[str, Any]:
     a cut file is never read as a state, and ``problem`` names it with its fix."""
     paths = JobPaths(job_dir, os.path.basename(job_dir))
     read = jobfiles.read_status(paths.status, paths.job_id)
+    alive = agent_alive(job_dir, (read.doc or {}).get("agent_pid"), paths.agent_pid)
+    if not alive:
+        # The agent may have recorded its end and exited between the read and the probe: the
+        # first read would then be a live state of a dead agent ("lost"). Once it is dead it
+        # writes nothing more, so this second read is its last word.
+        read = jobfiles.read_status(paths.status, paths.job_id)
     doc = {"job_id": paths.job_id, "exists": True}  # type: Dict[str, Any]
     if read.doc is not None:
         doc.update(read.doc, exists=True, status_file="ok")
-    doc["agent_alive"] = agent_alive(job_dir, doc.get("agent_pid"), paths.agent_pid)
+    doc["agent_alive"] = alive
     if read.doc is None:
         _derive(doc, paths, read.problem)
     doc["boot_id_now"] = _system.boot_id()
