@@ -82,19 +82,27 @@ def test_a_cell_whose_agent_never_started_is_launched_again(
     assert not (job_dir / "status.json").exists()  # the cut job never ran
 
 
+@pytest.mark.parametrize("left", ["events, no status.json", "status.json says running"])
 def test_a_cell_in_doubt_on_a_machine_that_answers_does_not_keep_the_run_waiting(
-    sweep: Sweep,
+    sweep: Sweep, left: str
 ) -> None:
-    """An agent ran the job (its events are there) and is gone without a status.json: the
-    cell is in doubt and never launched again, but nothing the run waits for will change it,
-    so `rgt sweep run` returns with the cell shown in doubt instead of polling forever."""
+    """An agent ran the job and is gone without recording an end (status.json missing, or
+    still saying running): the cell is in doubt and never launched again, but nothing the
+    run waits for will change it, so `rgt sweep run` returns with the cell shown in doubt
+    instead of polling forever."""
     store = Store.open()
     spec_file = cut_launch(store, sweep, failed=False)
     event = {"kind": "attempt_started", "time": utcnow(), "attempt": 1}
     (spec_file.parent / "events.jsonl").write_text(json.dumps(event) + "\n")
+    if left == "status.json says running":
+        job_id = spec_file.parent.name
+        status = {"job_id": job_id, "state": "running", "attempt": 1, "heartbeat": utcnow()}
+        (spec_file.parent / "status.json").write_text(json.dumps(status))
     age(spec_file, NEVER_LAUNCHED_S + 1)
     [cell] = observe(store, sweep).cells
     assert (cell.state, cell.jobs[0].state) == ("unreachable", "unreachable")
+    if left == "status.json says running":
+        assert cell.jobs[0].label == "heartbeat_lost" and "rgt resume" in str(cell.jobs[0].reason)
 
     proc = rgt("sweep", "run", str(sweep.path), "--poll", "0.3", "--json", timeout=60)
     assert proc.returncode == 1, proc.stderr  # a cell is not finished

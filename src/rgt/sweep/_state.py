@@ -170,6 +170,11 @@ def _job_view(
         return JobView(record.job_id, record.machine, state, None, None, pulled)
     if _never_started(status):
         return JobView(record.job_id, record.machine, "absent", None, None, pulled)
+    if status.live and status.agent_alive is False and not status.waiting:
+        # Its agent died without recording an end: the job's process may live on, so it is in
+        # doubt (never launched elsewhere) until `rgt resume` restarts its agent.
+        why = f"its agent is not running; `rgt resume {record.job_id}` continues it"
+        return JobView(record.job_id, record.machine, "unreachable", "heartbeat_lost", why, pulled)
     # A status nothing proves (a damaged status.json, no agent) is in doubt, like a machine
     # that did not answer: the cell is never launched again meanwhile.
     state = status.state.value if status.state is not None else "unreachable"
