@@ -64,6 +64,7 @@ class Tiny(nn.Module):
         super().__init__()
         self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 3))
         self.out, self.micro, self.kill_at = out, 0, 0
+        self.gain = 1.0  # the scaler runs: a loss this much larger overflows at a lower scale
 
     def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
         if self.training and self.micro + 1 == self.kill_at:
@@ -73,7 +74,7 @@ class Tiny(nn.Module):
             self.micro += 1
             self.out.write(f"micro {self.micro} {loss.item().hex()}\n")
             self.out.flush()
-        return {"loss": loss}
+        return {"loss": loss * self.gain if self.training else loss}
 
 
 class SignalAt(TrainerCallback):  # type: ignore[misc]
@@ -132,11 +133,13 @@ def trainer_for(directory: str, out: TextIO | None, opts: dict[str, Any]) -> Tra
         callbacks=callbacks,
     )
     if opts.get("scaler"):
-        # fp16's dynamic loss scaling on CPU: the Trainer's grad-norm of the scaled gradients
-        # overflows once the scale passes ~2^60, the step is skipped and the scale halves; it
-        # doubles after every good step. Which steps are skipped depends on the scaler's state.
+        # fp16's dynamic loss scaling on CPU: the scaled loss (2^24 times the cross-entropy)
+        # overflows float32 in the backward pass once the scale nears 2^104; the scaler then
+        # skips the step and halves the scale, and doubles it after every good step. Which
+        # steps are skipped depends on the scaler's state.
+        trainer.model.gain = 2.0**24
         trainer.accelerator.scaler = torch.amp.GradScaler(
-            "cpu", init_scale=2.0**56, growth_interval=1
+            "cpu", init_scale=2.0**100, growth_interval=1
         )
     return trainer
 
