@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from rgt.backends.jobstatus import heartbeat_limit_s
 from rgt.backends.statusdoc import JobStatus
 from rgt.errors import RgtError
 from rgt.jobs import status_cache
@@ -130,10 +131,11 @@ def observe(store: Store, sweep: Sweep) -> Observation:
             unreachable[name] = answer
         else:
             statuses.update(answer)
+    limit_s = heartbeat_limit_s()
     cells = []
     for cell in sweep.cells:
         views = [
-            _job_view(store, r, statuses.get(r.job_id), r.machine in unreachable)
+            _job_view(store, r, statuses.get(r.job_id), r.machine in unreachable, limit_s)
             for r in jobs[cell.cell_id]
         ]
         cells.append(classify(cell, views))
@@ -154,7 +156,7 @@ def read_machine(
 
 
 def _job_view(
-    store: Store, record: JobRecord, status: JobStatus | None, unreachable: bool
+    store: Store, record: JobRecord, status: JobStatus | None, unreachable: bool, limit_s: float
 ) -> JobView:
     pull = store.last_pull(record.job_id)
     pulled = bool(pull and pull["verified"])
@@ -170,15 +172,23 @@ def _job_view(
         return JobView(record.job_id, record.machine, state, None, None, pulled)
     if _never_started(status):
         return JobView(record.job_id, record.machine, "absent", None, None, pulled)
-    if status.live and status.agent_alive is False and not status.waiting:
-        # Its agent died without recording an end: the job's process may live on, so it is in
-        # doubt (never launched elsewhere) until `rgt resume` restarts its agent.
-        why = f"its agent is not running; `rgt resume {record.job_id}` continues it"
+    lost = _lost(status, limit_s) if status.live and not status.waiting else None
+    if lost is not None:
+        # Its agent is gone without recording an end (`heartbeat_lost`, the rule `rgt status`
+        # uses): the job's process may live on, so it is in doubt (never launched elsewhere)
+        # until `rgt resume` restarts its agent.
+        why = f"{lost['why']}; {lost['next']}"
         return JobView(record.job_id, record.machine, "unreachable", "heartbeat_lost", why, pulled)
     # A status nothing proves (a damaged status.json, no agent) is in doubt, like a machine
     # that did not answer: the cell is never launched again meanwhile.
     state = status.state.value if status.state is not None else "unreachable"
     return JobView(record.job_id, record.machine, state, status.label, status.reason, pulled)
+
+
+def _lost(status: JobStatus, limit_s: float) -> dict[str, Any] | None:
+    from rgt.agent.jobfiles import heartbeat_lost
+
+    return heartbeat_lost(status.to_doc(), status.now, limit_s)
 
 
 def _never_started(status: JobStatus) -> bool:
