@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from rgt.backends.jobstatus import heartbeat_limit_s
+from rgt.backends.jobstatus import DEFAULT_HEARTBEAT_LOST_S, heartbeat_limit_s
 from rgt.backends.statusdoc import JobStatus
 from rgt.errors import RgtError
 from rgt.jobs import status_cache
@@ -156,7 +156,11 @@ def read_machine(
 
 
 def _job_view(
-    store: Store, record: JobRecord, status: JobStatus | None, unreachable: bool, limit_s: float
+    store: Store,
+    record: JobRecord,
+    status: JobStatus | None,
+    unreachable: bool,
+    limit_s: float = DEFAULT_HEARTBEAT_LOST_S,
 ) -> JobView:
     pull = store.last_pull(record.job_id)
     pulled = bool(pull and pull["verified"])
