@@ -3,16 +3,17 @@ a child does, and no child left behind."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from rgt.lint import _fork, _run, lint_paths
-from rgt.lint._source import Text
 from tests.lint.measure import CORPUS
 
 
@@ -22,8 +23,8 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     pids: list[int] = []
     real = _fork._start
 
-    def start(share, work):  # type: ignore[no-untyped-def]
-        child = real(share, work)
+    def start(*args):  # type: ignore[no-untyped-def]
+        child = real(*args)
         if child is not None:
             pids.append(child[0])
         return child
@@ -40,43 +41,69 @@ def _reaped(pid: int) -> bool:
     return False
 
 
-def square_all(share: list[int], in_child: bool) -> list[tuple[int, int, bool]]:
-    return [(n, n * n, in_child) for n in share]
+def square(n: int, in_child: bool) -> tuple[int, int, bool]:
+    return n, n * n, in_child
 
 
-def test_shares_come_back_in_order_from_the_children(started: list[int]) -> None:
-    results = _fork.spread([[1, 2], [3], [4, 5]], square_all)
-    assert [[r[:2] for r in share] for share in results] == [
-        [(1, 1), (2, 4)],
-        [(3, 9)],
-        [(4, 16), (5, 25)],
-    ]
-    assert [share[0][2] for share in results] == [False, True, True]  # first share: the parent
+def test_results_come_back_in_order_and_a_slow_process_claims_less(started: list[int]) -> None:
+    def slow_here(n: int, in_child: bool) -> tuple[int, int, bool]:
+        if not in_child:
+            time.sleep(0.2)  # the children claim the next items meanwhile
+        return square(n, in_child)
+
+    results = _fork.spread(list(range(12)), slow_here, 3)
+    assert [r[:2] for r in results] == [(n, n * n) for n in range(12)]
+    assert sum(1 for r in results if not r[2]) < 6  # the children claimed most
     assert len(started) == 2 and all(_reaped(pid) for pid in started)
 
 
-def test_a_child_that_raises_or_is_killed_has_its_share_done_here(started: list[int]) -> None:
-    def fragile(share: list[int], in_child: bool) -> list[tuple[int, int, bool]]:
-        if in_child and share == [3]:
+def test_a_child_that_raises_or_is_killed_has_its_items_done_here(started: list[int]) -> None:
+    def fragile(n: int, in_child: bool) -> tuple[int, int, bool]:
+        if in_child and n == 3:
             raise RuntimeError("boom")
-        if in_child and share == [4]:
+        if in_child and n == 4:
             os.kill(os.getpid(), signal.SIGKILL)
-        return square_all(share, in_child)
+        time.sleep(0.01)
+        return square(n, in_child)
 
-    results = _fork.spread([[1], [3], [4]], fragile)
-    assert results == [[(1, 1, False)], [(3, 9, False)], [(4, 16, False)]]
+    results = _fork.spread(list(range(8)), fragile, 3)
+    assert [r[:2] for r in results] == [(n, n * n) for n in range(8)]
+    assert not results[3][2] and not results[4][2]  # whoever claimed them, done here
     assert len(started) == 2 and all(_reaped(pid) for pid in started)
 
 
 def test_an_error_in_the_parent_leaves_no_child_running(started: list[int]) -> None:
-    def stuck_children(share: list[int], in_child: bool) -> list[int]:
+    def stuck_children(n: int, in_child: bool) -> int:
         if in_child:
             threading.Event().wait(60)  # would outlive the test if not stopped
         raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
-        _fork.spread([[1], [2], [3]], stuck_children)
+    with pytest.raises(KeyboardInterrupt):  # each child blocks on its first item: 3rd is ours
+        _fork.spread(list(range(10)), stuck_children, 3)
     assert len(started) == 2 and all(_reaped(pid) for pid in started)
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="Linux pipe sizes")
+def test_groups_that_do_not_fit_a_small_pipe_are_done_all_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def small_pipe() -> tuple[int, int]:
+        read_end, write_end = real_pipe()
+        fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)  # 1024 group numbers, not 3000
+        return read_end, write_end
+
+    real_pipe = os.pipe
+    monkeypatch.setattr(_fork.os, "pipe", small_pipe)
+    monkeypatch.setattr(_fork, "MAX_GROUPS", 3000)
+    results = _fork.spread(list(range(3000)), square, 2)
+    assert [r[:2] for r in results] == [(n, n * n) for n in range(3000)]
+
+
+def test_no_fork_for_one_process_and_groups_for_many_items(started: list[int]) -> None:
+    assert _fork.spread([1, 2], square, 1) == [(1, 1, False), (2, 4, False)]
+    assert started == []
+    groups = _fork._groups(5000)
+    assert len(groups) <= _fork.MAX_GROUPS and [i for g in groups for i in g] == list(range(5000))
 
 
 def test_no_fork_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -93,14 +120,6 @@ def test_no_fork_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch) -> N
         other.join()
 
 
-def test_shares_are_balanced_by_size() -> None:
-    texts = [Text(f"f{n}.py", "x\n" * n) for n in (100, 90, 10, 10, 5, 5)]
-    shares = _run._shares(texts, 2)
-    sizes = [sum(len(t.text) for t in share) for share in shares]
-    assert sizes == [220, 220]  # 100+10+10 | 90+10+5+5 lines of two characters
-    assert sorted(t.path for s in shares for t in s) == sorted(t.path for t in texts)
-
-
 def test_many_files_in_children_find_what_one_process_finds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, started: list[int]
 ) -> None:
@@ -113,7 +132,7 @@ def test_many_files_in_children_find_what_one_process_finds(
     # children only parse and check; `rgt lint` itself runs one thread).
     monkeypatch.setattr(_fork, "usable", lambda: True)
     parallel = lint_paths([str(tmp_path)], cache=False)
-    assert len(started) == 2  # the fork path ran: 3 shares, two of them in children
+    assert len(started) == 2  # the fork path ran: 3 processes, two of them children
     monkeypatch.setattr(_run, "PARALLEL_FROM", 10**6)
     serial = lint_paths([str(tmp_path)], cache=False)
     assert parallel.findings == serial.findings and len(parallel.findings) > 20

@@ -1,8 +1,8 @@
 """Running the rule families over parsed files: one file at a time, or in worker processes.
 
 A file's analysis needs only its own text and the project's identifiers (``words``), so many
-files are shared, by size, between this process and forked children (``_fork``): one process
-per core.
+files are shared between this process and forked children (``_fork``): one process per core,
+each claiming the next file when it is done with the last.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ RULES: dict[str, Rule] = {
 # The project-wide identifiers the rules ask about (``words & ...``): part of the cache key.
 QUERIED = frozenset({"set_epoch"} | modes.LAYER_WORDS | resilience.LOADS | throughput.GPU)
 PARALLEL_FROM = 16  # files; below this a fork costs more than it saves
-KEPT_BYTES = 16_000_000  # of text a child keeps parsed (never frees) before it frees as it goes
+# Of text a child keeps parsed (never frees: it leaves by os._exit) before it frees as it goes.
+KEPT_BYTES = 16_000_000
 Outcome = tuple[list[Finding], list[FileNote]]
 _KEPT: list[Source] = []
 
@@ -58,58 +59,36 @@ def analyse(
 
 
 def _spread(texts: list[Text], words: frozenset[str], wanted: frozenset[str]) -> Outcome:
-    cores = min(os.cpu_count() or 1, 8)
-    if len(texts) < PARALLEL_FROM or cores < 2 or not _fork.usable():
-        return _many(texts, words, wanted)
+    """Every text analysed, by this process and a forked child per other core when there are
+    enough files; the cyclic garbage collector off meanwhile: syntax trees hold no cycles
+    (reference counting frees them), and the collector's passes over every new node cost
+    ~15 % of a serial run."""
+    many = len(texts) >= PARALLEL_FROM and _fork.usable()
+    processes = min(os.cpu_count() or 1, 8) if many else 1
+    budget = [KEPT_BYTES]
 
-    def work(share: list[Text], in_child: bool) -> Outcome:
-        return _many(share, words, wanted, keep=in_child)
+    def work(text: Text, in_child: bool) -> Outcome:
+        source = parse(text)
+        if isinstance(source, FileNote):
+            return [], [source]
+        found = list(_findings(source, Facts.build(source.tree, source.path), words, wanted))
+        if in_child and len(source.text) <= budget[0]:
+            _KEPT.append(source)  # a child's, freed by its os._exit
+            budget[0] -= len(source.text)
+        return found, []
 
-    findings: list[Finding] = []
-    notes: list[FileNote] = []
-    for found, skipped in _fork.spread(_shares(texts, cores), work):
-        findings += found
-        notes += skipped
-    return findings, notes
-
-
-def _shares(texts: list[Text], count: int) -> list[list[Text]]:
-    """The texts dealt into ``count`` shares of about equal size (largest first, each to the
-    lightest share): parse time follows the length of the text."""
-    shares: list[list[Text]] = [[] for _ in range(count)]
-    sizes = [0] * count
-    for text in sorted(texts, key=lambda t: len(t.text), reverse=True):
-        lightest = sizes.index(min(sizes))
-        shares[lightest].append(text)
-        sizes[lightest] += len(text.text)
-    return [share for share in shares if share]
-
-
-def _many(
-    texts: list[Text], words: frozenset[str], wanted: frozenset[str], keep: bool = False
-) -> Outcome:
-    """Each text parsed and checked, the cyclic garbage collector off meanwhile: syntax trees
-    hold no cycles (reference counting frees them), and the collector's passes over every
-    new node cost ~15 % of a serial run. ``keep``: a child about to ``os._exit`` keeps its
-    trees (up to ``KEPT_BYTES`` of text) rather than free them node by node."""
-    findings: list[Finding] = []
-    notes: list[FileNote] = []
-    budget = KEPT_BYTES if keep else 0
     was_enabled = gc.isenabled()
     gc.disable()
-    try:
-        for text in texts:
-            source = parse(text)
-            if isinstance(source, FileNote):
-                notes.append(source)
-                continue
-            findings.extend(_findings(source, Facts.build(source.tree, source.path), words, wanted))
-            if len(source.text) <= budget:
-                _KEPT.append(source)  # a child's, freed by its os._exit
-                budget -= len(source.text)
+    try:  # the longest texts first: a process that claims one late then waits for no other
+        results = _fork.spread(sorted(texts, key=lambda t: -len(t.text)), work, processes)
     finally:
         if was_enabled:
             gc.enable()
+    findings: list[Finding] = []
+    notes: list[FileNote] = []
+    for found, skipped in results:
+        findings += found
+        notes += skipped
     return findings, notes
 
 
