@@ -43,7 +43,7 @@ def lint_paths(
     texts, skipped = _read(expand(list(paths)))
     words: set[str] = set()
     for text in texts:
-        words.update(identifiers(text.text))
+        words.update(identifiers(text.text, known=words))
     relevant = [t for t in texts if "torch" in t.text]
     findings, notes = _run.analyse(relevant, frozenset(words), frozenset(wanted), cache)
     findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.col, f.code))
@@ -51,16 +51,17 @@ def lint_paths(
     return LintReport(tuple(findings), tuple(skipped + notes), len(texts) + len(skipped))
 
 
-def identifiers(code: str) -> set[str]:
+def identifiers(code: str, known: set[str] | frozenset[str] = frozenset()) -> set[str]:
     """The project-wide words the rules ask about (``_run.QUERIED``) that a file's code spells
-    (not its strings or comments), and "cuda" when a string names the device. A word that is
-    not even a substring of the file costs nothing: most files never need their strings cut."""
+    (not its strings or comments), and "cuda" when a string names the device; words already
+    ``known`` (found in another file) are not looked for again. A word that is not even a
+    substring of the file costs nothing: most files never need their strings cut."""
     found: set[str] = set()
-    candidates = [word for word in QUERIED if word in code]
+    candidates = [word for word in QUERIED if word not in known and word in code]
     if candidates:
         bare = NOT_CODE.sub(" ", code)
         found = {w for w in candidates if _spells(bare, w)}
-    if "cuda" not in found and CUDA_STRING.search(code):
+    if "cuda" not in found and "cuda" not in known and CUDA_STRING.search(code):
         found.add("cuda")
     return found
 
