@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
-import traceback
 
 import click
 
 from rgt import __version__
-from rgt._log import debug_wanted, enable_debug
 from rgt.errors import RgtError
+
+DEBUG_ENV = "RGT_DEBUG"  # rgt._log's (logging is loaded only when it is wanted)
 
 # Each module defines ``register(group)``; here each top-level command names its module, so a
 # call imports only its own (`rgt lint` never loads the vendors', the dashboard's or the state
@@ -70,7 +71,7 @@ class LazyGroup(click.Group):
 def cli(verbose: bool) -> None:
     """rgt: run, verify and deliver deep-learning experiments on rented GPU machines."""
     if verbose:
-        enable_debug()
+        _enable_debug()
 
 
 def load_all() -> click.Group:
@@ -86,14 +87,14 @@ def _wants_json(argv: list[str]) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = debug_wanted()
+    debug = os.environ.get(DEBUG_ENV) == "1"
     if debug:
-        enable_debug()
+        _enable_debug()
     try:
         cli.main(args=args, prog_name="rgt", standalone_mode=False)
     except RgtError as exc:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         _report(exc.to_dict(), exc.exit_code, args)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except Exception as exc:  # a bug in rgt: say so, keep the traceback one env var away
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         _report(
             {
                 "error": "InternalError",
@@ -118,6 +119,18 @@ def main(argv: list[str] | None = None) -> None:
             args,
         )
     sys.exit(0)
+
+
+def _enable_debug() -> None:
+    from rgt._log import enable_debug
+
+    enable_debug()
+
+
+def _print_traceback() -> None:
+    import traceback
+
+    traceback.print_exc()
 
 
 def _report(data: dict[str, object], code: int, args: list[str]) -> None:
