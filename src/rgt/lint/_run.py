@@ -47,20 +47,19 @@ def analyse(
         else:
             findings += hit[0]
             notes += hit[1]
-    fresh = _spread([t for t in texts if t.path in missing], words, wanted)
-    by_path: dict[str, Outcome] = {path: ([], []) for path in missing}
-    for finding in fresh[0]:
-        by_path[finding.path][0].append(finding)
-    for note in fresh[1]:
-        by_path[note.path][1].append(note)
-    for path, entry in missing.items():
-        _cache.store(entry, by_path[path])
+    fresh = _spread([t for t in texts if t.path in missing], words, wanted, missing)
     return findings + fresh[0], notes + fresh[1]
 
 
-def _spread(texts: list[Text], words: frozenset[str], wanted: frozenset[str]) -> Outcome:
+def _spread(
+    texts: list[Text],
+    words: frozenset[str],
+    wanted: frozenset[str],
+    entries: dict[str, str] | None = None,
+) -> Outcome:
     """Every text analysed, by this process and a forked child per other core when there are
-    enough files; the cyclic garbage collector off meanwhile: syntax trees hold no cycles
+    enough files, and each result stored in the cache under ``entries[path]`` by the process
+    that found it; the cyclic garbage collector off meanwhile: syntax trees hold no cycles
     (reference counting frees them), and the collector's passes over every new node cost
     ~15 % of a serial run."""
     many = len(texts) >= PARALLEL_FROM and _fork.usable()
@@ -68,14 +67,10 @@ def _spread(texts: list[Text], words: frozenset[str], wanted: frozenset[str]) ->
     budget = [KEPT_BYTES]
 
     def work(text: Text, in_child: bool) -> Outcome:
-        source = parse(text)
-        if isinstance(source, FileNote):
-            return [], [source]
-        found = list(_findings(source, Facts.build(source.tree, source.path), words, wanted))
-        if in_child and len(source.text) <= budget[0]:
-            _KEPT.append(source)  # a child's, freed by its os._exit
-            budget[0] -= len(source.text)
-        return found, []
+        outcome = _one(text, words, wanted, keep=budget if in_child else None)
+        if entries is not None:
+            _cache.store(entries[text.path], outcome)
+        return outcome
 
     was_enabled = gc.isenabled()
     gc.disable()
@@ -90,6 +85,21 @@ def _spread(texts: list[Text], words: frozenset[str], wanted: frozenset[str]) ->
         findings += found
         notes += skipped
     return findings, notes
+
+
+def _one(
+    text: Text, words: frozenset[str], wanted: frozenset[str], keep: list[int] | None
+) -> Outcome:
+    """One text's findings (or the note that it was skipped). ``keep``: a child's budget of
+    text whose trees it keeps rather than frees (it leaves by os._exit)."""
+    source = parse(text)
+    if isinstance(source, FileNote):
+        return [], [source]
+    found = list(_findings(source, Facts.build(source.tree, source.path), words, wanted))
+    if keep is not None and len(source.text) <= keep[0]:
+        _KEPT.append(source)
+        keep[0] -= len(source.text)
+    return found, []
 
 
 def _findings(
