@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import ast
 import os
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rgt.lint._nodes import bound_names, dotted
@@ -71,15 +72,18 @@ class Facts:
     path: str = ""  # the file's, as given
     aliases: dict[str, str] = field(default_factory=dict)
     bindings: dict[str, list[ast.expr]] = field(default_factory=lambda: defaultdict(list))
-    parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
     calls: list[ast.Call] = field(default_factory=list)
     loops: list[ast.For | ast.While | ast.AsyncFor] = field(default_factory=list)
     functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=list)
     classes: list[ast.ClassDef] = field(default_factory=list)
     ifs: list[ast.If] = field(default_factory=list)
     returns: list[ast.Return] = field(default_factory=list)
-    _inside: dict[int, list[ast.AST]] = field(default_factory=lambda: defaultdict(list))
-    _scopes: dict[int, Scope] = field(default_factory=dict)
+    augmented: list[ast.AugAssign] = field(default_factory=list)
+    _keys: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # positions, sorted
+    withs: list[ast.With] = field(default_factory=list)
+    _function_spans: _Spans = field(default_factory=lambda: _Spans([]))
+    _block_spans: _Spans = field(default_factory=lambda: _Spans([]))
+    _assignments: dict[int, ast.Assign] = field(default_factory=dict)  # id(value) → statement
     _names: dict[int, str | None] = field(default_factory=dict)
     _by_method: dict[str, list[ast.Call]] = field(default_factory=lambda: defaultdict(list))
     memo: dict[str, object] = field(default_factory=dict)  # a rule's per-module answers
@@ -92,7 +96,7 @@ class Facts:
         facts = cls(tree, path)
         binds: list[ast.stmt] = []
         stack: list[ast.AST] = [tree]
-        parents, AST, fields, leaves = facts.parents, ast.AST, _CHILD_FIELDS, LEAVES
+        AST, fields, leaves, push = ast.AST, _CHILD_FIELDS, LEAVES, stack.append
         while stack:  # one pass over the tree (iter_child_nodes inlined: it is the hot loop)
             node = stack.pop()
             kind = type(node)
@@ -103,32 +107,27 @@ class Facts:
                 value = getattr(node, name, None)
                 if type(value) is list:
                     for child in value:
-                        if isinstance(child, AST):
-                            parents[child] = node
-                            if type(child) not in leaves:
-                                stack.append(child)
-                elif isinstance(value, AST):
-                    parents[value] = node
-                    if type(value) not in leaves:
-                        stack.append(value)
+                        if type(child) not in leaves and isinstance(child, AST):
+                            push(child)
+                elif type(value) not in leaves and isinstance(value, AST):
+                    push(value)
             if kind in NOTED_TYPES:
                 facts._note(node)
                 if kind in BIND_TYPES:
                     binds.append(node)  # type: ignore[arg-type]  # BIND_TYPES are statements
-        for found in (facts.calls, facts.loops, facts.functions, facts.classes, facts.ifs):
+        facts.augmented = [n for n in binds if isinstance(n, ast.AugAssign)]
+        for found in (
+            facts.calls, facts.loops, facts.functions, facts.classes, facts.ifs, facts.returns,
+            facts.augmented,
+        ):  # fmt: skip
             found.sort(key=_position)
+        for name in ("calls", "loops", "returns", "augmented"):
+            facts._keys[name] = [_position(n) for n in getattr(facts, name)]
+        facts._function_spans = _Spans(facts.functions)
+        facts._block_spans = _Spans([*facts.functions, *facts.loops, *facts.withs])
         for call in facts.calls:
             if isinstance(call.func, ast.Attribute):
                 facts._by_method[call.func.attr].append(call)
-        for node in [
-            *facts.calls,
-            *facts.loops,
-            *(n for n in binds if isinstance(n, ast.AugAssign)),
-            *facts.returns,
-        ]:
-            for outer in facts.ancestors(node):
-                if isinstance(outer, CONTAINERS):
-                    facts._inside[id(outer)].append(node)
         for node in binds:
             scope = id(facts.scope_of(node))
             for name, value in bound_names(node).items():
@@ -149,6 +148,8 @@ class Facts:
                 key = dotted(target)
                 if key is not None:
                     self.bindings[key].append(node.value)
+            if isinstance(node, ast.Assign):
+                self._assignments[id(node.value)] = node
         elif isinstance(node, ast.Call):
             self.calls.append(node)
         elif isinstance(node, LOOPS):
@@ -161,24 +162,38 @@ class Facts:
             self.ifs.append(node)
         elif isinstance(node, ast.Return):
             self.returns.append(node)
+        elif isinstance(node, ast.With):
+            self.withs.append(node)
 
     def calls_in(self, node: ast.AST) -> list[ast.Call]:
-        """Every call inside ``node`` (a loop, a function, the module, or any other node)."""
+        """Every call inside ``node`` (a loop, a function, the module: in source order; any
+        other node: in ``ast.walk`` order)."""
         if isinstance(node, CONTAINERS):
-            return [n for n in self._inside.get(id(node), []) if isinstance(n, ast.Call)]
+            return self._within("calls", node)  # type: ignore[return-value]
         return [n for n in ast.walk(node) if isinstance(n, ast.Call)]
 
     def loops_in(self, node: ast.AST) -> list[ast.For | ast.While | ast.AsyncFor]:
         """The loops inside ``node`` (a loop, a function or the module), not ``node`` itself."""
-        inner = self._inside.get(id(node), [])
-        return [n for n in inner if isinstance(n, LOOPS)]
+        return [n for n in self._within("loops", node) if n is not node]  # type: ignore[misc]
 
     def returns_in(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
         """The ``return`` statements inside a function (nested functions' too)."""
-        return [n for n in self._inside.get(id(function), []) if isinstance(n, ast.Return)]
+        return self._within("returns", function)  # type: ignore[return-value]
 
     def augmented_in(self, node: ast.AST) -> list[ast.AugAssign]:
-        return [n for n in self._inside.get(id(node), []) if isinstance(n, ast.AugAssign)]
+        return self._within("augmented", node)  # type: ignore[return-value]
+
+    def _within(self, kind: str, node: ast.AST) -> list[ast.AST]:
+        """The nodes of a kind (``calls``...) inside a container, by position: a syntax tree's
+        spans nest, so its descendants are exactly the nodes that start within its span."""
+        if isinstance(node, ast.Module):
+            return list(getattr(self, kind))
+        if not isinstance(node, CONTAINERS):
+            return []
+        keys = self._keys[kind]
+        first = bisect_left(keys, _start(node))
+        last = bisect_left(keys, _end(node), first)
+        return getattr(self, kind)[first:last]  # type: ignore[no-any-return]
 
     def last_value(self, scope: ast.AST, name: str, before: int) -> ast.AST | None:
         """The value last bound to ``name`` in ``scope`` before line ``before`` (None: unknown
@@ -231,21 +246,19 @@ class Facts:
         return bool(names) and all(n is not None and n.rsplit(".", 1)[-1] in classes for n in names)
 
     def scope_of(self, node: ast.AST) -> Scope:
-        cached = self._scopes.get(id(node))
-        if cached is None:
-            cached = self.tree
-            for parent in self.ancestors(node):
-                if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef):
-                    cached = parent
-                    break
-            self._scopes[id(node)] = cached
-        return cached
+        """The innermost function around ``node`` (its decorators and defaults included), or
+        the module."""
+        if node is self.tree or not hasattr(node, "lineno"):
+            return self.tree
+        return self._function_spans.around(node) or self.tree  # type: ignore[return-value]
 
-    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
-        parent = self.parents.get(node)
-        while parent is not None:
-            yield parent
-            parent = self.parents.get(parent)
+    def around(self, node: ast.AST) -> list[ast.AST]:
+        """The loops, ``with`` blocks and functions around ``node``, innermost first."""
+        return self._block_spans.chain(node)  # type: ignore[return-value]
+
+    def assignment_of(self, value: ast.AST) -> ast.Assign | None:
+        """The ``x = value`` statement whose whole value ``value`` is, if any."""
+        return self._assignments.get(id(value))
 
     def in_suite_test(self, node: ast.AST) -> bool:
         """Is ``node`` part of a test suite rather than training code: anywhere in a
@@ -264,15 +277,13 @@ class Facts:
         folders = set(os.path.normpath(os.path.dirname(self.path)).split(os.sep))
         if folders & {"test", "tests"}:  # pytorch_geometric's test/transforms/test_to_device.py
             return True
-        outer: ast.AST | None = node
-        while outer is not None:
+        for outer in [node, *self._function_spans.chain(node)]:
             if isinstance(outer, ast.FunctionDef | ast.AsyncFunctionDef) and outer.name.startswith(
                 "test_"
             ):
                 params = {a.arg for a in outer.args.posonlyargs + outer.args.args}
                 if not params or params & PYTEST_FIXTURES:
                     return True
-            outer = self.parents.get(outer)
         return False
 
     def methods_called(self, name: str) -> list[ast.Call]:
@@ -282,3 +293,50 @@ class Facts:
 
 def _position(node: ast.AST) -> tuple[int, int]:
     return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+
+
+def _start(node: ast.AST) -> tuple[int, int]:
+    """Where a node's source starts: a decorated definition at its first decorator."""
+    first = getattr(node, "decorator_list", None) or [node]
+    return min(_position(first[0]), _position(node))
+
+
+def _end(node: ast.AST) -> tuple[int, int]:
+    return getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0
+
+
+class _Spans:
+    """Functions by their spans, each with the innermost function around it, to find the
+    function around a position in O(log n) (spans nest: the last function to start before
+    it, or one of that function's outer ones)."""
+
+    def __init__(self, nodes: Sequence[ast.AST]) -> None:
+        ordered = sorted(nodes, key=_start)
+        self.nodes = ordered
+        self.starts = [_start(f) for f in ordered]
+        self.ends = [_end(f) for f in ordered]
+        self.outer: list[int] = []
+        open_: list[int] = []
+        for index, start in enumerate(self.starts):
+            while open_ and not start < self.ends[open_[-1]]:
+                open_.pop()
+            self.outer.append(open_[-1] if open_ else -1)
+            open_.append(index)
+
+    def around(self, node: ast.AST) -> ast.AST | None:
+        """The innermost span around ``node`` (not ``node`` itself), if any."""
+        chain = self.chain(node, 1)
+        return chain[0] if chain else None
+
+    def chain(self, node: ast.AST, most: int = -1) -> list[ast.AST]:
+        """The spans around ``node``, innermost first (``most``: at most that many)."""
+        if not hasattr(node, "lineno"):
+            return []  # made here (``bound_names``), not parsed: nothing is known around it
+        at = _position(node)
+        found: list[ast.AST] = []
+        index = bisect_right(self.starts, at) - 1
+        while index >= 0 and len(found) != most:  # spans nest: the rest are around this one
+            if at < self.ends[index] and self.nodes[index] is not node:
+                found.append(self.nodes[index])
+            index = self.outer[index]
+        return found

@@ -30,12 +30,12 @@ def _periodic(facts: Facts, call: ast.Call) -> bool:
     calls (``def test(epoch): ... torch.save(state, "ckpt.pth")``), or in a save helper that
     this module never calls (its loop is elsewhere). A helper called here, never from a loop,
     writes once (``save_for_hf`` exporting weights)."""
-    if any(isinstance(a, ast.For | ast.While) for a in facts.ancestors(call)):
+    if any(isinstance(a, ast.For | ast.While) for a in facts.around(call)):
         return True
     scope = facts.scope_of(call)
     name = getattr(scope, "name", "")
     callers = [c for c in facts.calls if dotted(c.func) in (name, f"self.{name}")]
-    if any(isinstance(a, ast.For | ast.While) for c in callers for a in facts.ancestors(c)):
+    if any(isinstance(a, ast.For | ast.While) for c in callers for a in facts.around(c)):
         return True
     helper = not callers and any(w in name.lower() for w in ("save", "checkpoint", "ckpt"))
     return helper and not _path_from_caller(facts, scope, call)
@@ -99,7 +99,7 @@ def _names_apart(facts: Facts, caller: ast.Call, index: int, param: str) -> bool
         given = caller.args[index]
     if given is None:
         return False
-    targets = {dotted(a.target) for a in facts.ancestors(caller) if isinstance(a, ast.For)}
+    targets = {dotted(a.target) for a in facts.around(caller) if isinstance(a, ast.For)}
     # only the loop's own variable or a counter: fairseq's f"{os.getcwd()}/{cfg.substring}.ckpt"
     # is formatted but the same file every time
     return _says_temporary(given) or _varies(facts, given, targets, 0, formats=False)
@@ -134,7 +134,7 @@ def _new_name_each_time(facts: Facts, call: ast.Call) -> bool:
     each save names a new file, so the previous one stays intact."""
     if len(call.args) < 2:
         return False
-    targets = {dotted(a.target) for a in facts.ancestors(call) if isinstance(a, ast.For)}
+    targets = {dotted(a.target) for a in facts.around(call) if isinstance(a, ast.For)}
     return _varies(facts, call.args[1], targets, 0)
 
 

@@ -202,9 +202,9 @@ def constructs(facts: Facts, node: ast.AST, cls: str) -> bool:
 def _names_eval(facts: Facts, call: ast.Call) -> bool:
     """Is this loader for evaluation: its dataset's name, or the name it is assigned to?"""
     names = [dotted(call.args[0]) if call.args else None, keyword(call, "dataset")]
-    parent = facts.parents.get(call)
-    if isinstance(parent, ast.Assign):
-        names += [dotted(t) for t in parent.targets]
+    assignment = facts.assignment_of(call)
+    if assignment is not None:
+        names += [dotted(t) for t in assignment.targets]
     for name in names:
         text = name if isinstance(name, str) else (dotted(name) if name is not None else None)
         if text and EVAL_WORDS.search(text.rsplit(".", 1)[-1]):

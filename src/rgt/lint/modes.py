@@ -133,7 +133,7 @@ def _under_no_grad(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -
         return True
     for call in facts.calls:
         if dotted(call.func) in (func.name, f"self.{func.name}"):
-            for outer in facts.ancestors(call):
+            for outer in facts.around(call):
                 if isinstance(outer, ast.With | ast.FunctionDef) and _mentions_head(outer):
                     return True
     return False
