@@ -214,12 +214,21 @@ class Facts:
         return f"{full}.{rest}" if rest else full
 
     def call_name(self, call: ast.AST) -> str | None:
-        if not isinstance(call, ast.Call):
-            return None
-        key = id(call)
-        if key not in self._names:
-            self._names[key] = self.qualname(call.func)
-        return self._names[key]
+        name = self._names.get(id(call), _UNKNOWN)
+        if name is _UNKNOWN:  # the hot path above: rules ask for every call's name
+            name = self.qualname(call.func) if isinstance(call, ast.Call) else None
+            self._names[id(call)] = name
+        return name  # type: ignore[return-value]
+
+    def callers(self, name: str) -> list[ast.Call]:
+        """The calls of ``name(...)`` or ``self.name(...)``, in source order."""
+        index = self.memo.get("callers")
+        if not isinstance(index, dict):
+            by_name: dict[str | None, list[ast.Call]] = {}
+            for call in self.calls:
+                by_name.setdefault(dotted(call.func), []).append(call)
+            self.memo["callers"] = index = by_name
+        return sorted(index.get(name, []) + index.get(f"self.{name}", []), key=_position)
 
     def construction(self, value: ast.AST) -> str | None:
         """The class or function a value was made by: ``Net().to(device)`` → ``Net``."""
@@ -289,6 +298,9 @@ class Facts:
     def methods_called(self, name: str) -> list[ast.Call]:
         """Calls ``anything.name(...)`` in the module, in source order."""
         return list(self._by_method.get(name, ()))
+
+
+_UNKNOWN = object()
 
 
 def _position(node: ast.AST) -> tuple[int, int]:

@@ -34,7 +34,7 @@ def _periodic(facts: Facts, call: ast.Call) -> bool:
         return True
     scope = facts.scope_of(call)
     name = getattr(scope, "name", "")
-    callers = [c for c in facts.calls if dotted(c.func) in (name, f"self.{name}")]
+    callers = facts.callers(name)
     if any(isinstance(a, ast.For | ast.While) for c in callers for a in facts.around(c)):
         return True
     helper = not callers and any(w in name.lower() for w in ("save", "checkpoint", "ckpt"))
@@ -84,7 +84,7 @@ def _caller_names_it(facts: Facts, call: ast.Call) -> bool:
     if path.id not in params:
         return False
     index = params.index(path.id) - (1 if params[0] in ("self", "cls") else 0)
-    callers = [c for c in facts.calls if dotted(c.func) in (scope.name, f"self.{scope.name}")]
+    callers = facts.callers(scope.name)
     return bool(callers) and all(
         _moved_after(facts, c, renames=True) or _names_apart(facts, c, index, path.id)
         for c in callers

@@ -131,11 +131,10 @@ def _train_false(call: ast.Call) -> bool:
 def _under_no_grad(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     if _mentions(func, NO_GRAD):
         return True
-    for call in facts.calls:
-        if dotted(call.func) in (func.name, f"self.{func.name}"):
-            for outer in facts.around(call):
-                if isinstance(outer, ast.With | ast.FunctionDef) and _mentions_head(outer):
-                    return True
+    for call in facts.callers(func.name):
+        for outer in facts.around(call):
+            if isinstance(outer, ast.With | ast.FunctionDef) and _mentions_head(outer):
+                return True
     return False
 
 
