@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.lint import _cache, identifiers, lint_paths
+from rgt.lint import _cache, lint_paths
 from tests.lint.measure import CORPUS
 
 SCRIPT = """
@@ -73,14 +73,3 @@ def test_a_damaged_entry_is_a_miss(tmp_path: Path) -> None:
     for entry in _entries():
         entry.write_text("{not json")
     assert _rows([str(train)]) == expected
-
-
-def test_project_words_are_the_same_when_known_words_are_not_looked_for_again() -> None:
-    texts = [p.read_text() for p in sorted(CORPUS.glob("*/*.py.txt"))]
-    each = set().union(*(identifiers(t) for t in texts))
-    known: set[str] = set()
-    for text in texts:
-        known |= identifiers(text, known=known)
-    assert known == each and {"set_epoch", "cuda"} <= each
-    assert identifiers("x.set_epoch(1)", known={"set_epoch"}) == set()
-    assert identifiers("x.set_epoch(1)") == {"set_epoch"}

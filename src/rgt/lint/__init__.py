@@ -6,29 +6,24 @@ and returns a ``LintReport``. Rules: ``RULES`` (codes RGT1xx losses/optimizer, R
 graphs, RGT3xx data pipeline, RGT4xx resilience, RGT5xx throughput). A finding is silenced by
 ``# rgt: noqa`` (all codes) or ``# rgt: noqa RGT101,RGT204`` on its line.
 
-Files that never mention torch are read but not analysed. Questions about the whole project
-("is ``set_epoch`` called anywhere?") are answered from the identifiers of every file read, so
-each file is then analysed on its own, in parallel when there are many.
+Files that never mention torch are read but not analysed. Questions about the rest of the
+project ("is ``set_epoch`` called anywhere?", "does the model have dropout?") are answered from
+the identifiers of the files read (``_words``), so each file is then analysed on its own, in
+parallel when there are many.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from rgt.errors import UsageError
-from rgt.lint import _run, _source
+from rgt.lint import _run, _source, _words
 from rgt.lint._model import FileNote, Finding, LintReport, Rule, Severity
-from rgt.lint._run import QUERIED, RULES
+from rgt.lint._run import RULES
 from rgt.lint._source import Text, expand, local_imports, read
 
 __all__ = ["RULES", "FileNote", "Finding", "LintReport", "Rule", "Severity", "lint_paths"]
-
-WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-# String literals and comments: their words ("resume" in a help text) are not code.
-NOT_CODE = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"[^"\n]*"|\'[^\'\n]*\'|#[^\n]*')
-CUDA_STRING = re.compile(r"[\"']cuda")  # torch.device("cuda:0")
 
 
 def lint_paths(
@@ -40,42 +35,13 @@ def lint_paths(
     """Lint files and folders; ``select``/``ignore`` take codes or prefixes (``RGT1``);
     ``cache``: reuse per-file results from ``$RGT_HOME/cache/lint`` (rgt.lint._cache)."""
     wanted = (_codes(select) or set(RULES)) - _codes(ignore)
-    texts, skipped = _read(expand(list(paths)))
-    words: set[str] = set()
-    for text in texts:
-        words.update(identifiers(text.text, known=words))
+    texts, skipped, links = _read(expand(list(paths)))
+    words = _words.by_file(texts, links)
     relevant = [t for t in texts if "torch" in t.text]
-    findings, notes = _run.analyse(relevant, frozenset(words), frozenset(wanted), cache)
+    findings, notes = _run.analyse(relevant, words, frozenset(wanted), cache)
     findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.col, f.code))
     notes.sort(key=lambda n: n.path)  # workers and the cache finish in any order
     return LintReport(tuple(findings), tuple(skipped + notes), len(texts) + len(skipped))
-
-
-def identifiers(code: str, known: set[str] | frozenset[str] = frozenset()) -> set[str]:
-    """The project-wide words the rules ask about (``_run.QUERIED``) that a file's code spells
-    (not its strings or comments), and "cuda" when a string names the device; words already
-    ``known`` (found in another file) are not looked for again. A word that is not even a
-    substring of the file costs nothing: most files never need their strings cut."""
-    found: set[str] = set()
-    candidates = [word for word in QUERIED if word not in known and word in code]
-    if candidates:
-        bare = NOT_CODE.sub(" ", code)
-        found = {w for w in candidates if _spells(bare, w)}
-    if "cuda" not in found and "cuda" not in known and CUDA_STRING.search(code):
-        found.add("cuda")
-    return found
-
-
-def _spells(code: str, word: str) -> bool:
-    """Is ``word`` in ``code`` as a whole identifier ("cuda", not "cudnn_cuda")? A find loop:
-    ~40x faster than a regex with lookarounds, which cannot skip ahead to the word."""
-    at = code.find(word)
-    while at != -1:
-        end = at + len(word)
-        if (at == 0 or code[at - 1] not in WORD_CHARS) and code[end : end + 1] not in WORD_CHARS:
-            return True
-        at = code.find(word, end)
-    return False
 
 
 def _codes(given: Iterable[str]) -> set[str]:
@@ -92,23 +58,30 @@ def _codes(given: Iterable[str]) -> set[str]:
     return out
 
 
-def _read(paths: list[Path]) -> tuple[list[Text], list[FileNote]]:
-    """The named files, then the local modules they import (each file once)."""
+def _read(paths: list[Path]) -> tuple[list[Text], list[FileNote], dict[str, list[str]]]:
+    """The named files, then the local modules they import (each file once), and for each
+    file read the paths (as read) of those it imports."""
     _source._listing.cache_clear()  # folder listings are remembered within one run only
-    seen: set[Path] = set()
+    read_as: dict[Path, str] = {}  # resolved → as read
     texts: list[Text] = []
     skipped: list[FileNote] = []
+    imported: dict[str, list[Path]] = {}
     queue = list(paths)
     while queue:
         path = queue.pop(0)
         key = path.resolve()
-        if key in seen:
+        if key in read_as:
             continue
-        seen.add(key)
+        read_as[key] = str(path)
         text = read(path)
         if isinstance(text, FileNote):
             skipped.append(text)
             continue
         texts.append(text)
-        queue.extend(local_imports(text))
-    return texts, skipped
+        imported[text.path] = local_imports(text)
+        queue.extend(imported[text.path])
+    links = {
+        path: [read_as[p.resolve()] for p in modules if p.resolve() in read_as]
+        for path, modules in imported.items()
+    }
+    return texts, skipped, links

@@ -1,6 +1,6 @@
 """Running the rule families over parsed files: one file at a time, or in worker processes.
 
-A file's analysis needs only its own text and the project's identifiers (``words``), so many
+A file's analysis needs only its own text and its project words (``_words``), so many
 files are shared between this process and forked children (``_fork``): one process per core,
 each claiming the next file when it is done with the last.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from rgt.lint import _cache, _fork, data, losses, modes, resilience, throughput
 from rgt.lint._facts import Facts
@@ -19,8 +19,12 @@ from rgt.lint._source import Source, Text, parse
 RULES: dict[str, Rule] = {
     r.code: r for family in (losses, modes, data, resilience, throughput) for r in family.RULES
 }
-# The project-wide identifiers the rules ask about (``words & ...``): part of the cache key.
+# The identifiers the rules ask about of the rest of the project (``words & ...``): part of
+# the cache key.
 QUERIED = frozenset({"set_epoch"} | modes.LAYER_WORDS | resilience.LOADS | throughput.GPU)
+# Those whose presence lets a finding through: looked for in a file's own group of files only
+# (``_words``); the others, whose presence holds one back, in every file read.
+LOCAL = modes.LAYER_WORDS | throughput.GPU
 PARALLEL_FROM = 16  # files; below this a fork costs more than it saves
 # Of text a child keeps parsed (never frees: it leaves by os._exit) before it frees as it goes.
 KEPT_BYTES = 16_000_000
@@ -29,18 +33,24 @@ _KEPT: list[Source] = []
 
 
 def analyse(
-    texts: list[Text], words: frozenset[str], wanted: frozenset[str], cache: bool = True
+    texts: list[Text],
+    words: Mapping[str, frozenset[str]],
+    wanted: frozenset[str],
+    cache: bool = True,
 ) -> Outcome:
-    """Findings and notes of every text: from the cache when it has them, else analysed and
-    stored."""
+    """Findings and notes of every text (``words``: each one's project words, by path): from
+    the cache when it has them, else analysed and stored."""
     if not cache:
         return _spread(texts, words, wanted)
-    context = _cache.context(words, wanted, QUERIED)
+    contexts: dict[frozenset[str], str] = {}
     findings: list[Finding] = []
     notes: list[FileNote] = []
     missing: dict[str, str] = {}  # path → entry
     for text in texts:
-        entry = _cache.key(text, context)
+        mine = words[text.path]
+        if mine not in contexts:
+            contexts[mine] = _cache.context(mine, wanted, QUERIED)
+        entry = _cache.key(text, contexts[mine])
         hit = _cache.load(text, entry, RULES)
         if hit is None:
             missing[text.path] = entry
@@ -53,7 +63,7 @@ def analyse(
 
 def _spread(
     texts: list[Text],
-    words: frozenset[str],
+    words: Mapping[str, frozenset[str]],
     wanted: frozenset[str],
     entries: dict[str, str] | None = None,
 ) -> Outcome:
@@ -67,7 +77,7 @@ def _spread(
     budget = [KEPT_BYTES]
 
     def work(text: Text, in_child: bool) -> Outcome:
-        outcome = _one(text, words, wanted, keep=budget if in_child else None)
+        outcome = _one(text, words[text.path], wanted, keep=budget if in_child else None)
         if entries is not None:
             _cache.store(entries[text.path], outcome)
         return outcome

@@ -1,0 +1,94 @@
+"""Project words: a word whose presence lets a finding through (dropout, CUDA) counts only in
+the files linked to a file by local imports; one whose presence holds a finding back
+(``set_epoch``, a checkpoint load) counts anywhere in what is linted."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from rgt.lint import lint_paths
+from rgt.lint._words import identifiers
+from tests.lint.measure import CORPUS
+from tests.lint.test_modes import MODEL
+
+EVALUATE = """
+import torch
+
+def evaluate(model, loader):
+    correct = 0
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum().item()
+    return correct
+"""
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, code in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(code).lstrip("\n"))
+
+
+def _found(root: Path) -> set[tuple[str, str]]:
+    return {(str(Path(f.path).relative_to(root)), f.code) for f in lint_paths([str(root)]).findings}
+
+
+def test_one_example_does_not_lend_another_its_dropout(tmp_path: Path) -> None:
+    # pytorch/examples' super_resolution was told its test loop runs dropout in training mode
+    # because other examples in the same tree have dropout layers.
+    _write(
+        tmp_path,
+        {
+            "mnist/main.py": MODEL + EVALUATE.replace("import torch\n", ""),
+            "super_resolution/main.py": "import model\n" + EVALUATE,
+            "super_resolution/model.py": "import torch.nn as nn\nclass Net(nn.Module): pass\n",
+        },
+    )
+    assert _found(tmp_path) == {("mnist/main.py", "RGT201")}
+
+
+def test_a_model_imported_either_way_lends_its_dropout(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "a/main.py": "from model import Net\n" + EVALUATE,
+            "a/model.py": MODEL,
+            "b/evaluation.py": EVALUATE,
+            "b/model.py": MODEL + "from evaluation import evaluate\n",  # imports the loop
+        },
+    )
+    assert _found(tmp_path) == {("a/main.py", "RGT201"), ("b/evaluation.py", "RGT201")}
+
+
+def test_set_epoch_anywhere_still_holds_the_sampler_finding_back(tmp_path: Path) -> None:
+    # tools/train.py imports the package by a name rgt cannot resolve from tools/ (it is run
+    # with the repository on sys.path): set_epoch there still counts for pkg/data.py.
+    data = """
+    import torch
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    def build(train_set):
+        return DataLoader(train_set, sampler=DistributedSampler(train_set), num_workers=2)
+
+    def epochs(loader):
+        for epoch in range(90):
+            for batch in loader:
+                yield batch
+    """
+    train = "from pkg.data import build\nfor epoch in range(9):\n    sampler.set_epoch(epoch)\n"
+    _write(tmp_path, {"pkg/data.py": data})
+    assert _found(tmp_path) == {("pkg/data.py", "RGT302")}
+    _write(tmp_path, {"tools/train.py": train})
+    assert _found(tmp_path) == set()
+
+
+def test_known_words_are_not_looked_for_again_and_the_answer_is_the_same() -> None:
+    texts = [p.read_text() for p in sorted(CORPUS.glob("*/*.py.txt"))]
+    each = set().union(*(identifiers(t) for t in texts))
+    known: set[str] = set()
+    for text in texts:
+        known |= identifiers(text, known=known)
+    assert known == each and {"set_epoch", "cuda"} <= each
+    assert identifiers("x.set_epoch(1)", known={"set_epoch"}) == set()
+    assert identifiers("x.set_epoch(1)") == {"set_epoch"}
