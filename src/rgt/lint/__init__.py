@@ -36,7 +36,7 @@ def lint_paths(
     ``cache``: reuse per-file results from ``$RGT_HOME/cache/lint`` (rgt.lint._cache)."""
     wanted = (_codes(select) or set(RULES)) - _codes(ignore)
     texts, skipped, links = _read(expand(list(paths)))
-    words = _words.by_file(texts, links)
+    words = _words.Words(texts, links)
     relevant = [t for t in texts if "torch" in t.text]
     findings, notes = _run.analyse(relevant, words, frozenset(wanted), cache)
     findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.col, f.code))

@@ -22,18 +22,31 @@ NOT_CODE = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"[^"\n]*"|\'[^\'\n]*
 CUDA_STRING = re.compile(r"[\"']cuda")  # torch.device("cuda:0")
 
 
-def by_file(texts: Sequence[Text], links: Mapping[str, Sequence[str]]) -> dict[str, frozenset[str]]:
-    """Each file's words: those found anywhere, with the ``LOCAL`` ones (``_run``) only as
-    found in its own group of files (``links``: path → paths it imports)."""
-    group = _groups([t.path for t in texts], links)
-    anywhere: set[str] = set()
-    local: dict[str, set[str]] = {root: set() for root in set(group.values())}
-    for text in texts:
-        mine = local[group[text.path]]
-        found = identifiers(text.text, known=(anywhere - LOCAL) | mine)
-        anywhere |= found - LOCAL
-        mine |= found & LOCAL
-    return {t.path: frozenset(anywhere | local[group[t.path]]) for t in texts}
+class Words:
+    """Each file's words: those found anywhere (looked for here, once, for every file), with
+    the ``LOCAL`` ones (``_run``) as found in its own group of files (``links``: path → paths
+    it imports), looked for when first asked, by the process that asks (a forked child too:
+    the cut of strings and comments they need is most of the cost)."""
+
+    def __init__(self, texts: Sequence[Text], links: Mapping[str, Sequence[str]]) -> None:
+        self.texts = {t.path: t for t in texts}
+        self.members: dict[str, list[str]] = {}
+        for path, root in _groups(list(self.texts), links).items():
+            self.members.setdefault(root, []).append(path)
+        self.group = {path: root for root, paths in self.members.items() for path in paths}
+        self.anywhere: set[str] = set()
+        for text in texts:
+            self.anywhere |= identifiers(text.text, LOCAL | self.anywhere)
+        self._local: dict[str, frozenset[str]] = {}
+
+    def __call__(self, path: str) -> frozenset[str]:
+        root = self.group[path]
+        if root not in self._local:
+            found: set[str] = set()
+            for other in self.members[root]:
+                found |= identifiers(self.texts[other].text, (QUERIED - LOCAL) | found)
+            self._local[root] = frozenset(self.anywhere | found)
+        return self._local[root]
 
 
 def _groups(paths: list[str], links: Mapping[str, Sequence[str]]) -> dict[str, str]:
