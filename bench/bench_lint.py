@@ -9,6 +9,10 @@ times: cold (``rgt lint --no-cache`` vs ``ruff check --no-cache``), first (the d
 with both caches emptied before each run, so each tool also writes its cache) and warm (the
 default command, each tool's cache primed by one run first; rgt's under a private
 ``RGT_HOME``, ruff's in the tree). Goals: rgt lint <= 2 s and <= 3x ruff.
+
+``--tree DIR`` lints a copy of a real repository instead; ``--before SRC`` also times rgt from
+another source tree (``git worktree add /tmp/before COMMIT``, then ``--before /tmp/before/src``),
+interleaved with the current one, for a before/after on the same minutes of the machine.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,55 +48,81 @@ def build_tree(target: Path, lines: int) -> tuple[int, int]:
     return total, files
 
 
-def timed(argv: list[str], home: Path, empty: Path | None = None) -> float:
-    """Seconds ``argv`` takes; ``empty``: a cache folder removed first (not timed)."""
+def timed(argv: list[str], home: Path, src: Path, empty: Path | None = None) -> float:
+    """Seconds ``argv`` takes with rgt from ``src``; ``empty``: a folder removed first (not
+    timed)."""
     if empty is not None:
         shutil.rmtree(empty, ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RGT_HOME": str(home)}
+    env = {**os.environ, "PYTHONPATH": str(src), "RGT_HOME": str(home)}
     start = time.perf_counter()
     subprocess.run(argv, capture_output=True, env=env, check=False, timeout=600)
     return time.perf_counter() - start
 
 
-def compare(
-    label: str,
-    rgt: list[str],
-    ruff: list[str],
-    repeats: int,
-    home: Path,
-    caches: tuple[Path, Path] | None = None,
-) -> None:
-    """``caches``: rgt's and ruff's cache folders, emptied before each run."""
-    rgt_times, ruff_times = [], []
+def compare(label: str, runs: list[Run], repeats: int) -> None:
+    """Each run ``repeats`` times, interleaved; the medians, the last run's the reference."""
+    times: list[list[float]] = [[] for _ in runs]
     for _ in range(repeats):
-        rgt_times.append(timed(rgt, home, caches[0] if caches else None))
-        ruff_times.append(timed(ruff, home, caches[1] if caches else None))
-    rgt_s, ruff_s = statistics.median(rgt_times), statistics.median(ruff_times)
-    runs = ", ".join(f"{t:.2f}" for t in rgt_times)
-    print(f"{label}: rgt lint   median {rgt_s:6.2f} s  (runs {runs})")
-    runs = ", ".join(f"{t:.2f}" for t in ruff_times)
-    print(f"{label}: ruff check median {ruff_s:6.2f} s  (runs {runs})")
-    print(f"{label}: ratio rgt/ruff {rgt_s / ruff_s:.2f}x  (goal <= 3x); rgt lint goal <= 2 s")
+        for run, spent in zip(runs, times, strict=True):
+            spent.append(timed(run.argv, run.home, run.src, run.empty))
+    ruff_s = statistics.median(times[-1])
+    for run, spent in zip(runs, times, strict=True):
+        median = statistics.median(spent)
+        each = ", ".join(f"{t:.2f}" for t in spent)
+        print(f"{label}: {run.name:16s} median {median:6.2f} s  {median / ruff_s:5.2f}x  ({each})")
+    print(f"{label}: goals: rgt lint <= 3x ruff check and <= 2 s")
+
+
+@dataclass
+class Run:
+    name: str
+    argv: list[str]
+    home: Path
+    src: Path = ROOT / "src"
+    empty: Path | None = None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lines", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--tree", type=Path, help="a repository to lint (copied) instead")
+    parser.add_argument("--before", type=Path, help="also time rgt from this src/ (a worktree)")
     args = parser.parse_args()
     ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
     with tempfile.TemporaryDirectory() as tmp:
-        tree, home = Path(tmp, "repo"), Path(tmp, "home")
-        tree.mkdir()
-        lines, files = build_tree(tree, args.lines)
-        print(f"tree: {lines} lines in {files} files; load average {os.getloadavg()[0]:.1f}")
+        tree, home, old_home = Path(tmp, "repo"), Path(tmp, "home"), Path(tmp, "home-before")
+        if args.tree:
+            shutil.copytree(args.tree, tree, ignore=shutil.ignore_patterns(".git"))
+            files = list(tree.rglob("*.py"))
+            lines = sum(p.read_bytes().count(b"\n") for p in files)
+            print(f"tree: {args.tree}, {lines} lines in {len(files)} .py files")
+        else:
+            tree.mkdir()
+            lines, count = build_tree(tree, args.lines)
+            print(f"tree: {lines} lines in {count} files")
+        print(f"load average {os.getloadavg()[0]:.1f}")
         rgt = [sys.executable, "-m", "rgt.cli", "lint", "--json", str(tree)]
         check = [ruff, "check", "--exit-zero", "--quiet", str(tree)]
-        compare("cold", [*rgt, "--no-cache"], [*check, "--no-cache"], args.repeats, home)
-        caches = (home / "cache" / "lint", tree / ".ruff_cache")
-        compare("first", rgt, check, args.repeats, home, caches)
-        timed(rgt, home), timed(check, home)  # prime both caches
-        compare("warm", rgt, check, args.repeats, home)
+        rgt_cache, ruff_cache = home / "cache" / "lint", tree / ".ruff_cache"
+
+        def runs(extra: list[str], first: bool = False) -> list[Run]:
+            """Before (if asked), now, ruff; ``first``: each one's cache emptied first."""
+            old_cache = old_home / "cache" / "lint"
+            found = [Run("rgt lint", [*rgt, *extra], home, empty=rgt_cache if first else None)]
+            if args.before:
+                before = Run("rgt lint before", [*rgt, *extra], old_home, args.before)
+                before.empty = old_cache if first else None
+                found.insert(0, before)
+            ruff_run = Run("ruff check", [*check, *extra], home)
+            ruff_run.empty = ruff_cache if first else None
+            return [*found, ruff_run]
+
+        compare("cold", runs(["--no-cache"]), args.repeats)
+        compare("first", runs([], first=True), args.repeats)
+        for run in runs([]):  # prime every cache
+            timed(run.argv, run.home, run.src)
+        compare("warm", runs([]), args.repeats)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 

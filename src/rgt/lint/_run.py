@@ -38,30 +38,49 @@ def analyse(
     wanted: frozenset[str],
     cache: bool = True,
 ) -> Outcome:
-    """Findings and notes of every text (``words(path)``: a file's project words), from the
-    cache when it has them, else analysed (and stored): by this process and a forked child per
-    other core when there are enough files, each process looking up, analysing and storing
-    the files it claims. The cyclic garbage collector is off meanwhile: syntax trees hold no
-    cycles (reference counting frees them), and its passes over every new node cost ~15 % of
-    a serial run."""
+    """Findings and notes of every text (``words(path)``: a file's project words): from the
+    cache when it has them (looked up here, first), else analysed and stored."""
+    if not cache:
+        return _spread(texts, words, wanted, None)
+    contexts: dict[frozenset[str], str] = {}
+    findings: list[Finding] = []
+    notes: list[FileNote] = []
+    missing: dict[str, str] = {}  # path → entry
+    for text in texts:
+        mine = words(text.path)
+        if mine not in contexts:
+            contexts[mine] = _cache.context(mine, wanted, QUERIED)
+        entry = _cache.key(text, contexts[mine])
+        hit = _cache.load(text, entry, RULES)
+        if hit is None:
+            missing[text.path] = entry
+        else:
+            findings += hit[0]
+            notes += hit[1]
+    fresh = _spread([t for t in texts if t.path in missing], words, wanted, missing)
+    return findings + fresh[0], notes + fresh[1]
+
+
+def _spread(
+    texts: list[Text],
+    words: Callable[[str], frozenset[str]],
+    wanted: frozenset[str],
+    entries: dict[str, str] | None,
+) -> Outcome:
+    """Every text analysed, by this process and a forked child per other core when there are
+    enough files, and each result stored in the cache under ``entries[path]`` by the process
+    that found it; the cyclic garbage collector off meanwhile: syntax trees hold no cycles
+    (reference counting frees them), and the collector's passes over every new node cost
+    ~15 % of a serial run."""
     many = len(texts) >= PARALLEL_FROM and _fork.usable()
     processes = min(os.cpu_count() or 1, 8) if many else 1
     budget = [KEPT_BYTES]
-    contexts: dict[frozenset[str], str] = {}
 
     def work(text: Text, in_child: bool) -> Outcome:
-        mine = words(text.path)
-        entry = None
-        if cache:
-            if mine not in contexts:
-                contexts[mine] = _cache.context(mine, wanted, QUERIED)
-            entry = _cache.key(text, contexts[mine])
-            hit = _cache.load(text, entry, RULES)
-            if hit is not None:
-                return hit
-        outcome = _one(text, mine, wanted, keep=budget if in_child else None)
-        if entry is not None:
-            _cache.store(entry, outcome)
+        keep = budget if in_child else None
+        outcome = _one(text, words(text.path), wanted, keep)
+        if entries is not None:
+            _cache.store(entries[text.path], outcome)
         return outcome
 
     was_enabled = gc.isenabled()

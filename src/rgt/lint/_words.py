@@ -25,8 +25,8 @@ CUDA_STRING = re.compile(r"[\"']cuda")  # torch.device("cuda:0")
 class Words:
     """Each file's words: those found anywhere (looked for here, once, for every file), with
     the ``LOCAL`` ones (``_run``) as found in its own group of files (``links``: path → paths
-    it imports), looked for when first asked, by the process that asks (a forked child too:
-    the cut of strings and comments they need is most of the cost)."""
+    it imports), looked for when first asked, by the process that asks (without the cache, a
+    forked child: the cut of strings and comments they need is most of the cost)."""
 
     def __init__(self, texts: Sequence[Text], links: Mapping[str, Sequence[str]]) -> None:
         self.texts = {t.path: t for t in texts}
