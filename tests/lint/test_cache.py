@@ -3,6 +3,7 @@ to the codes wanted or to a project-wide word the rules ask about is a miss."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import textwrap
 from pathlib import Path
@@ -38,7 +39,13 @@ def test_the_whole_report_is_the_same_from_the_cache(tmp_path: Path) -> None:
 
 
 def _entries() -> list[Path]:
+    """The cache's files: one per folder of linted files."""
     return sorted(_cache.folder().rglob("*.json"))
+
+
+def _names() -> list[str]:
+    """The linted files' names with an entry, over every folder's file."""
+    return sorted(n for p in _entries() for n in json.loads(p.read_text())["files"])
 
 
 def test_cached_findings_equal_uncached_on_the_corpus(tmp_path: Path) -> None:
@@ -48,7 +55,7 @@ def test_cached_findings_equal_uncached_on_the_corpus(tmp_path: Path) -> None:
     assert _entries() == []  # --no-cache neither reads nor writes
     first, warm = _rows([str(tmp_path)]), _rows([str(tmp_path)])
     assert cold == first == warm and len(cold) > 10
-    assert len(_entries()) == 12
+    assert len(_entries()) == 1 and len(_names()) == 12  # one file for the folder
     stamps = [p.stat().st_mtime_ns for p in _entries()]
     _rows([str(tmp_path)])
     assert [p.stat().st_mtime_ns for p in _entries()] == stamps  # the warm run wrote nothing
@@ -73,3 +80,17 @@ def test_a_damaged_entry_is_a_miss(tmp_path: Path) -> None:
     for entry in _entries():
         entry.write_text("{not json")
     assert _rows([str(train)]) == expected
+
+
+def test_one_file_per_folder_and_a_later_run_keeps_the_other_entries(tmp_path: Path) -> None:
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "train.py").write_text(textwrap.dedent(SCRIPT))
+        (tmp_path / folder / "util.py").write_text("import torch\n")
+    _rows([str(tmp_path / "a" / "train.py")])
+    assert len(_entries()) == 1 and _names() == ["train.py"]
+    _rows([str(tmp_path)])  # a/util.py joins a/train.py's file; b gets its own
+    assert len(_entries()) == 2 and _names() == ["train.py", "train.py", "util.py", "util.py"]
+    stamps = [p.stat().st_mtime_ns for p in _entries()]
+    assert [r["code"] for r in _rows([str(tmp_path / "b")])] == ["RGT302"]  # from the cache
+    assert [p.stat().st_mtime_ns for p in _entries()] == stamps

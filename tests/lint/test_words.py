@@ -92,3 +92,11 @@ def test_known_words_are_not_looked_for_again_and_the_answer_is_the_same() -> No
     assert known == each and {"set_epoch", "cuda"} <= each
     assert identifiers("x.set_epoch(1)", known={"set_epoch"}) == set()
     assert identifiers("x.set_epoch(1)") == {"set_epoch"}
+
+
+def test_a_file_reached_by_two_names_is_read_once(tmp_path: Path) -> None:
+    _write(tmp_path, {"pkg/model.py": MODEL, "pkg/main.py": "import model\n" + EVALUATE})
+    (tmp_path / "pkg" / "alias.py").symlink_to(tmp_path / "pkg" / "main.py")
+    report = lint_paths([str(tmp_path / "pkg" / "alias.py"), str(tmp_path / "pkg")])
+    assert report.files == 2  # alias.py and model.py: main.py is alias.py
+    assert [(Path(f.path).name, f.code) for f in report.findings] == [("alias.py", "RGT201")]

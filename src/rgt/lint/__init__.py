@@ -14,6 +14,7 @@ parallel when there are many.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -59,17 +60,17 @@ def _codes(given: Iterable[str]) -> set[str]:
 
 
 def _read(paths: list[Path]) -> tuple[list[Text], list[FileNote], dict[str, list[str]]]:
-    """The named files, then the local modules they import (each file once), and for each
-    file read the paths (as read) of those it imports."""
+    """The named files, then the local modules they import (each file once, however it is
+    named: a link, ``..``), and for each file read the paths (as read) of those it imports."""
     _source._listing.cache_clear()  # folder listings are remembered within one run only
-    read_as: dict[Path, str] = {}  # resolved → as read
+    read_as: dict[object, str] = {}  # the file's identity → its path as read
     texts: list[Text] = []
     skipped: list[FileNote] = []
-    imported: dict[str, list[Path]] = {}
+    imported: dict[str, list[object]] = {}
     queue = list(paths)
     while queue:
         path = queue.pop(0)
-        key = path.resolve()
+        key = _identity(path)
         if key in read_as:
             continue
         read_as[key] = str(path)
@@ -78,10 +79,17 @@ def _read(paths: list[Path]) -> tuple[list[Text], list[FileNote], dict[str, list
             skipped.append(text)
             continue
         texts.append(text)
-        imported[text.path] = local_imports(text)
-        queue.extend(imported[text.path])
-    links = {
-        path: [read_as[p.resolve()] for p in modules if p.resolve() in read_as]
-        for path, modules in imported.items()
-    }
+        modules = local_imports(text)
+        imported[text.path] = [_identity(m) for m in modules]
+        queue.extend(modules)
+    links = {path: [read_as[k] for k in keys if k in read_as] for path, keys in imported.items()}
     return texts, skipped, links
+
+
+def _identity(path: Path) -> object:
+    """One stat, not ``resolve()``'s one per folder of the path (~4x the time on a big tree)."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return os.path.abspath(path)  # read() says what is wrong with it
+    return status.st_dev, status.st_ino

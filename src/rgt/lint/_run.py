@@ -39,9 +39,10 @@ def analyse(
     cache: bool = True,
 ) -> Outcome:
     """Findings and notes of every text (``words(path)``: a file's project words): from the
-    cache when it has them (looked up here, first), else analysed and stored."""
+    cache when it has them, else analysed and stored."""
     if not cache:
-        return _spread(texts, words, wanted, None)
+        return _spread(texts, words, wanted)
+    packs = _cache.Packs()
     contexts: dict[frozenset[str], str] = {}
     findings: list[Finding] = []
     notes: list[FileNote] = []
@@ -51,25 +52,30 @@ def analyse(
         if mine not in contexts:
             contexts[mine] = _cache.context(mine, wanted, QUERIED)
         entry = _cache.key(text, contexts[mine])
-        hit = _cache.load(text, entry, RULES)
+        hit = packs.load(text, entry, RULES)
         if hit is None:
             missing[text.path] = entry
         else:
             findings += hit[0]
             notes += hit[1]
-    fresh = _spread([t for t in texts if t.path in missing], words, wanted, missing)
-    return findings + fresh[0], notes + fresh[1]
+    fresh = [t for t in texts if t.path in missing]
+    found, skipped = _spread(fresh, words, wanted)
+    by_path: dict[str, Outcome] = {t.path: ([], []) for t in fresh}
+    for finding in found:
+        by_path[finding.path][0].append(finding)
+    for note in skipped:
+        by_path[note.path][1].append(note)
+    for text in fresh:
+        packs.store(text, missing[text.path], by_path[text.path])
+    packs.save()
+    return findings + found, notes + skipped
 
 
 def _spread(
-    texts: list[Text],
-    words: Callable[[str], frozenset[str]],
-    wanted: frozenset[str],
-    entries: dict[str, str] | None,
+    texts: list[Text], words: Callable[[str], frozenset[str]], wanted: frozenset[str]
 ) -> Outcome:
     """Every text analysed, by this process and a forked child per other core when there are
-    enough files, and each result stored in the cache under ``entries[path]`` by the process
-    that found it; the cyclic garbage collector off meanwhile: syntax trees hold no cycles
+    enough files; the cyclic garbage collector off meanwhile: syntax trees hold no cycles
     (reference counting frees them), and the collector's passes over every new node cost
     ~15 % of a serial run."""
     many = len(texts) >= PARALLEL_FROM and _fork.usable()
@@ -77,11 +83,7 @@ def _spread(
     budget = [KEPT_BYTES]
 
     def work(text: Text, in_child: bool) -> Outcome:
-        keep = budget if in_child else None
-        outcome = _one(text, words(text.path), wanted, keep)
-        if entries is not None:
-            _cache.store(entries[text.path], outcome)
-        return outcome
+        return _one(text, words(text.path), wanted, budget if in_child else None)
 
     was_enabled = gc.isenabled()
     gc.disable()
