@@ -18,12 +18,7 @@ class Net(nn.Module):
     def forward(self, x):
         return self.body(x)
 """
-
-
-def test_evaluation_without_eval_mode_when_the_model_has_dropout(tmp_path: Path) -> None:
-    source = (
-        MODEL
-        + """
+EVALUATE = """
 def evaluate(model, loader):
     correct = 0
     with torch.no_grad():
@@ -31,7 +26,10 @@ def evaluate(model, loader):
             correct += (model(x).argmax(1) == y).sum().item()
     return correct
 """
-    )
+
+
+def test_evaluation_without_eval_mode_when_the_model_has_dropout(tmp_path: Path) -> None:
+    source = MODEL + EVALUATE
     assert found(tmp_path, source) == [("RGT201", 12)]
     assert (
         codes(tmp_path, source.replace("    correct = 0", "    model.eval()\n    correct = 0"))

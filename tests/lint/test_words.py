@@ -10,18 +10,10 @@ from pathlib import Path
 from rgt.lint import lint_paths
 from rgt.lint._words import identifiers
 from tests.lint.measure import CORPUS
+from tests.lint.test_modes import EVALUATE as LOOP
 from tests.lint.test_modes import MODEL
 
-EVALUATE = """
-import torch
-
-def evaluate(model, loader):
-    correct = 0
-    with torch.no_grad():
-        for x, y in loader:
-            correct += (model(x).argmax(1) == y).sum().item()
-    return correct
-"""
+EVALUATE = "import torch\n" + LOOP
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -40,7 +32,7 @@ def test_one_example_does_not_lend_another_its_dropout(tmp_path: Path) -> None:
     _write(
         tmp_path,
         {
-            "mnist/main.py": MODEL + EVALUATE.replace("import torch\n", ""),
+            "mnist/main.py": MODEL + LOOP,
             "super_resolution/main.py": "import model\n" + EVALUATE,
             "super_resolution/model.py": "import torch.nn as nn\nclass Net(nn.Module): pass\n",
         },
