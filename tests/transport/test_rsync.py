@@ -8,11 +8,12 @@ import random
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from rgt.errors import BackendError, VerifyError
+from rgt.errors import BackendError, TransportError, VerifyError
 from rgt.jobs.push import push
 from rgt.state.store import Store
 from rgt.transport.remote_hash import FINISHED, UNKNOWN, hash_input, machine_script, remote_sha256
@@ -142,6 +143,26 @@ def test_sshd_stopped_mid_push_resumes_without_resending(
     assert final.matched_bytes > 0
     assert snapshot_of(dest / "data") == snapshot_of(source)
     assert not (dest / "data" / PARTIAL_DIR).exists()
+
+
+def test_a_machine_that_is_gone_gets_a_bounded_wait_not_the_whole_backoff(
+    sshd_factory: SshServers, tmp_path: Path
+) -> None:
+    """Attempts that move nothing (connection refused) share ``patience_s`` of waiting; the
+    default backoff (1, 2, 4 ... 30 s, 8 retries) once kept `rgt run` silent for two minutes."""
+    server = sshd_factory()
+    source = tmp_path / "f.bin"
+    source.write_bytes(b"x" * 100)
+    transport = SshTransport(target_for(server))
+    server.stop()
+    rsync = Rsync(transport, backoff_s=0.2, patience_s=1.0)
+    started = time.monotonic()
+    with pytest.raises(TransportError) as info:
+        rsync.transfer([str(source)], transport.remote_spec(f"{tmp_path}/dest/"))
+    spent = time.monotonic() - started
+    assert "failed 3 times" in info.value.message  # waits of 0.2 and 0.4 s; 0.8 more is > 1 s
+    assert spent < 10, spent
+    assert Rsync(transport).patience_s == 60  # a launch on a dead machine ends in about 35 s
 
 
 def test_a_data_error_is_not_retried(sshd_server: SshServer, tmp_path: Path) -> None:

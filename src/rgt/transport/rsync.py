@@ -7,7 +7,9 @@ restarted from the console, a laptop closing). So every transfer runs in a loop:
   and the next attempt uses it as the delta basis, so what arrived is not sent again;
 - ``--timeout``: a stalled link ends the attempt instead of hanging forever;
 - retries with exponential backoff, only for exit codes that mean "the connection broke"
-  (a full disk or a missing ``rsync`` on the machine is reported at once, never retried);
+  (a full disk or a missing ``rsync`` on the machine is reported at once, never retried),
+  for as long as attempts keep moving data; attempts that move nothing (the machine is gone,
+  not the link flaky) get ``patience_s`` of waiting between them, then the error;
 - ``--stats`` is parsed after each attempt (literal vs matched bytes: what was really sent)
   and ``--info=progress2`` drives a progress callback;
 - ``--protect-args`` (``-s``): remote paths travel as data, never through the remote shell,
@@ -96,6 +98,7 @@ class Rsync:
         io_timeout: int = 60,
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
+        patience_s: float = 60.0,
         bwlimit_kbps: int | None = None,
         extra: Sequence[str] = (),
         archive: bool = True,
@@ -105,6 +108,7 @@ class Rsync:
         self.io_timeout = io_timeout
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.patience_s = patience_s
         self.bwlimit_kbps = bwlimit_kbps
         self.extra = tuple(extra)
         self.mode = ("-a",) if archive else UNTRUSTED_RECEIVE
@@ -135,14 +139,20 @@ class Rsync:
         check_local_rsync()
         report = TransferReport()
         argv = self.argv(sources, dest)
+        delay, waited = self.backoff_s, 0.0  # waited: since an attempt last moved data
         for attempt_no in range(self.retries + 1):
             attempt = _run_once(argv, progress)
             report.attempts.append(attempt)
             if attempt.returncode in OK_CODES:
                 return report
             self._raise_unless_retryable(attempt)
-            if attempt_no < self.retries:
-                time.sleep(min(self.max_backoff_s, self.backoff_s * 2**attempt_no))
+            if attempt.literal_bytes > 0:  # it moved: a flaky link, worth the whole backoff
+                delay, waited = self.backoff_s, 0.0
+            if attempt_no == self.retries or waited + delay > self.patience_s:
+                break
+            time.sleep(delay)
+            waited += delay
+            delay = min(self.max_backoff_s, delay * 2)
         raise TransportError(
             f"rsync to {self.transport.target.name} failed {len(report.attempts)} times "
             f"(last exit {report.attempts[-1].returncode})",
