@@ -41,7 +41,7 @@ def analyse(
     """Findings and notes of every text (``words(path)``: a file's project words): from the
     cache when it has them, else analysed and stored."""
     if not cache:
-        return _spread(texts, words, wanted)
+        return _flat(_spread(texts, words, wanted))
     packs = _cache.Packs()
     contexts: dict[frozenset[str], str] = {}
     findings: list[Finding] = []
@@ -58,26 +58,21 @@ def analyse(
         else:
             findings += hit[0]
             notes += hit[1]
-    fresh = [t for t in texts if t.path in missing]
-    found, skipped = _spread(fresh, words, wanted)
-    by_path: dict[str, Outcome] = {t.path: ([], []) for t in fresh}
-    for finding in found:
-        by_path[finding.path][0].append(finding)
-    for note in skipped:
-        by_path[note.path][1].append(note)
-    for text in fresh:
-        packs.store(text, missing[text.path], by_path[text.path])
+    fresh = _spread([t for t in texts if t.path in missing], words, wanted)
+    for text, outcome in fresh:
+        packs.store(text, missing[text.path], outcome)
     packs.save()
+    found, skipped = _flat(fresh)
     return findings + found, notes + skipped
 
 
 def _spread(
     texts: list[Text], words: Callable[[str], frozenset[str]], wanted: frozenset[str]
-) -> Outcome:
-    """Every text analysed, by this process and a forked child per other core when there are
-    enough files; the cyclic garbage collector off meanwhile: syntax trees hold no cycles
-    (reference counting frees them), and the collector's passes over every new node cost
-    ~15 % of a serial run."""
+) -> list[tuple[Text, Outcome]]:
+    """Every text with its outcome, analysed by this process and a forked child per other
+    core when there are enough files; the cyclic garbage collector off meanwhile: syntax
+    trees hold no cycles (reference counting frees them), and the collector's passes over
+    every new node cost ~15 % of a serial run."""
     many = len(texts) >= PARALLEL_FROM and _fork.usable()
     processes = min(os.cpu_count() or 1, 8) if many else 1
     budget = [KEPT_BYTES]
@@ -87,14 +82,18 @@ def _spread(
 
     was_enabled = gc.isenabled()
     gc.disable()
-    try:  # the longest texts first: a process that claims one late then waits for no other
-        results = _fork.spread(sorted(texts, key=lambda t: -len(t.text)), work, processes)
+    ordered = sorted(texts, key=lambda t: -len(t.text))  # no process then waits on a long one
+    try:
+        return list(zip(ordered, _fork.spread(ordered, work, processes), strict=True))
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _flat(outcomes: list[tuple[Text, Outcome]]) -> Outcome:
     findings: list[Finding] = []
     notes: list[FileNote] = []
-    for found, skipped in results:
+    for _text, (found, skipped) in outcomes:
         findings += found
         notes += skipped
     return findings, notes
