@@ -13,6 +13,10 @@ default command, each tool's cache primed by one run first; rgt's under a privat
 ``--tree DIR`` lints a copy of a real repository instead; ``--before SRC`` also times rgt from
 another source tree (``git worktree add /tmp/before COMMIT``, then ``--before /tmp/before/src``),
 interleaved with the current one, for a before/after on the same minutes of the machine.
+``--python EXE`` (repeatable) also times rgt under another interpreter that has rgt's
+dependencies installed (a venv of the distribution's ``python3``: ``python3 -m venv V && V/bin/pip
+install -e .``), interleaved too: how fast the parser and the rules run depends on how the
+interpreter was built (with or without profile-guided optimisation, libpython shared or not).
 """
 
 from __future__ import annotations
@@ -82,12 +86,20 @@ class Run:
     empty: Path | None = None
 
 
+def _describe(python: str) -> str:
+    """The interpreter's version and build (``platform.python_build()``)."""
+    code = "import platform; print(platform.python_version(), *platform.python_build())"
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    return done.stdout.strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lines", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--tree", type=Path, help="a repository to lint (copied) instead")
     parser.add_argument("--before", type=Path, help="also time rgt from this src/ (a worktree)")
+    parser.add_argument("--python", action="append", default=[], help="also rgt under this")
     args = parser.parse_args()
     ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,6 +114,8 @@ def main() -> None:
             lines, count = build_tree(tree, args.lines)
             print(f"tree: {lines} lines in {count} files")
         print(f"load average {os.getloadavg()[0]:.1f}")
+        for n, python in enumerate([sys.executable, *args.python]):
+            print(f"python{n + 1 if n else ''}: {python} {_describe(python)}")
         rgt = [sys.executable, "-m", "rgt.cli", "lint", "--json", str(tree)]
         check = [ruff, "check", "--exit-zero", "--quiet", str(tree)]
         rgt_cache, ruff_cache = home / "cache" / "lint", tree / ".ruff_cache"
@@ -110,6 +124,11 @@ def main() -> None:
             """Before (if asked), now, ruff; ``first``: each one's cache emptied first."""
             old_cache = old_home / "cache" / "lint"
             found = [Run("rgt lint", [*rgt, *extra], home, empty=rgt_cache if first else None)]
+            for n, python in enumerate(args.python):
+                own = Path(tmp, f"home-python{n + 2}")
+                other = Run(f"rgt lint python{n + 2}", [python, *rgt[1:], *extra], own)
+                other.empty = own / "cache" / "lint" if first else None
+                found.append(other)
             if args.before:
                 before = Run("rgt lint before", [*rgt, *extra], old_home, args.before)
                 before.empty = old_cache if first else None

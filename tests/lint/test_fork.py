@@ -126,7 +126,7 @@ def test_many_files_in_children_find_what_one_process_finds(
     scripts = sorted((CORPUS / "dev").glob("*.py.txt"))[:20]
     for script in scripts:
         shutil.copyfile(script, tmp_path / script.name.removesuffix(".txt"))
-    (tmp_path / "broken.py").write_text("import torch\ndef f(:\n")
+    (tmp_path / "broken.py").write_text("import torch\ndef f(:\n    loss.backward()\n")
     monkeypatch.setattr(os, "cpu_count", lambda: 3)
     # Other tests' servers may have left threads in this process: fork all the same (the
     # children only parse and check; `rgt lint` itself runs one thread).

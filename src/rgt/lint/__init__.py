@@ -6,7 +6,8 @@ and returns a ``LintReport``. Rules: ``RULES`` (codes RGT1xx losses/optimizer, R
 graphs, RGT3xx data pipeline, RGT4xx resilience, RGT5xx throughput). A finding is silenced by
 ``# rgt: noqa`` (all codes) or ``# rgt: noqa RGT101,RGT204`` on its line.
 
-Files that never mention torch are read but not analysed. Questions about the rest of the
+Files that never mention torch, or none of what every rule needs (a loss, ``.backward()``, a
+``DataLoader``...: ``_run.worth_parsing``), are read but not parsed. Questions about the rest of the
 project ("is ``set_epoch`` called anywhere?", "does the model have dropout?") are answered from
 the identifiers of the files read (``_words``), so each file is then analysed on its own, in
 parallel when there are many.
@@ -38,7 +39,7 @@ def lint_paths(
     wanted = (_codes(select) or set(RULES)) - _codes(ignore)
     texts, skipped, links = _read(expand(list(paths)))
     words = _words.Words(texts, links)
-    relevant = [t for t in texts if "torch" in t.text]
+    relevant = [t for t in texts if "torch" in t.text]  # the rest: not even hashed
     findings, notes = _run.analyse(relevant, words, frozenset(wanted), cache)
     findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.col, f.code))
     notes.sort(key=lambda n: n.path)  # workers and the cache finish in any order

@@ -70,6 +70,12 @@ EVAL_WORDS = re.compile(r"(?i)(^|_)(val|valid|validation|test|eval|dev)(_|$|load
 SHARD_WORDS = {"get_worker_info", "worker_info", "worker_id", "split_dataset_by_node", "shard"}
 
 
+def may_find(text: str) -> bool:
+    """False only when no rule here can fire in ``text`` (``_run.worth_parsing``): every one
+    needs a ``*DataLoader(...)`` or a ``DistributedSampler(...)``."""
+    return "DataLoader" in text or "DistributedSampler" in text
+
+
 def loaders(facts: Facts) -> list[ast.Call]:
     """The module's torch ``DataLoader(...)`` calls (found once, asked by several rules)."""
     found = facts.memo.get("loaders")

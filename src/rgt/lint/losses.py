@@ -76,6 +76,15 @@ SOFTMAX = ("torch.softmax", "torch.nn.functional.softmax", "torch.special.softma
 SIGMOID = ("torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit")
 OPTIMIZERS = ("torch.optim.", "optim.")
 LOSS_NAMES = {CE[1], NLL[1], BCE_LOGITS[1]}  # functional losses; loss objects are bindings
+# A loss is named by one of its classes or functions, Adam by its name, an update by
+# ``.step()``; searched for as the parts they share ("ntropy": cross_entropy, CrossEntropyLoss,
+# binary_cross_entropy_with_logits): each search reads the whole text.
+NEEDS = ("ntropy", "NLLLoss", "nll_loss", "WithLogits", "Adam", "step")
+
+
+def may_find(text: str) -> bool:
+    """False only when no rule here can fire in ``text`` (``_run.worth_parsing``)."""
+    return any(name in text for name in NEEDS)
 
 
 def check(facts: Facts) -> Iterator[Hit]:

@@ -54,15 +54,22 @@ RULES = (
         "M20",
     ),
 )
-EVAL_NAME = re.compile(
-    r"(?i)^(evaluate|evaluation|eval|validate|validation|valid|val|test)(_|$)"
-    r"|_(eval|evaluate|evaluation|validate|validation|val|test)$"
-)
+_EVAL_HEAD = "evaluate|evaluation|eval|validate|validation|valid|val|test"
+_EVAL_TAIL = "eval|evaluate|evaluation|validate|validation|val|test"
+EVAL_NAME = re.compile(rf"(?i)^({_EVAL_HEAD})(_|$)|_({_EVAL_TAIL})$")
+# The definition of a function EVAL_NAME matches, as it reads in the source.
+EVAL_DEF = re.compile(rf"def[\s\\]+(?i:({_EVAL_HEAD})(_|(?!\w))|\w*_({_EVAL_TAIL})(?!\w))")
 LAYER_WORDS = frozenset({"Dropout", "dropout", "BatchNorm2d", "BatchNorm1d"})  # mode-bound
 NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
 FUNCTION_NAME = re.compile(r"(?i)(^|_)(fn|func|function|callback|hook|metric)s?$")
 BUILTINS = frozenset(dir(builtins))  # `isinstance(...)`, `len(...)`: never the model called
 FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "ignite")
+
+
+def may_find(text: str) -> bool:
+    """False only when no rule here can fire in ``text`` (``_run.worth_parsing``): every one
+    needs a ``.backward()`` or an evaluation function defined in the file."""
+    return "backward" in text or EVAL_DEF.search(text) is not None
 
 
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:

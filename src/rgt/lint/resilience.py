@@ -81,6 +81,20 @@ LOADS = {
     "restart_from_checkpoint",
 }
 
+MAIN_PROCESS = ("is_main_process", "is_master", "is_rank_0", "is_global_zero")
+# Parts of every collective's name ("reduce": all_reduce, reduce_scatter_tensor...).
+COLLECTIVE_PARTS = ("reduce", "gather", "scatter", "barrier", "broadcast", "all_to_all")
+
+
+def may_find(text: str) -> bool:
+    """False only when no rule here can fire in ``text`` (``_run.worth_parsing``): a save, a
+    start method, or a ``dist`` collective beside a test of the rank."""
+    if "save" in text or "set_start_method" in text:
+        return True
+    if "dist" not in text or not any(part in text for part in COLLECTIVE_PARTS):
+        return False
+    return "rank" in text.lower() or any(name in text for name in MAIN_PROCESS[:2])
+
 
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     saves = [c for c in facts.calls if facts.call_name(c) == "torch.save"]
@@ -113,7 +127,7 @@ def _rank_zero(test: ast.AST) -> bool:
         return zero and any("rank" in ast.unparse(s).lower() for s in sides)
     if isinstance(test, ast.Call):
         name = (dotted(test.func) or "").rsplit(".", 1)[-1]
-        return name in ("is_main_process", "is_master", "is_rank_0", "is_global_zero")
+        return name in MAIN_PROCESS
     return False
 
 

@@ -44,6 +44,11 @@ SYNCS = ("item", "cpu")
 GPU = {"cuda", "accelerator"}  # torch.cuda / .cuda() / "cuda:0" / torch.accelerator
 
 
+def may_find(text: str) -> bool:
+    """False only when no rule here can fire in ``text`` (``_run.worth_parsing``)."""
+    return "backward" in text or "DataLoader" in text
+
+
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     if not words & GPU:  # a CPU-only script has no GPU to keep busy
         return
