@@ -35,11 +35,15 @@ def test_help_imports_nothing_heavy() -> None:
 
 def test_lint_loads_no_logging_or_state_code(tmp_path: Path) -> None:
     """``rgt lint`` starts in well under a second: the debug log (``logging``), the state
-    store and the transports are loaded only by the commands that use them."""
+    store and the transports are loaded only by the commands that use them, and the cache's
+    code (and its hashing) only when the cache is used."""
     (tmp_path / "train.py").write_text("import torch\n")
     loaded, printed = _modules_after("lint", "--json", "--no-cache", str(tmp_path))
     assert '"files": 1' in printed
-    assert not loaded & {"logging", "traceback", "rgt._log", "rgt.state", "rgt.transport"}
+    unwanted = {"logging", "traceback", "rgt._log", "rgt.state", "rgt.transport"}
+    assert not loaded & {*unwanted, "hashlib", "rgt.lint._cache"}
+    loaded, printed = _modules_after("lint", "--json", str(tmp_path))
+    assert not loaded & unwanted and "rgt.lint._cache" in loaded
 
 
 def test_the_command_map_names_what_each_module_registers() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rgt.lint import _cache, lint_paths
+from rgt.lint import RULES, _cache, lint_paths
+from rgt.lint._source import Text, read
 from tests.lint.measure import CORPUS
 
 SCRIPT = """
@@ -94,3 +95,35 @@ def test_one_file_per_folder_and_a_later_run_keeps_the_other_entries(tmp_path: P
     stamps = [p.stat().st_mtime_ns for p in _entries()]
     assert [r["code"] for r in _rows([str(tmp_path / "b")])] == ["RGT302"]  # from the cache
     assert [p.stat().st_mtime_ns for p in _entries()] == stamps
+
+
+def test_two_runs_on_one_folder_keep_each_others_entries(tmp_path: Path) -> None:
+    # Two `rgt lint` at once (an agent's and a human's) each read the folder's file before the
+    # other wrote it: the second writer keeps the first one's entries.
+    for name in ("train.py", "other.py"):
+        (tmp_path / name).write_text(textwrap.dedent(SCRIPT))
+    first, second = _cache.Packs(), _cache.Packs()
+    texts = {t.path: t for t in _texts(tmp_path)}
+    for packs, name in ((first, "train.py"), (second, "other.py")):
+        text = texts[str(tmp_path / name)]
+        assert packs.load(text, "k", RULES) is None  # both read before either wrote
+        packs.store(text, "k", ([], []))
+    first.save()
+    second.save()
+    assert _names() == ["other.py", "train.py"]
+
+
+def test_a_write_that_fails_leaves_no_temporary_file(tmp_path: Path) -> None:
+    train = tmp_path / "train.py"
+    train.write_text(textwrap.dedent(SCRIPT))
+    (text,) = _texts(tmp_path)
+    target = Path(_cache._pack_path(text))
+    (target / "in-the-way").mkdir(parents=True)  # os.replace cannot put a file there
+    packs = _cache.Packs()
+    packs.store(text, "k", ([], []))
+    packs.save()  # no error: the cache only costs speed
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
+
+
+def _texts(folder: Path) -> list[Text]:
+    return [t for p in sorted(folder.glob("*.py")) if isinstance(t := read(p), Text)]

@@ -10,6 +10,7 @@ unreadable one is a miss, never an error.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -58,7 +59,7 @@ class Packs:
 
     def __init__(self) -> None:
         self._packs: dict[str, dict[str, Any]] = {}  # folder's file → its entries by name
-        self._changed: set[str] = set()
+        self._changed: dict[str, set[str]] = {}  # folder's file → names stored by this run
 
     def load(self, text: Text, entry: str, rules: dict[str, Rule]) -> Outcome | None:
         got = self._pack(text).get(os.path.basename(text.path))
@@ -84,30 +85,39 @@ class Packs:
             ],
             "notes": [n.reason for n in notes],
         }
-        self._changed.add(_pack_path(text))
+        self._changed.setdefault(_pack_path(text), set()).add(os.path.basename(text.path))
 
     def save(self) -> None:
-        for path in sorted(self._changed):
+        """Write each changed folder's file, over what another run may have written since
+        this one read it (its other entries kept: two runs linting one folder both count)."""
+        for path, names in sorted(self._changed.items()):
             target = Path(path)
+            tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+            files = {**_read_pack(path), **{n: self._packs[path][n] for n in names}}
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-                tmp.write_text(json.dumps({"files": self._packs[path]}), "utf-8")
+                tmp.write_text(json.dumps({"files": files}), "utf-8")
                 os.replace(tmp, target)
-            except OSError:
-                pass  # a read-only home only costs speed
+            except OSError:  # a read-only or full home only costs speed
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
         self._changed.clear()
 
     def _pack(self, text: Text) -> dict[str, Any]:
         path = _pack_path(text)
         if path not in self._packs:
-            try:
-                data = json.loads(Path(path).read_text("utf-8"))
-                files = data["files"] if isinstance(data, dict) else None
-            except (OSError, ValueError, KeyError):
-                files = None
-            self._packs[path] = files if isinstance(files, dict) else {}
+            self._packs[path] = _read_pack(path)
         return self._packs[path]
+
+
+def _read_pack(path: str) -> dict[str, Any]:
+    """A folder's entries by file name; none when the file is missing or damaged."""
+    try:
+        data = json.loads(Path(path).read_text("utf-8"))
+        files = data["files"] if isinstance(data, dict) else None
+    except (OSError, ValueError, KeyError):
+        files = None
+    return files if isinstance(files, dict) else {}
 
 
 def _pack_path(text: Text) -> str:

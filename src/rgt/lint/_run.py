@@ -11,7 +11,7 @@ import gc
 import os
 from collections.abc import Callable, Iterator
 
-from rgt.lint import _cache, _fork, data, losses, modes, resilience, throughput
+from rgt.lint import _fork, data, losses, modes, resilience, throughput
 from rgt.lint._facts import Facts
 from rgt.lint._model import FileNote, Finding, Hit, Rule
 from rgt.lint._source import Source, Text, parse
@@ -54,6 +54,8 @@ def analyse(
     cache when it has them, else analysed and stored."""
     if not cache:
         return _flat(_spread(texts, words, wanted))
+    from rgt.lint import _cache  # hashlib and the cache's code: not for --no-cache
+
     packs = _cache.Packs()
     contexts: dict[frozenset[str], str] = {}
     findings: list[Finding] = []
