@@ -61,8 +61,11 @@ def timed(argv: list[str], home: Path, src: Path, empty: Path | None = None) -> 
         shutil.rmtree(empty, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(src), "RGT_HOME": str(home)}
     start = time.perf_counter()
-    subprocess.run(argv, capture_output=True, env=env, check=False, timeout=600)
-    return time.perf_counter() - start
+    done = subprocess.run(argv, capture_output=True, env=env, check=False, timeout=600)
+    spent = time.perf_counter() - start
+    if done.returncode not in (0, 1):  # 1: rgt lint found a bug; anything else is no timing
+        sys.exit(f"{argv[:3]} failed ({done.returncode}): {done.stderr.decode()[-2000:]}")
+    return spent
 
 
 def compare(label: str, runs: list[Run], repeats: int) -> None:
@@ -107,7 +110,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tree, home, old_home = Path(tmp, "repo"), Path(tmp, "home"), Path(tmp, "home-before")
         if args.tree:
-            shutil.copytree(args.tree, tree, ignore=shutil.ignore_patterns(".git"))
+            shutil.copytree(args.tree, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
             files = list(tree.rglob("*.py"))
             lines = sum(p.read_bytes().count(b"\n") for p in files)
             print(f"tree: {args.tree}, {lines} lines in {len(files)} .py files")

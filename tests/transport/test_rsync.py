@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -16,6 +17,7 @@ import pytest
 from rgt.errors import BackendError, TransportError, VerifyError
 from rgt.jobs.push import push
 from rgt.state.store import Store
+from rgt.transport import ssh
 from rgt.transport.remote_hash import FINISHED, UNKNOWN, hash_input, machine_script, remote_sha256
 from rgt.transport.rsync import PARTIAL_DIR, RETRYABLE, Rsync, TransferReport
 from rgt.transport.ssh import SshTransport
@@ -160,9 +162,42 @@ def test_a_machine_that_is_gone_gets_a_bounded_wait_not_the_whole_backoff(
     with pytest.raises(TransportError) as info:
         rsync.transfer([str(source)], transport.remote_spec(f"{tmp_path}/dest/"))
     spent = time.monotonic() - started
-    assert "failed 3 times" in info.value.message  # waits of 0.2 and 0.4 s; 0.8 more is > 1 s
+    # waits of 0.2 and 0.4 s, and the attempts' own time; 0.8 more is past 1 s
+    assert 2 <= _attempts(info.value) <= 3, info.value.message
     assert spent < 10, spent
     assert Rsync(transport).patience_s == 60  # a launch on a dead machine ends in about 35 s
+
+
+def test_a_frozen_machine_ends_the_retries_once_nothing_moved_for_the_patience(
+    sshd_factory: SshServers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine that takes connections and never answers (frozen: its sshd stopped) holds
+    each attempt until ssh's ConnectTimeout (or rsync's --timeout): that time counts against
+    ``patience_s`` with the waits. When only the waits counted, 8 retries of a minute each
+    kept `rgt run` silent for ten minutes."""
+    server = sshd_factory()
+    source = tmp_path / "f.bin"
+    source.write_bytes(b"x" * 100)
+    transport = SshTransport(target_for(server))
+    monkeypatch.setattr(ssh, "CONNECT_TIMEOUT_S", 2)
+    assert server.proc is not None
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        rsync = Rsync(transport, backoff_s=0.2, patience_s=3.0)
+        started = time.monotonic()
+        with pytest.raises(TransportError) as info:
+            rsync.transfer([str(source)], transport.remote_spec(f"{tmp_path}/dest/"))
+        spent = time.monotonic() - started
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+    # about 2 s each: the second ends past the 3 s (the waits alone allowed five)
+    assert len(info.value.message) and _attempts(info.value) <= 2, info.value.message
+    assert spent < 8, spent
+
+
+def _attempts(error: TransportError) -> int:
+    """How many attempts the error says were made (``... failed N times ...``)."""
+    return int(error.message.split(" failed ")[1].split()[0])
 
 
 def test_a_data_error_is_not_retried(sshd_server: SshServer, tmp_path: Path) -> None:

@@ -8,8 +8,10 @@ restarted from the console, a laptop closing). So every transfer runs in a loop:
 - ``--timeout``: a stalled link ends the attempt instead of hanging forever;
 - retries with exponential backoff, only for exit codes that mean "the connection broke"
   (a full disk or a missing ``rsync`` on the machine is reported at once, never retried),
-  for as long as attempts keep moving data; attempts that move nothing (the machine is gone,
-  not the link flaky) get ``patience_s`` of waiting between them, then the error;
+  for as long as attempts keep moving data; once nothing has moved for ``patience_s`` (the
+  machine is gone or frozen, not the link flaky), counting the attempts' own time (a frozen
+  machine's attempt lasts until ``ConnectTimeout`` or ``--timeout``) and the waits between
+  them, the error;
 - ``--stats`` is parsed after each attempt (literal vs matched bytes: what was really sent)
   and ``--info=progress2`` drives a progress callback;
 - ``--protect-args`` (``-s``): remote paths travel as data, never through the remote shell,
@@ -139,7 +141,7 @@ class Rsync:
         check_local_rsync()
         report = TransferReport()
         argv = self.argv(sources, dest)
-        delay, waited = self.backoff_s, 0.0  # waited: since an attempt last moved data
+        delay, moved_at = self.backoff_s, time.monotonic()  # when data last moved (or start)
         for attempt_no in range(self.retries + 1):
             attempt = _run_once(argv, progress)
             report.attempts.append(attempt)
@@ -147,11 +149,11 @@ class Rsync:
                 return report
             self._raise_unless_retryable(attempt)
             if attempt.literal_bytes > 0:  # it moved: a flaky link, worth the whole backoff
-                delay, waited = self.backoff_s, 0.0
-            if attempt_no == self.retries or waited + delay > self.patience_s:
+                delay, moved_at = self.backoff_s, time.monotonic()
+            still = time.monotonic() - moved_at
+            if attempt_no == self.retries or still + delay > self.patience_s:
                 break
             time.sleep(delay)
-            waited += delay
             delay = min(self.max_backoff_s, delay * 2)
         raise TransportError(
             f"rsync to {self.transport.target.name} failed {len(report.attempts)} times "
