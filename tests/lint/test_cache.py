@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,31 @@ def test_a_write_that_fails_leaves_no_temporary_file(tmp_path: Path) -> None:
 
 def _texts(folder: Path) -> list[Text]:
     return [t for p in sorted(folder.glob("*.py")) if isinstance(t := read(p), Text)]
+
+
+def test_the_entries_of_deleted_files_leave_with_the_next_write(tmp_path: Path) -> None:
+    for name in ("train.py", "old.py"):
+        (tmp_path / name).write_text(textwrap.dedent(SCRIPT))
+    _rows([str(tmp_path)])
+    assert _names() == ["old.py", "train.py"]
+    (tmp_path / "old.py").unlink()
+    (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT) + "# changed\n")
+    _rows([str(tmp_path)])
+    assert _names() == ["train.py"]
+
+
+def test_a_daily_sweep_removes_what_no_folder_needs(tmp_path: Path) -> None:
+    for folder in ("kept", "gone"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "train.py").write_text(textwrap.dedent(SCRIPT))
+        _rows([str(tmp_path / folder)])
+    old_layout = _cache.folder() / "ab" / "ab12.json"  # one file per linted file, as before
+    old_layout.parent.mkdir()
+    old_layout.write_text("{}")
+    shutil.rmtree(tmp_path / "gone")  # a repository deleted
+    assert _cache.sweep() == 0  # the first write swept already: not again within a day
+    assert _cache.sweep(time.time() + _cache.SWEEP_EVERY_S + 1) == 2
+    assert not old_layout.exists() and len(_entries()) == 1
+    (pack,) = _entries()
+    assert json.loads(pack.read_text())["folder"] == str(tmp_path / "kept")
+    assert _rows([str(tmp_path / "kept")])  # still answered (from the kept pack)

@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import os
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from rgt.lint._model import FileNote, Finding, Rule
 from rgt.lint._source import Text
 
 Outcome = tuple[list[Finding], list[FileNote]]
+SWEEP_EVERY_S = 86_400  # how often packs of folders that are gone are looked for
 
 
 def folder() -> Path:
@@ -53,13 +55,15 @@ class Packs:
     """The entries of one run, one JSON file ("pack") per folder of linted files: a new file
     costs ~0.2 ms on an ext4 disk, so a repository's first run writes one per folder, not
     one per file. ``load`` reads a folder's pack once; ``store`` keeps an entry in memory;
-    ``save`` writes each folder that got one (merged over what is there, atomically). A
-    damaged or unreadable pack is a miss; two runs at once lose each other's entries at worst.
+    ``save`` writes each folder that got one (merged over what is there, atomically, without
+    the entries of files gone from the folder) and then, once a day, ``sweep``s. A damaged or
+    unreadable pack is a miss.
     """
 
     def __init__(self) -> None:
         self._packs: dict[str, dict[str, Any]] = {}  # folder's file → its entries by name
         self._changed: dict[str, set[str]] = {}  # folder's file → names stored by this run
+        self._folders: dict[str, str] = {}  # folder's file → the folder (absolute)
 
     def load(self, text: Text, entry: str, rules: dict[str, Rule]) -> Outcome | None:
         got = self._pack(text).get(os.path.basename(text.path))
@@ -86,21 +90,22 @@ class Packs:
             "notes": [n.reason for n in notes],
         }
         self._changed.setdefault(_pack_path(text), set()).add(os.path.basename(text.path))
+        self._folders[_pack_path(text)] = os.path.dirname(os.path.abspath(text.path))
 
     def save(self) -> None:
         """Write each changed folder's file, over what another run may have written since
         this one read it (its other entries kept: two runs linting one folder both count)."""
         for path, names in sorted(self._changed.items()):
-            target = Path(path)
-            tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+            where = self._folders[path]
             files = {**_read_pack(path), **{n: self._packs[path][n] for n in names}}
             try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp.write_text(json.dumps({"files": files}), "utf-8")
-                os.replace(tmp, target)
-            except OSError:  # a read-only or full home only costs speed
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
+                present = set(os.listdir(where))
+            except OSError:
+                present = set(files)
+            files = {name: entry for name, entry in files.items() if name in present}
+            _write(Path(path), {"folder": where, "files": files})
+        if self._changed:
+            sweep()
         self._changed.clear()
 
     def _pack(self, text: Text) -> dict[str, Any]:
@@ -108,6 +113,55 @@ class Packs:
         if path not in self._packs:
             self._packs[path] = _read_pack(path)
         return self._packs[path]
+
+
+def sweep(now: float | None = None) -> int:
+    """At most once a day (``SWEEP_EVERY_S``): remove the packs of folders that are gone (a
+    deleted or moved repository), and whatever else is in the cache folder (what an older
+    rgt left: one file per linted file, or packs that do not name their folder). Returns how
+    many files were removed. Only this cache's own files are touched."""
+    root = folder()
+    marker = root / "swept"
+    now = time.time() if now is None else now
+    try:
+        if now - marker.stat().st_mtime < SWEEP_EVERY_S:
+            return 0
+    except OSError:
+        pass
+    removed = 0
+    for path in sorted(root.rglob("*")) if root.is_dir() else []:
+        if path == marker or path.is_dir() or _kept(root, path):
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed += 1
+    _write(marker, {"swept": now})
+    with contextlib.suppress(OSError):
+        os.utime(marker, (now, now))
+    return removed
+
+
+def _kept(root: Path, path: Path) -> bool:
+    """A pack under ``folders/`` whose folder is still there."""
+    if path.parent.parent != root / "folders" or path.suffix != ".json":
+        return False
+    try:
+        where = json.loads(path.read_text("utf-8")).get("folder")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(where, str) and os.path.isdir(where)
+
+
+def _write(target: Path, data: dict[str, Any]) -> None:
+    """``data`` as JSON at ``target``, atomically; a read-only or full home only costs speed."""
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(data), "utf-8")
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def _read_pack(path: str) -> dict[str, Any]:
