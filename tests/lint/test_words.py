@@ -92,3 +92,62 @@ def test_a_file_reached_by_two_names_is_read_once(tmp_path: Path) -> None:
     report = lint_paths([str(tmp_path / "pkg" / "alias.py"), str(tmp_path / "pkg")])
     assert report.files == 2  # alias.py and model.py: main.py is alias.py
     assert [(Path(f.path).name, f.code) for f in report.findings] == [("alias.py", "RGT201")]
+
+
+LOADER = """
+import torch
+from torch.utils.data import DataLoader
+
+def build(dataset):
+    return DataLoader(dataset, batch_size=8, num_workers=4)
+"""
+GPU_SCRIPT = """
+import torch
+{imports}
+
+def main(dataset):
+    model = torch.nn.Linear(2, 2).cuda()
+    return build(dataset), model
+"""
+
+
+def test_a_package_imported_by_its_full_name_from_another_folder_is_linked(
+    tmp_path: Path,
+) -> None:
+    # detectron2's tools/train_net.py imports `detectron2.data` by its full name: the package
+    # sits at the project's root (beside setup.py), not beside the script. Its loader runs on
+    # the script's GPU, so it gets the pin_memory advice.
+    _write(
+        tmp_path,
+        {
+            "setup.py": "",
+            "proj/__init__.py": "",
+            "proj/data.py": LOADER,
+            "tools/train.py": GPU_SCRIPT.format(imports="from proj.data import build"),
+        },
+    )
+    script = str(tmp_path / "tools" / "train.py")
+    report = lint_paths([script])
+    assert [(Path(f.path).name, f.code) for f in report.findings] == [("data.py", "RGT502")]
+    assert report.files == 2  # `from proj.data import`: the module itself
+    (tmp_path / "setup.py").unlink()  # no project root: only the script's own folder counts
+    assert lint_paths([script]).files == 1
+
+
+def test_a_relative_import_is_never_looked_for_at_the_root(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "pyproject.toml": "",
+            "data.py": LOADER,
+            "tools/train.py": GPU_SCRIPT.format(imports="from .data import build"),
+        },
+    )
+    assert lint_paths([str(tmp_path / "tools" / "train.py")]).files == 1
+
+
+def test_a_helper_in_a_test_suites_folder_gets_no_advice(tmp_path: Path) -> None:
+    # fairseq's tests/utils.py builds tiny CPU loaders for its tests (not named test_*.py).
+    helper = GPU_SCRIPT.format(imports="") + LOADER.replace("import torch\n", "")
+    _write(tmp_path, {"tests/utils.py": helper, "tools/utils.py": helper, "test/util.py": helper})
+    assert _found(tmp_path) == {("tools/utils.py", "RGT502")}

@@ -21,6 +21,7 @@ from rgt.lint._nodes import bound_names, dotted
 Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.Module
 
 
+SUITE_FOLDERS = frozenset({"test", "tests"})
 PYTEST_FIXTURES = {"tmp_path", "tmpdir", "monkeypatch", "capsys", "capfd", "caplog", "request"}
 MOVES = {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval"}
 
@@ -273,18 +274,16 @@ class Facts:
         """Is ``node`` part of a test suite rather than training code: anywhere in a
         ``test_*.py``/``*_test.py`` module that imports pytest or unittest or sits in a
         ``test``/``tests`` folder, or in a ``test_*``
-        function there that takes no arguments or one of pytest's own fixtures? (A
-        ``test_net.py`` evaluation script's ``def test_net(cfg, model)`` is checked.)"""
+        function there that takes no arguments or one of pytest's own fixtures, or in any
+        module right in such a folder (``suite_helper``)? (A ``test_net.py`` evaluation
+        script's ``def test_net(cfg, model)`` is checked.)"""
         name = os.path.basename(self.path)
-        suite_file = name.endswith(".py") and (
-            name.startswith("test_") or name.endswith("_test.py")
-        )
-        if not suite_file:
-            return False
+        if not _suite_file(name):
+            return suite_helper(self.path)
         if any(full.split(".")[0] in ("pytest", "unittest") for full in self.aliases.values()):
             return True
         folders = set(os.path.normpath(os.path.dirname(self.path)).split(os.sep))
-        if folders & {"test", "tests"}:  # pytorch_geometric's test/transforms/test_to_device.py
+        if folders & SUITE_FOLDERS:  # pytorch_geometric's test/transforms/test_to_device.py
             return True
         for outer in [node, *self._function_spans.chain(node)]:
             if isinstance(outer, ast.FunctionDef | ast.AsyncFunctionDef) and outer.name.startswith(
@@ -301,6 +300,17 @@ class Facts:
 
 
 _UNKNOWN = object()
+
+
+def _suite_file(name: str) -> bool:
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def suite_helper(path: str) -> bool:
+    """A module right in a ``test``/``tests`` folder: a suite's helper (fairseq's
+    ``tests/utils.py`` builds tiny CPU loaders for its tests, which no throughput advice
+    concerns). Decided by the path alone, which the cache's key holds."""
+    return bool(path) and os.path.basename(os.path.dirname(os.path.abspath(path))) in SUITE_FOLDERS
 
 
 def _position(node: ast.AST) -> tuple[int, int]:
