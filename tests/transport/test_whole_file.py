@@ -47,7 +47,7 @@ def test_sshd_killed_mid_write_leaves_no_file(sshd_factory: SshServers, tmp_path
     server = sshd_factory()
     transport = SshTransport(target_for(server))
     target = tmp_path / "agent.pyz"
-    partial = tmp_path / "agent.pyz.rgt-tmp"
+    partials = lambda: list(tmp_path.glob("agent.pyz.rgt-tmp.*"))  # noqa: E731
     data = b"\x00agent" * (48 * 1024 * 1024)  # 288 MiB: long enough to cut on the way
     errors: list[BaseException] = []
 
@@ -60,7 +60,7 @@ def test_sshd_killed_mid_write_leaves_no_file(sshd_factory: SshServers, tmp_path
     writer = threading.Thread(target=write)
     writer.start()
     deadline = time.monotonic() + 60
-    while not (partial.exists() and partial.stat().st_size > 1024 * 1024):
+    while not any(p.stat().st_size > 1024 * 1024 for p in partials()):
         assert time.monotonic() < deadline and writer.is_alive(), "the transfer never started"
         time.sleep(0.001)
     server.stop()  # the listener and the session: the connection drops mid-transfer
@@ -69,8 +69,34 @@ def test_sshd_killed_mid_write_leaves_no_file(sshd_factory: SshServers, tmp_path
     assert errors and isinstance(errors[0], RgtError), errors
     # The remote shell outlives the connection; it must remove the cut copy, never rename it.
     deadline = time.monotonic() + 30
-    while partial.exists() and time.monotonic() < deadline:
+    while partials() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not partial.exists()
+    assert not partials()
     assert not target.exists()
     transport.close()
+
+
+def test_writers_of_one_file_at_once_each_write_it_whole(tmp_path: Path) -> None:
+    # Three `rgt run` at once on one machine each upload the agent: with one temp name shared by
+    # every writer, one renamed it away while another was still counting its bytes (exit 1).
+    target = tmp_path / "agent.pyz"
+    payloads = [bytes([i]) * (4 * 1024 * 1024) for i in range(8)]
+    procs = [
+        subprocess.Popen(
+            whole_file_argv(str(target), len(data)),
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for data in payloads
+    ]
+    threads = [
+        threading.Thread(target=proc.communicate, args=(data,))
+        for proc, data in zip(procs, payloads, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert [proc.wait(timeout=60) for proc in procs] == [0] * len(procs)
+    assert target.read_bytes() in payloads
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]

@@ -22,16 +22,19 @@ ProgressFn = Callable[[int, int | None], None]
 # A connection cut mid-transfer (sshd killed, a network drop) leaves the remote shell running
 # with its stdin closed: ``cat`` then ends "successfully" with part of the data, and a plain
 # ``cat > tmp && mv`` would install the cut file (a truncated agent that breaks every later
-# call, a cut spec).
+# call, a cut spec). The temp file is the writer's own ($1 and the shell's pid): three
+# `rgt run` at once upload the same agent, and with one shared temp name one of them renamed
+# the file away while another was still counting it.
 WHOLE_FILE = r"""
-cat > "$1" || { rm -f -- "$1"; exit 1; }
-n=$(wc -c < "$1")
+tmp="$1.$$"
+cat > "$tmp" || { rm -f -- "$tmp"; exit 1; }
+n=$(wc -c < "$tmp")
 if [ $n -ne "$3" ]; then
-  rm -f -- "$1"
+  rm -f -- "$tmp"
   echo "rgt: the transfer to $2 was cut: $n of $3 bytes arrived" >&2
   exit 1
 fi
-exec mv -f -- "$1" "$2"
+exec mv -f -- "$tmp" "$2"
 """
 
 
