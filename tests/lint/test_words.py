@@ -151,3 +151,47 @@ def test_a_helper_in_a_test_suites_folder_gets_no_advice(tmp_path: Path) -> None
     helper = GPU_SCRIPT.format(imports="") + LOADER.replace("import torch\n", "")
     _write(tmp_path, {"tests/utils.py": helper, "tools/utils.py": helper, "test/util.py": helper})
     assert _found(tmp_path) == {("tools/utils.py", "RGT502")}
+
+
+BENCHMARK = """
+import torch
+import torch.nn as nn
+{imports}
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = {body}
+
+    def forward(self, x):
+        return self.body(x)
+
+def test(batches):
+    model = Small().to("cpu")
+    for x in batches:
+        model(x)
+"""
+
+
+def test_a_model_built_from_a_class_of_the_file_has_only_the_layers_it_imports(
+    tmp_path: Path,
+) -> None:
+    # fairseq's Demucs benchmark: `demucs = Demucs(...)` then a timing loop. A script that
+    # imports the file has dropout, so its group does; the model it evaluates has none.
+    _write(
+        tmp_path,
+        {
+            "bench.py": BENCHMARK.format(imports="", body="nn.Linear(2, 2)"),
+            "main.py": "import bench\nimport torch.nn as nn\nhead = nn.Dropout(0.1)\n",
+        },
+    )
+    assert _found(tmp_path) == {("bench.py", "RGT203")}
+    # built of a block that a module it imports defines with dropout: the warning is right
+    _write(
+        tmp_path,
+        {
+            "bench.py": BENCHMARK.format(imports="from blocks import Block", body="Block()"),
+            "blocks.py": "import torch.nn as nn\nclass Block(nn.Dropout):\n    pass\n",
+        },
+    )
+    assert _found(tmp_path) == {("bench.py", "RGT201"), ("bench.py", "RGT203")}

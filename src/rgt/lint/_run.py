@@ -21,7 +21,8 @@ RULES: dict[str, Rule] = {
 }
 # The identifiers the rules ask about of the rest of the project (``words & ...``): part of
 # the cache key.
-QUERIED = frozenset({"set_epoch"} | modes.LAYER_WORDS | resilience.LOADS | throughput.GPU)
+SPELLED = frozenset({"set_epoch"} | modes.LAYER_WORDS | resilience.LOADS | throughput.GPU)
+QUERIED = SPELLED | {modes.BELOW + w for w in modes.LAYER_WORDS}
 # Those whose presence lets a finding through: looked for in a file's own group of files only
 # (``_words``); the others, whose presence holds one back, in every file read.
 LOCAL = modes.LAYER_WORDS | throughput.GPU

@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from rgt.lint._run import LOCAL, QUERIED
+from rgt.lint._run import LOCAL, SPELLED
 from rgt.lint._source import Text
+from rgt.lint.modes import BELOW, LAYER_WORDS
 
 WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 # String literals and comments: their words ("resume" in a help text) are not code.
@@ -37,16 +38,36 @@ class Words:
         self.anywhere: set[str] = set()
         for text in texts:
             self.anywhere |= identifiers(text.text, LOCAL | self.anywhere)
+        self.links = links
         self._local: dict[str, frozenset[str]] = {}
+        self._mentions: dict[str, frozenset[str]] = {}
 
     def __call__(self, path: str) -> frozenset[str]:
         root = self.group[path]
         if root not in self._local:
             found: set[str] = set()
             for other in self.members[root]:
-                found |= identifiers(self.texts[other].text, (QUERIED - LOCAL) | found)
+                found |= identifiers(self.texts[other].text, (SPELLED - LOCAL) | found)
             self._local[root] = frozenset(self.anywhere | found)
-        return self._local[root]
+        group = self._local[root]
+        return group | {BELOW + w for w in self._below(path, group & LAYER_WORDS)}
+
+    def _below(self, path: str, wanted: frozenset[str]) -> set[str]:
+        """Of the ``wanted`` layer words, those the file or the modules it imports (however
+        deep) mention. Mentioned, not spelled as code: a word in a string counts too, which
+        only keeps a finding (and the search cheap: no cut of strings and comments)."""
+        found: set[str] = set()
+        seen, queue = {path}, [path]
+        while queue and found != wanted:
+            current = queue.pop()
+            if current not in self._mentions:
+                code = self.texts[current].text
+                self._mentions[current] = frozenset(w for w in LAYER_WORDS if w in code)
+            found |= self._mentions[current] & wanted
+            fresh = [p for p in self.links.get(current, ()) if p in self.texts and p not in seen]
+            seen.update(fresh)
+            queue.extend(fresh)
+        return found
 
 
 def _groups(paths: list[str], links: Mapping[str, Sequence[str]]) -> dict[str, str]:
@@ -67,12 +88,12 @@ def _groups(paths: list[str], links: Mapping[str, Sequence[str]]) -> dict[str, s
 
 
 def identifiers(code: str, known: set[str] | frozenset[str] = frozenset()) -> set[str]:
-    """The words the rules ask about (``_run.QUERIED``) that a file's code spells (not its
+    """The words the rules ask about (``_run.SPELLED``) that a file's code spells (not its
     strings or comments), and "cuda" when a string names the device; words already ``known``
     are not looked for again. A word that is not even a substring of the file costs nothing:
     most files never need their strings cut."""
     found: set[str] = set()
-    candidates = [word for word in QUERIED if word not in known and word in code]
+    candidates = [word for word in SPELLED if word not in known and word in code]
     if candidates:
         bare = NOT_CODE.sub(" ", code)
         found = {w for w in candidates if _spells(bare, w)}

@@ -60,6 +60,10 @@ EVAL_NAME = re.compile(rf"(?i)^({_EVAL_HEAD})(_|$)|_({_EVAL_TAIL})$")
 # The definition of a function EVAL_NAME matches, as it reads in the source.
 EVAL_DEF = re.compile(rf"def[\s\\]+(?i:({_EVAL_HEAD})(_|(?!\w))|\w*_({_EVAL_TAIL})(?!\w))")
 LAYER_WORDS = frozenset({"Dropout", "dropout", "BatchNorm2d", "BatchNorm1d"})  # mode-bound
+# A layer word as found in the file itself or in the modules it imports, however deep (the
+# project words carry it with this prefix, ``_words``): what a model class defined in the file
+# can be built of. Its importers' layers are not.
+BELOW = "below:"
 NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
 FUNCTION_NAME = re.compile(r"(?i)(^|_)(fn|func|function|callback|hook|metric)s?$")
 BUILTINS = frozenset(dir(builtins))  # `isinstance(...)`, `len(...)`: never the model called
@@ -79,12 +83,37 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     any_eval_call = bool([c for c in facts.methods_called("eval") if not c.args])
     any_eval_call |= any(_train_false(c) for c in facts.methods_called("train"))
     for func in evals:
-        if not any_eval_call and words & LAYER_WORDS:
+        if not any_eval_call and _layers(facts, func, words):
             yield Hit("RGT201", func, func.name)
         if not _under_no_grad(facts, func):
             yield Hit("RGT203", func, func.name)
     yield from _train_after_eval(facts)
     yield from _accumulated(facts)
+
+
+def _layers(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef, words: set[str]) -> bool:
+    """Can the model this evaluation runs have dropout or batch-norm? When every model it runs
+    is built here from a class defined here (fairseq's Demucs benchmark), only the layers this
+    file and its imports spell count; otherwise any in the file's group of files."""
+    if _local_models(facts, func):
+        return any(w.startswith(BELOW) for w in words)
+    return bool(words & LAYER_WORDS)
+
+
+def _local_models(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Is every model ``func`` runs a name bound, before the call and in the same function, to
+    a class of this module (``demucs = Demucs(...).to(device)``)?"""
+    params = {a.arg for a in func.args.posonlyargs + func.args.args + func.args.kwonlyargs}
+    runs = [c for c in facts.calls_in(func) if _runs_a_model(facts, c, params)]
+    classes = {c.name for c in facts.classes}
+    for call in runs:
+        target = call.func.value if method(call) == "forward" else call.func  # type: ignore[attr-defined]
+        if not isinstance(target, ast.Name) or target.id in params:
+            return False
+        value = facts.last_value(facts.scope_of(call), target.id, call.lineno)
+        if value is None or facts.construction(value) not in classes:
+            return False
+    return bool(runs)
 
 
 def _is_eval(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
