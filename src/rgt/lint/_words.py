@@ -6,6 +6,8 @@ looked for in every file read (found in an unrelated script, it only costs a fin
 the model have dropout?", "does this code run on a GPU?": a yes lets a finding through, so the
 word is looked for only in the file's own code, the files linked to it by local imports (either
 way). A folder of unrelated examples then lends no example another one's dropout layers.
+The layer words the file and the modules it imports name (however deep, not its importers)
+come too, prefixed ``modes.BELOW``: what a model class defined in the file can be built of.
 """
 
 from __future__ import annotations

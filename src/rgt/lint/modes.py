@@ -94,7 +94,7 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
 def _layers(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef, words: set[str]) -> bool:
     """Can the model this evaluation runs have dropout or batch-norm? When every model it runs
     is built here from a class defined here (fairseq's Demucs benchmark), only the layers this
-    file and its imports spell count; otherwise any in the file's group of files."""
+    file and its imports name count; otherwise any in the file's group of files."""
     if _local_models(facts, func):
         return any(w.startswith(BELOW) for w in words)
     return bool(words & LAYER_WORDS)
