@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import ast
 import os
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rgt.lint._nodes import bound_names, dotted
+from rgt.lint._spans import Spans, end, position, start
 
 Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.Module
 
@@ -82,8 +82,8 @@ class Facts:
     augmented: list[ast.AugAssign] = field(default_factory=list)
     _keys: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # positions, sorted
     withs: list[ast.With] = field(default_factory=list)
-    _function_spans: _Spans = field(default_factory=lambda: _Spans([]))
-    _block_spans: _Spans = field(default_factory=lambda: _Spans([]))
+    _function_spans: Spans = field(default_factory=lambda: Spans([]))
+    _block_spans: Spans = field(default_factory=lambda: Spans([]))
     _assignments: dict[int, ast.Assign] = field(default_factory=dict)  # id(value) → statement
     _names: dict[int, str | None] = field(default_factory=dict)
     _by_method: dict[str, list[ast.Call]] = field(default_factory=lambda: defaultdict(list))
@@ -121,11 +121,11 @@ class Facts:
             facts.calls, facts.loops, facts.functions, facts.classes, facts.ifs, facts.returns,
             facts.augmented,
         ):  # fmt: skip
-            found.sort(key=_position)
+            found.sort(key=position)
         for name in ("calls", "loops", "returns", "augmented"):
-            facts._keys[name] = [_position(n) for n in getattr(facts, name)]
-        facts._function_spans = _Spans(facts.functions)
-        facts._block_spans = _Spans([*facts.functions, *facts.loops, *facts.withs])
+            facts._keys[name] = [position(n) for n in getattr(facts, name)]
+        facts._function_spans = Spans(facts.functions)
+        facts._block_spans = Spans([*facts.functions, *facts.loops, *facts.withs])
         for call in facts.calls:
             if isinstance(call.func, ast.Attribute):
                 facts._by_method[call.func.attr].append(call)
@@ -192,8 +192,8 @@ class Facts:
         if not isinstance(node, CONTAINERS):
             return []
         keys = self._keys[kind]
-        first = bisect_left(keys, _start(node))
-        last = bisect_left(keys, _end(node), first)
+        first = bisect_left(keys, start(node))
+        last = bisect_left(keys, end(node), first)
         return getattr(self, kind)[first:last]  # type: ignore[no-any-return]
 
     def last_value(self, scope: ast.AST, name: str, before: int) -> ast.AST | None:
@@ -229,7 +229,7 @@ class Facts:
             for call in self.calls:
                 by_name.setdefault(dotted(call.func), []).append(call)
             self.memo["callers"] = index = by_name
-        return sorted(index.get(name, []) + index.get(f"self.{name}", []), key=_position)
+        return sorted(index.get(name, []) + index.get(f"self.{name}", []), key=position)
 
     def construction(self, value: ast.AST) -> str | None:
         """The class or function a value was made by: ``Net().to(device)`` → ``Net``."""
@@ -311,54 +311,3 @@ def suite_helper(path: str) -> bool:
     ``tests/utils.py`` builds tiny CPU loaders for its tests, which no throughput advice
     concerns). Decided by the path alone, which the cache's key holds."""
     return bool(path) and os.path.basename(os.path.dirname(os.path.abspath(path))) in SUITE_FOLDERS
-
-
-def _position(node: ast.AST) -> tuple[int, int]:
-    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
-
-
-def _start(node: ast.AST) -> tuple[int, int]:
-    """Where a node's source starts: a decorated definition at its first decorator."""
-    first = getattr(node, "decorator_list", None) or [node]
-    return min(_position(first[0]), _position(node))
-
-
-def _end(node: ast.AST) -> tuple[int, int]:
-    return getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0
-
-
-class _Spans:
-    """Functions by their spans, each with the innermost function around it, to find the
-    function around a position in O(log n) (spans nest: the last function to start before
-    it, or one of that function's outer ones)."""
-
-    def __init__(self, nodes: Sequence[ast.AST]) -> None:
-        ordered = sorted(nodes, key=_start)
-        self.nodes = ordered
-        self.starts = [_start(f) for f in ordered]
-        self.ends = [_end(f) for f in ordered]
-        self.outer: list[int] = []
-        open_: list[int] = []
-        for index, start in enumerate(self.starts):
-            while open_ and not start < self.ends[open_[-1]]:
-                open_.pop()
-            self.outer.append(open_[-1] if open_ else -1)
-            open_.append(index)
-
-    def around(self, node: ast.AST) -> ast.AST | None:
-        """The innermost span around ``node`` (not ``node`` itself), if any."""
-        chain = self.chain(node, 1)
-        return chain[0] if chain else None
-
-    def chain(self, node: ast.AST, most: int = -1) -> list[ast.AST]:
-        """The spans around ``node``, innermost first (``most``: at most that many)."""
-        if not hasattr(node, "lineno"):
-            return []  # made here (``bound_names``), not parsed: nothing is known around it
-        at = _position(node)
-        found: list[ast.AST] = []
-        index = bisect_right(self.starts, at) - 1
-        while index >= 0 and len(found) != most:  # spans nest: the rest are around this one
-            if at < self.ends[index] and self.nodes[index] is not node:
-                found.append(self.nodes[index])
-            index = self.outer[index]
-        return found
