@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+# The Slurm cluster is defined here once: a session fixture imported into several test modules
+# is a fixture of each, and each started its own cluster beside the others (five at once on one
+# worker, one node name between them: a node that never became idle).
+from tests.slurm import slurm_cluster  # noqa: F401  (one Slurm cluster per worker)
 from tests.sshd import sshd_factory, sshd_server  # noqa: F401  (real-sshd fixtures)
 
 # Names that break naive shell quoting or path handling; every path-taking feature is tested

@@ -27,7 +27,7 @@ from tests.backends.conformance import (
 )
 from tests.backends.fake import FakeBackend
 from tests.backends.k8s_fake import FakeApi, k8s_api  # noqa: F401  (the fixture)
-from tests.slurm import SlurmCluster, slurm_cluster  # noqa: F401  (the fixture)
+from tests.slurm import SlurmCluster
 from tests.sshd import SshServer, register
 
 
@@ -67,7 +67,7 @@ class TestSlurm(BackendContract, RefusesSecrets):
         cls,
         home: Path,
         tmp_path_factory: pytest.TempPathFactory,
-        slurm_cluster: SlurmCluster,  # noqa: F811
+        slurm_cluster: SlurmCluster,
     ) -> Backend:
         root = tmp_path_factory.mktemp("slurm") / HOSTILE_ROOT
         root.mkdir()
@@ -77,7 +77,7 @@ class TestSlurm(BackendContract, RefusesSecrets):
     def test_resources_reach_sbatch_and_a_resume_reuses_them(
         self,
         run: Run,
-        slurm_cluster: SlurmCluster,  # noqa: F811
+        slurm_cluster: SlurmCluster,
     ) -> None:
         backend = run.backend
         assert isinstance(backend, SlurmBackend)

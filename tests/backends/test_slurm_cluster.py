@@ -23,7 +23,7 @@ import pytest
 from rgt.backends.slurm import SlurmBackend
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
-from tests.slurm import SlurmCluster, slurm_cluster  # noqa: F401  (the fixture)
+from tests.slurm import SlurmCluster
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "train_demo.py"
 PY = sys.executable
@@ -47,7 +47,7 @@ print("finished at", count, flush=True)
 
 
 @pytest.fixture
-def cluster(slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> SlurmCluster:  # noqa: F811
+def cluster(slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> SlurmCluster:
     # Jobs inherit the submitter's environment (sbatch --export=ALL): short agent clocks.
     monkeypatch.setenv("RGT_AGENT_CANCEL_GRACE_S", "5")
     monkeypatch.setenv("RGT_AGENT_HEARTBEAT_S", "0.5")

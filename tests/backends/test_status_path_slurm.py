@@ -28,7 +28,7 @@ from rgt.models import JobState, Machine
 from rgt.state.store import Store, utcnow
 from rgt.sweep import _state as _sweep_state
 from rgt.watch.patrol import PatrolOptions, patrol
-from tests.slurm import SlurmCluster, slurm_cluster  # noqa: F401  (the fixture)
+from tests.slurm import SlurmCluster
 
 LOGIN_NODE = """#!/bin/sh
 # Readers of the job's files run where the compute node's processes are invisible.
@@ -39,7 +39,7 @@ JOB = "import time\nfor i in range(600):\n    print('step', i, flush=True)\n    
 
 
 @pytest.fixture
-def cluster(slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> SlurmCluster:  # noqa: F811
+def cluster(slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> SlurmCluster:
     monkeypatch.setenv("RGT_AGENT_HEARTBEAT_S", "0.5")  # jobs inherit the submitter's env
     monkeypatch.setenv("RGT_AGENT_CANCEL_GRACE_S", "3")
     return slurm_cluster

@@ -22,7 +22,7 @@ from rgt.backends.statusdoc import JobStatus
 from rgt.models import JobSpec, JobState, Machine
 from rgt.state.store import utcnow
 from rgt.transport.base import Transport
-from tests.slurm import SlurmCluster, free_port, slurm_cluster  # noqa: F401  (the fixture)
+from tests.slurm import SlurmCluster, free_port
 
 CALLS = ("run", "read_bytes", "write_bytes", "exists", "mkdir", "put", "get")
 
@@ -81,7 +81,7 @@ def controller_gone(cluster: SlurmCluster, tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_five_slurm_jobs_are_one_round_trip(
-    slurm_cluster: SlurmCluster,  # noqa: F811
+    slurm_cluster: SlurmCluster,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

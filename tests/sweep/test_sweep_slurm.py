@@ -10,12 +10,12 @@ import pytest
 from rgt.backends.slurm import register_slurm
 from rgt.state.store import Store
 from rgt.sweep.sweep import load_sweep
-from tests.slurm import SlurmCluster, slurm_cluster  # noqa: F401  (the fixture)
+from tests.slurm import SlurmCluster
 from tests.sweep.helpers import ledger_counts, rgt_json, sweep_toml, write_project
 
 
 @pytest.fixture
-def cluster(slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> SlurmCluster:  # noqa: F811
+def cluster(slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> SlurmCluster:
     monkeypatch.setenv("RGT_AGENT_HEARTBEAT_S", "0.5")  # jobs inherit the submitter's env
     return slurm_cluster
 
