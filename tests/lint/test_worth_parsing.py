@@ -68,3 +68,13 @@ def test_a_collective_under_a_rank_test_spelled_in_capitals(tmp_path: Path) -> N
         dist.all_reduce(t)
     """
     assert found(tmp_path, source) == [("RGT403", 5)]
+
+
+def test_a_collective_under_a_main_process_test_without_the_word_rank(tmp_path: Path) -> None:
+    source = """
+    import torch
+    import torch.distributed as dist
+    if is_global_zero():
+        dist.barrier()
+    """
+    assert found(tmp_path, source) == [("RGT403", 4)]

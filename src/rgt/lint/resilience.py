@@ -93,7 +93,7 @@ def may_find(text: str) -> bool:
         return True
     if "dist" not in text or not any(part in text for part in COLLECTIVE_PARTS):
         return False
-    return "rank" in text.lower() or any(name in text for name in MAIN_PROCESS[:2])
+    return "rank" in text.lower() or any(name in text for name in MAIN_PROCESS)
 
 
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
