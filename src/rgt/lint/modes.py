@@ -103,7 +103,7 @@ def _layers(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef, words: s
 def _local_models(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Is every model ``func`` runs a name bound, before the call and in the same function, to
     a class of this module (``demucs = Demucs(...).to(device)``)?"""
-    params = {a.arg for a in func.args.posonlyargs + func.args.args + func.args.kwonlyargs}
+    params = _params(func)
     runs = [c for c in facts.calls_in(func) if _runs_a_model(facts, c, params)]
     classes = {c.name for c in facts.classes}
     for call in runs:
@@ -124,8 +124,12 @@ def _is_eval(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool
         return False
     if not facts.loops_in(func):
         return False
-    params = {a.arg for a in func.args.posonlyargs + func.args.args + func.args.kwonlyargs}
+    params = _params(func)
     return any(_runs_a_model(facts, c, params) for c in body)
+
+
+def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    return {a.arg for a in func.args.posonlyargs + func.args.args + func.args.kwonlyargs}
 
 
 def _runs_a_model(facts: Facts, call: ast.Call, params: set[str]) -> bool:
