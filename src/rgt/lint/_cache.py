@@ -64,6 +64,13 @@ class Packs:
         self._packs: dict[str, dict[str, Any]] = {}  # folder's file → its entries by name
         self._changed: dict[str, set[str]] = {}  # folder's file → names stored by this run
         self._folders: dict[str, str] = {}  # folder's file → the folder (absolute)
+        self._paths: dict[str, str] = {}  # a folder as named → its folder's file
+
+    def read(self, texts: list[Text]) -> None:
+        """Read the packs of these texts' folders now (``load`` would, each when first
+        needed)."""
+        for text in texts:
+            self._pack(text)
 
     def load(self, text: Text, entry: str, rules: dict[str, Rule]) -> Outcome | None:
         got = self._pack(text).get(os.path.basename(text.path))
@@ -89,8 +96,9 @@ class Packs:
             ],
             "notes": [n.reason for n in notes],
         }
-        self._changed.setdefault(_pack_path(text), set()).add(os.path.basename(text.path))
-        self._folders[_pack_path(text)] = os.path.dirname(os.path.abspath(text.path))
+        path = self._pack_path(text)
+        self._changed.setdefault(path, set()).add(os.path.basename(text.path))
+        self._folders[path] = os.path.dirname(os.path.abspath(text.path))
 
     def save(self) -> None:
         """Write each changed folder's file, over what another run may have written since
@@ -109,10 +117,18 @@ class Packs:
         self._changed.clear()
 
     def _pack(self, text: Text) -> dict[str, Any]:
-        path = _pack_path(text)
+        path = self._pack_path(text)
         if path not in self._packs:
             self._packs[path] = _read_pack(path)
         return self._packs[path]
+
+    def _pack_path(self, text: Text) -> str:
+        """``_pack_path``, worked out once per folder as named (files share folders)."""
+        where = os.path.dirname(text.path)
+        path = self._paths.get(where)
+        if path is None:
+            path = self._paths[where] = _pack_path(text)
+        return path
 
 
 def sweep(now: float | None = None) -> int:

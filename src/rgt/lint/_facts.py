@@ -10,19 +10,16 @@ where each name and ``self.attribute`` is bound, so a rule can follow a value on
 from __future__ import annotations
 
 import ast
-import os
 from bisect import bisect_left
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from operator import attrgetter
 
 from rgt.lint._nodes import bound_names, dotted
 from rgt.lint._spans import Spans, end, position, start
 
 Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.Module
 
-
-SUITE_FOLDERS = frozenset({"test", "tests"})
-PYTEST_FIXTURES = {"tmp_path", "tmpdir", "monkeypatch", "capsys", "capfd", "caplog", "request"}
 MOVES = {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval"}
 
 
@@ -43,63 +40,52 @@ def _child_fields(kind: type) -> tuple[str, ...]:
 CONTAINERS = (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
 LOOPS = (ast.For, ast.While, ast.AsyncFor)
 BINDS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)
+# Kinds of node kept in lists (calls, the commonest, are kept by the walk itself).
 NOTED = (
-    ast.Import,
-    ast.ImportFrom,
-    ast.Assign,
-    ast.AnnAssign,
-    ast.AugAssign,
-    ast.Call,
-    ast.For,
-    ast.While,
-    ast.AsyncFor,
-    ast.FunctionDef,
-    ast.AsyncFunctionDef,
-    ast.ClassDef,
-    ast.If,
-    ast.With,
-    ast.Return,
-)
+    ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.While,
+    ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.With, ast.Return,
+)  # fmt: skip
 NOTED_TYPES = frozenset(NOTED)
 BIND_TYPES = frozenset(BINDS)
 
 
-@dataclass
 class Facts:
     """One parsed module, walked once: aliases, bindings, and for every loop and function the
-    calls, augmented assignments and loops inside it (rules never walk a subtree again)."""
+    calls, augmented assignments and loops inside it (rules never walk a subtree again). A
+    plain class: a dataclass of this many fields costs ~3 ms to define, on every start-up."""
 
-    tree: ast.Module
-    path: str = ""  # the file's, as given
-    aliases: dict[str, str] = field(default_factory=dict)
-    bindings: dict[str, list[ast.expr]] = field(default_factory=lambda: defaultdict(list))
-    calls: list[ast.Call] = field(default_factory=list)
-    loops: list[ast.For | ast.While | ast.AsyncFor] = field(default_factory=list)
-    functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=list)
-    classes: list[ast.ClassDef] = field(default_factory=list)
-    ifs: list[ast.If] = field(default_factory=list)
-    returns: list[ast.Return] = field(default_factory=list)
-    augmented: list[ast.AugAssign] = field(default_factory=list)
-    _keys: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # positions, sorted
-    withs: list[ast.With] = field(default_factory=list)
-    _function_spans: Spans = field(default_factory=lambda: Spans([]))
-    _block_spans: Spans = field(default_factory=lambda: Spans([]))
-    _assignments: dict[int, ast.Assign] = field(default_factory=dict)  # id(value) → statement
-    _names: dict[int, str | None] = field(default_factory=dict)
-    _by_method: dict[str, list[ast.Call]] = field(default_factory=lambda: defaultdict(list))
-    memo: dict[str, object] = field(default_factory=dict)  # a rule's per-module answers
-    _values: dict[tuple[int, str], list[tuple[int, ast.AST | None]]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
+    def __init__(self, tree: ast.Module, path: str = "") -> None:
+        self.tree = tree
+        self.path = path  # the file's, as given
+        self.aliases: dict[str, str] = {}
+        self.bindings: dict[str, list[ast.expr]] = defaultdict(list)
+        self.calls: list[ast.Call] = []
+        self.loops: list[ast.For | ast.While | ast.AsyncFor] = []
+        self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+        self.classes: list[ast.ClassDef] = []
+        self.ifs: list[ast.If] = []
+        self.returns: list[ast.Return] = []
+        self.augmented: list[ast.AugAssign] = []
+        self.withs: list[ast.With] = []
+        self.memo: dict[str, object] = {}  # a rule's per-module answers
+        self._keys: dict[str, list[tuple[int, int]]] = {}  # positions, sorted
+        self._function_spans = Spans([])
+        self._block_spans = Spans([])
+        self._assignments: dict[int, ast.Assign] = {}  # id(value) → statement
+        self._names: dict[int, str | None] = {}  # id(call) → full name
+        self._call_names: list[str | None] = []  # of ``calls``, in order
+        self._by_method: dict[str, list[ast.Call]] = defaultdict(list)
+        self._values: dict[tuple[int, str], list[tuple[int, ast.AST | None]]] = defaultdict(list)
 
     @classmethod
     def build(cls, tree: ast.Module, path: str = "") -> Facts:
         facts = cls(tree, path)
         binds: list[ast.stmt] = []
         stack: list[ast.AST] = [tree]
-        AST, fields, leaves, push = ast.AST, _CHILD_FIELDS, LEAVES, stack.append
+        AST, fields, leaves, push, pop = ast.AST, _CHILD_FIELDS, LEAVES, stack.append, stack.pop
+        Call, calls = ast.Call, facts.calls.append
         while stack:  # one pass over the tree (iter_child_nodes inlined: it is the hot loop)
-            node = stack.pop()
+            node = pop()
             kind = type(node)
             names = fields.get(kind)
             if names is None:
@@ -112,7 +98,9 @@ class Facts:
                             push(child)
                 elif type(value) not in leaves and isinstance(value, AST):
                     push(value)
-            if kind in NOTED_TYPES:
+            if kind is Call:
+                calls(node)  # type: ignore[arg-type]  # its type is Call
+            elif kind in NOTED_TYPES:
                 facts._note(node)
                 if kind in BIND_TYPES:
                     binds.append(node)  # type: ignore[arg-type]  # BIND_TYPES are statements
@@ -121,19 +109,47 @@ class Facts:
             facts.calls, facts.loops, facts.functions, facts.classes, facts.ifs, facts.returns,
             facts.augmented,
         ):  # fmt: skip
-            found.sort(key=position)
+            found.sort(key=_POSITION)
         for name in ("calls", "loops", "returns", "augmented"):
-            facts._keys[name] = [position(n) for n in getattr(facts, name)]
+            facts._keys[name] = list(map(_POSITION, getattr(facts, name)))
         facts._function_spans = Spans(facts.functions)
         facts._block_spans = Spans([*facts.functions, *facts.loops, *facts.withs])
-        for call in facts.calls:
-            if isinstance(call.func, ast.Attribute):
-                facts._by_method[call.func.attr].append(call)
+        facts._name_calls()
         for node in binds:
             scope = id(facts.scope_of(node))
             for name, value in bound_names(node).items():
                 facts._values[(scope, name)].append((node.lineno, value))
         return facts
+
+    def _name_calls(self) -> None:
+        """Every call's full name (``qualname`` of what is called), worked out once in one
+        loop: the rules ask for the names of all calls several times over."""
+        names, by_method, aliases = self._names, self._by_method, self.aliases
+        Attribute, Name = ast.Attribute, ast.Name
+        for call in self.calls:
+            node = call.func
+            if type(node) is Attribute:
+                by_method[node.attr].append(call)
+            parts: list[str] = []
+            while type(node) is Attribute:
+                parts.append(node.attr)  # type: ignore[attr-defined]
+                node = node.value  # type: ignore[attr-defined]
+            full = None
+            if type(node) is Name:
+                full = aliases.get(node.id, node.id)  # type: ignore[attr-defined]
+                if parts:
+                    parts.append(full)
+                    parts.reverse()
+                    full = ".".join(parts)
+            names[id(call)] = full
+            self._call_names.append(full)
+
+    def calls_named(self, test: Callable[[str], bool]) -> list[ast.Call]:
+        """The calls whose full name passes ``test`` (asked once per distinct name), in
+        source order."""
+        passed: dict[str | None, bool] = {n: bool(test(n)) for n in set(self._call_names) if n}
+        passed[None] = False  # calls of something unnamed
+        return [c for c, name in zip(self.calls, self._call_names, strict=True) if passed[name]]
 
     def _note(self, node: ast.AST) -> None:
         if isinstance(node, ast.Import):
@@ -151,8 +167,6 @@ class Facts:
                     self.bindings[key].append(node.value)
             if isinstance(node, ast.Assign):
                 self._assignments[id(node.value)] = node
-        elif isinstance(node, ast.Call):
-            self.calls.append(node)
         elif isinstance(node, LOOPS):
             self.loops.append(node)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -270,29 +284,9 @@ class Facts:
         """The ``x = value`` statement whose whole value ``value`` is, if any."""
         return self._assignments.get(id(value))
 
-    def in_suite_test(self, node: ast.AST) -> bool:
-        """Is ``node`` part of a test suite rather than training code: anywhere in a
-        ``test_*.py``/``*_test.py`` module that imports pytest or unittest or sits in a
-        ``test``/``tests`` folder, or in a ``test_*``
-        function there that takes no arguments or one of pytest's own fixtures, or in any
-        module right in such a folder (``suite_helper``)? (A ``test_net.py`` evaluation
-        script's ``def test_net(cfg, model)`` is checked.)"""
-        name = os.path.basename(self.path)
-        if not _suite_file(name):
-            return suite_helper(self.path)
-        if any(full.split(".")[0] in ("pytest", "unittest") for full in self.aliases.values()):
-            return True
-        folders = set(os.path.normpath(os.path.dirname(self.path)).split(os.sep))
-        if folders & SUITE_FOLDERS:  # pytorch_geometric's test/transforms/test_to_device.py
-            return True
-        for outer in [node, *self._function_spans.chain(node)]:
-            if isinstance(outer, ast.FunctionDef | ast.AsyncFunctionDef) and outer.name.startswith(
-                "test_"
-            ):
-                params = {a.arg for a in outer.args.posonlyargs + outer.args.args}
-                if not params or params & PYTEST_FIXTURES:
-                    return True
-        return False
+    def functions_around(self, node: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The functions around ``node``, innermost first."""
+        return self._function_spans.chain(node)  # type: ignore[return-value]
 
     def methods_called(self, name: str) -> list[ast.Call]:
         """Calls ``anything.name(...)`` in the module, in source order."""
@@ -300,14 +294,4 @@ class Facts:
 
 
 _UNKNOWN = object()
-
-
-def _suite_file(name: str) -> bool:
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
-
-
-def suite_helper(path: str) -> bool:
-    """A module right in a ``test``/``tests`` folder: a suite's helper (fairseq's
-    ``tests/utils.py`` builds tiny CPU loaders for its tests, which no throughput advice
-    concerns). Decided by the path alone, which the cache's key holds."""
-    return bool(path) and os.path.basename(os.path.dirname(os.path.abspath(path))) in SUITE_FOLDERS
+_POSITION = attrgetter("lineno", "col_offset")  # ``position`` of a parsed statement or expression

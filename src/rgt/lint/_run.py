@@ -10,11 +10,13 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from rgt.lint import _fork, data, losses, modes, resilience, throughput
 from rgt.lint._facts import Facts
 from rgt.lint._model import FileNote, Finding, Hit, Rule
 from rgt.lint._source import Source, Text, parse
+from rgt.lint._suite import in_suite_test
 
 RULES: dict[str, Rule] = {
     r.code: r for family in (losses, modes, data, resilience, throughput) for r in family.RULES
@@ -31,6 +33,7 @@ PARALLEL_FROM = 16  # files; below this a fork costs more than it saves
 # Of text a child keeps parsed (never frees: it leaves by os._exit) before it frees as it goes.
 KEPT_BYTES = 16_000_000
 Outcome = tuple[list[Finding], list[FileNote]]
+R = TypeVar("R")
 _KEPT: list[Source] = []
 
 
@@ -52,59 +55,70 @@ def analyse(
     cache: bool = True,
 ) -> Outcome:
     """Findings and notes of every text (``words(path)``: a file's project words): from the
-    cache when it has them, else analysed and stored."""
+    cache when it has them, else analysed and stored. A file's cache key needs its project
+    words, so the lookups are shared out with the analysis, not made here first."""
     if not cache:
-        return _flat(_spread(texts, words, wanted))
+        return _flat(_spread(texts, lambda text, keep: _fresh(text, words, wanted, keep)))
     from rgt.lint import _cache  # hashlib and the cache's code: not for --no-cache
 
     packs = _cache.Packs()
+    packs.read(texts)  # before any fork: each process looks up its files in the same packs
     contexts: dict[frozenset[str], str] = {}
-    findings: list[Finding] = []
-    notes: list[FileNote] = []
-    missing: dict[str, str] = {}  # path → entry
-    for text in texts:
+
+    def looked_up(text: Text, keep: list[int] | None) -> tuple[str, Outcome | None]:
+        """The file's entry, and its outcome (None: found in the cache)."""
         mine = words(text.path)
         if mine not in contexts:
             contexts[mine] = _cache.context(mine, wanted, QUERIED)
         entry = _cache.key(text, contexts[mine])
-        hit = packs.load(text, entry, RULES)
-        if hit is None:
-            missing[text.path] = entry
+        if packs.load(text, entry, RULES) is not None:
+            return entry, None
+        return entry, _fresh(text, words, wanted, keep)
+
+    findings: list[Finding] = []
+    notes: list[FileNote] = []
+    for text, (entry, outcome) in _spread(texts, looked_up):
+        if outcome is None:  # a hit: loaded again here, where the packs were read
+            outcome = packs.load(text, entry, RULES) or ([], [])
         else:
-            findings += hit[0]
-            notes += hit[1]
-    fresh = _spread([t for t in texts if t.path in missing], words, wanted)
-    for text, outcome in fresh:
-        packs.store(text, missing[text.path], outcome)
+            packs.store(text, entry, outcome)
+        findings += outcome[0]
+        notes += outcome[1]
     packs.save()
-    found, skipped = _flat(fresh)
-    return findings + found, notes + skipped
+    return findings, notes
 
 
-def _spread(
-    texts: list[Text], words: Callable[[str], frozenset[str]], wanted: frozenset[str]
-) -> list[tuple[Text, Outcome]]:
-    """Every text with its outcome, analysed by this process and a forked child per other
-    core when there are enough files; the cyclic garbage collector off meanwhile: syntax
-    trees hold no cycles (reference counting frees them), and the collector's passes over
-    every new node cost ~15 % of a serial run."""
+def _spread(texts: list[Text], work: Callable[[Text, list[int] | None], R]) -> list[tuple[Text, R]]:
+    """Every text with ``work(text, keep)`` of it, done by this process and a forked child
+    per other core when there are enough files (``keep``: a child's budget of text whose
+    syntax trees it need not free, None here); the cyclic garbage collector off meanwhile:
+    syntax trees hold no cycles (reference counting frees them), and the collector's passes
+    over every new node cost ~15 % of a serial run."""
     many = len(texts) >= PARALLEL_FROM and _fork.usable()
     processes = min(os.cpu_count() or 1, 8) if many else 1
     budget = [KEPT_BYTES]
-
-    def work(text: Text, in_child: bool) -> Outcome:
-        if not worth_parsing(text.text):  # searched here, shared out too; words not asked
-            return [], []
-        return _one(text, words(text.path), wanted, budget if in_child else None)
-
     was_enabled = gc.isenabled()
     gc.disable()
     ordered = sorted(texts, key=lambda t: -len(t.text))  # no process then waits on a long one
     try:
-        return list(zip(ordered, _fork.spread(ordered, work, processes), strict=True))
+        done = _fork.spread(ordered, lambda t, child: work(t, budget if child else None), processes)
+        return list(zip(ordered, done, strict=True))
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _fresh(
+    text: Text,
+    words: Callable[[str], frozenset[str]],
+    wanted: frozenset[str],
+    keep: list[int] | None,
+) -> Outcome:
+    """A text's outcome, worked out: none when no rule can speak in it (``worth_parsing``:
+    then its project words are never asked for)."""
+    if not worth_parsing(text.text):
+        return [], []
+    return _one(text, words(text.path), wanted, keep)
 
 
 def _flat(outcomes: list[tuple[Text, Outcome]]) -> Outcome:
@@ -139,7 +153,7 @@ def _findings(
         line = getattr(hit.node, "lineno", 1)
         if hit.code not in wanted or (hit.code, line) in seen or _silenced(source, hit, line):
             continue
-        if facts.in_suite_test(hit.node):
+        if in_suite_test(facts, hit.node):
             continue
         seen.add((hit.code, line))
         col = getattr(hit.node, "col_offset", 0) + 1

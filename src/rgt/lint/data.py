@@ -80,7 +80,7 @@ def loaders(facts: Facts) -> list[ast.Call]:
     """The module's torch ``DataLoader(...)`` calls (found once, asked by several rules)."""
     found = facts.memo.get("loaders")
     if found is None:
-        found = [c for c in facts.calls if is_loader(facts.call_name(c) or "")]
+        found = facts.calls_named(is_loader)
         facts.memo["loaders"] = found
     return found  # type: ignore[return-value]  # memo holds what this function stored
 
@@ -141,12 +141,8 @@ def workers(call: ast.Call) -> object:
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     yield from _worker_seed(facts)
     if "set_epoch" not in words and _has_epoch_loop(facts):
-        for call in facts.calls:
-            name = facts.call_name(call) or ""
-            if name.endswith("DistributedSampler") and constant(keyword(call, "shuffle")) not in (
-                False,
-                0,
-            ):
+        for call in facts.calls_named(lambda name: name.endswith("DistributedSampler")):
+            if constant(keyword(call, "shuffle")) not in (False, 0):
                 yield Hit("RGT302", call)
     yield from _unsharded(facts)
     for call in loaders(facts):

@@ -89,17 +89,24 @@ def may_find(text: str) -> bool:
 
 def check(facts: Facts) -> Iterator[Hit]:
     probs = _Probabilities(facts)
-    for call in facts.calls:
+    for call in facts.calls_named(lambda name: _is_loss(facts, name) or _is_adam(name)):
         name = facts.call_name(call) or ""
-        if not name:
-            continue
-        if name.rsplit(".", 1)[-1] in LOSS_NAMES or facts.bindings.get(name):
+        if _is_loss(facts, name):
             yield from _loss_input(facts, probs, call)
-        if name.endswith((".Adam", "optim.Adam")) or name == "Adam":
+        if _is_adam(name):
             decay = constant(keyword(call, "weight_decay"))
             if isinstance(decay, int | float) and decay > 0:
                 yield Hit("RGT104", call)
     yield from _update_order(facts)
+
+
+def _is_loss(facts: Facts, name: str) -> bool:
+    """A functional loss, or a name bound to something (a loss object: ``criterion(...)``)."""
+    return name.rsplit(".", 1)[-1] in LOSS_NAMES or bool(facts.bindings.get(name))
+
+
+def _is_adam(name: str) -> bool:
+    return name.endswith((".Adam", "optim.Adam")) or name == "Adam"
 
 
 def _loss_input(facts: Facts, probs: _Probabilities, call: ast.Call) -> Iterator[Hit]:

@@ -97,7 +97,7 @@ def may_find(text: str) -> bool:
 
 
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
-    saves = [c for c in facts.calls if facts.call_name(c) == "torch.save"]
+    saves = facts.calls_named("torch.save".__eq__)
     for call in saves:
         if overwrites_in_place(facts, call):
             yield Hit("RGT401", call)
@@ -146,10 +146,8 @@ def _paired(facts: Facts, branch: ast.If, collective: str) -> bool:
 
 def _spawn(facts: Facts) -> Iterator[Hit]:
     spawn = any(
-        (facts.call_name(c) or "").endswith("set_start_method")
-        and c.args
-        and constant(c.args[0]) in ("spawn", "forkserver")
-        for c in facts.calls
+        c.args and constant(c.args[0]) in ("spawn", "forkserver")
+        for c in facts.calls_named(lambda name: name.endswith("set_start_method"))
     )
     if not spawn or _has_main_guard(facts.tree):
         return
