@@ -63,7 +63,7 @@ def _codes(given: Iterable[str]) -> set[str]:
 def _read(paths: list[Path]) -> tuple[list[Text], list[FileNote], dict[str, list[str]]]:
     """The named files, then the local modules they import (each file once, however it is
     named: a link, ``..``), and for each file read the paths (as read) of those it imports."""
-    _source._listing.cache_clear()  # folder listings are remembered within one run only
+    _source.forget_folders()  # folder listings are remembered within one run only
     read_as: dict[object, str] = {}  # the file's identity → its path as read
     texts: list[Text] = []
     skipped: list[FileNote] = []

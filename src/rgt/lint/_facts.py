@@ -73,7 +73,8 @@ class Facts:
         self._block_spans = Spans([])
         self._assignments: dict[int, ast.Assign] = {}  # id(value) → statement
         self._names: dict[int, str | None] = {}  # id(call) → full name
-        self._call_names: list[str | None] = []  # of ``calls``, in order
+        self._by_last: dict[str, list[int]] = defaultdict(list)  # indices in ``calls``
+        self._by_function: dict[str, list[ast.Call]] = defaultdict(list)  # ``name(...)``
         self._by_method: dict[str, list[ast.Call]] = defaultdict(list)
         self._values: dict[tuple[int, str], list[tuple[int, ast.AST | None]]] = defaultdict(list)
 
@@ -123,10 +124,16 @@ class Facts:
 
     def _name_calls(self) -> None:
         """Every call's full name (``qualname`` of what is called), worked out once in one
-        loop: the rules ask for the names of all calls several times over."""
-        names, by_method, aliases = self._names, self._by_method, self.aliases
+        loop (the rules ask for the names of all calls several times over), and the calls by
+        their name's last part."""
+        names, by_method, by_last, aliases = (
+            self._names,
+            self._by_method,
+            self._by_last,
+            self.aliases,
+        )
         Attribute, Name = ast.Attribute, ast.Name
-        for call in self.calls:
+        for index, call in enumerate(self.calls):
             node = call.func
             if type(node) is Attribute:
                 by_method[node.attr].append(call)
@@ -134,22 +141,26 @@ class Facts:
             while type(node) is Attribute:
                 parts.append(node.attr)  # type: ignore[attr-defined]
                 node = node.value  # type: ignore[attr-defined]
-            full = None
-            if type(node) is Name:
-                full = aliases.get(node.id, node.id)  # type: ignore[attr-defined]
-                if parts:
-                    parts.append(full)
-                    parts.reverse()
-                    full = ".".join(parts)
+            if type(node) is not Name:
+                names[id(call)] = None
+                continue
+            full = aliases.get(node.id, node.id)  # type: ignore[attr-defined]
+            if parts:
+                by_last[parts[0]].append(index)
+                parts.append(full)
+                parts.reverse()
+                full = ".".join(parts)
+            else:
+                by_last[full.rpartition(".")[2]].append(index)
+                self._by_function[node.id].append(call)  # type: ignore[attr-defined]
             names[id(call)] = full
-            self._call_names.append(full)
 
-    def calls_named(self, test: Callable[[str], bool]) -> list[ast.Call]:
-        """The calls whose full name passes ``test`` (asked once per distinct name), in
-        source order."""
-        passed: dict[str | None, bool] = {n: bool(test(n)) for n in set(self._call_names) if n}
-        passed[None] = False  # calls of something unnamed
-        return [c for c, name in zip(self.calls, self._call_names, strict=True) if passed[name]]
+    def calls_ending(self, last: Callable[[str], bool]) -> list[ast.Call]:
+        """The calls whose full name's last part passes ``last`` (``DataLoader``,
+        ``cross_entropy`` after ``from torch.nn.functional import cross_entropy as ce``), in
+        source order; each distinct last part is asked once."""
+        found = [i for part, at in self._by_last.items() if last(part) for i in at]
+        return [self.calls[i] for i in sorted(found)]
 
     def _note(self, node: ast.AST) -> None:
         if isinstance(node, ast.Import):
@@ -237,13 +248,12 @@ class Facts:
 
     def callers(self, name: str) -> list[ast.Call]:
         """The calls of ``name(...)`` or ``self.name(...)``, in source order."""
-        index = self.memo.get("callers")
-        if not isinstance(index, dict):
-            by_name: dict[str | None, list[ast.Call]] = {}
-            for call in self.calls:
-                by_name.setdefault(dotted(call.func), []).append(call)
-            self.memo["callers"] = index = by_name
-        return sorted(index.get(name, []) + index.get(f"self.{name}", []), key=position)
+        found = list(self._by_function.get(name, ()))
+        for call in self._by_method.get(name, ()):
+            owner = call.func.value  # type: ignore[attr-defined]  # an Attribute: ``x.name``
+            if type(owner) is ast.Name and owner.id == "self":
+                found.append(call)
+        return sorted(found, key=position)
 
     def construction(self, value: ast.AST) -> str | None:
         """The class or function a value was made by: ``Net().to(device)`` → ``Net``."""
@@ -291,6 +301,19 @@ class Facts:
     def methods_called(self, name: str) -> list[ast.Call]:
         """Calls ``anything.name(...)`` in the module, in source order."""
         return list(self._by_method.get(name, ()))
+
+    def loops_calling(self, name: str) -> set[int]:
+        """The ids of the loops with a call ``anything.name(...)`` anywhere inside."""
+        key = f"loops_calling:{name}"
+        found = self.memo.get(key)
+        if not isinstance(found, set):
+            found = self.memo[key] = {
+                id(outer)
+                for call in self._by_method.get(name, ())
+                for outer in self.around(call)
+                if isinstance(outer, LOOPS)
+            }
+        return found
 
 
 _UNKNOWN = object()

@@ -221,6 +221,14 @@ def local_imports(text: Text) -> list[Path]:
     return found
 
 
+def forget_folders() -> None:
+    """Forget what was seen of folders (a new run sees them as they are now)."""
+    _listing.cache_clear()
+    _module.cache_clear()
+    project_root.cache_clear()
+
+
+@lru_cache(maxsize=4096)  # a folder's scripts import the same names
 def _module(folder: str, name: str) -> Path | None:
     """``name`` (dotted) as a module file or package under ``folder``, if there is one."""
     *folders, last = name.split(".")
@@ -233,6 +241,7 @@ def _module(folder: str, name: str) -> Path | None:
     return None
 
 
+@lru_cache(maxsize=1024)
 def project_root(folder: str) -> str:
     """The nearest folder at or above ``folder`` that holds a project's marker (``.git``,
     ``pyproject.toml``, ``setup.py``, ``setup.cfg``): where a script's imports of its own

@@ -80,7 +80,8 @@ def loaders(facts: Facts) -> list[ast.Call]:
     """The module's torch ``DataLoader(...)`` calls (found once, asked by several rules)."""
     found = facts.memo.get("loaders")
     if found is None:
-        found = facts.calls_named(is_loader)
+        ending = facts.calls_ending(lambda last: last.endswith("DataLoader"))
+        found = [c for c in ending if is_loader(facts.call_name(c) or "")]
         facts.memo["loaders"] = found
     return found  # type: ignore[return-value]  # memo holds what this function stored
 
@@ -141,7 +142,7 @@ def workers(call: ast.Call) -> object:
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     yield from _worker_seed(facts)
     if "set_epoch" not in words and _has_epoch_loop(facts):
-        for call in facts.calls_named(lambda name: name.endswith("DistributedSampler")):
+        for call in facts.calls_ending(lambda last: last.endswith("DistributedSampler")):
             if constant(keyword(call, "shuffle")) not in (False, 0):
                 yield Hit("RGT302", call)
     yield from _unsharded(facts)

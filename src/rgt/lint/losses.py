@@ -89,7 +89,10 @@ def may_find(text: str) -> bool:
 
 def check(facts: Facts) -> Iterator[Hit]:
     probs = _Probabilities(facts)
-    for call in facts.calls_named(lambda name: _is_loss(facts, name) or _is_adam(name)):
+    bound = {key.rpartition(".")[2] for key in facts.bindings}  # loss objects: ``criterion``
+    for call in facts.calls_ending(
+        lambda last: last in LOSS_NAMES or last == "Adam" or last in bound
+    ):
         name = facts.call_name(call) or ""
         if _is_loss(facts, name):
             yield from _loss_input(facts, probs, call)
@@ -123,10 +126,11 @@ def _loss_input(facts: Facts, probs: _Probabilities, call: ast.Call) -> Iterator
 def _loss_kind(facts: Facts, call: ast.Call) -> str | None:
     name = facts.call_name(call) or ""
     head, _, last = name.rpartition(".")
+    some_loss = facts.is_instance_of(call.func, (CE[0], NLL[0], BCE_LOGITS[0]))  # asked once
     for kind, (cls, function) in (("ce", CE), ("nll", NLL), ("bce", BCE_LOGITS)):
         if last == function and head.endswith(("functional", "F")):
             return kind
-        if facts.is_instance_of(call.func, (cls,)):
+        if some_loss and facts.is_instance_of(call.func, (cls,)):
             return kind
     return None
 
@@ -209,7 +213,10 @@ WHOLE = -1  # the whole output, not a tuple position
 
 def _update_order(facts: Facts) -> Iterator[Hit]:
     zero: bool | None = None  # does the module clear gradients? Asked only when it matters
+    stepping = facts.loops_calling("step")
     for loop in facts.loops:
+        if id(loop) not in stepping:
+            continue
         inside = facts.calls_in(loop)
         steps = [c for c in inside if method(c) == "step" and not c.args and not c.keywords]
         opt = [c for c in steps if _is_optimizer(facts, c)]

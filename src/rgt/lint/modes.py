@@ -194,7 +194,9 @@ def _mentions(node: ast.AST, names: tuple[str, ...]) -> bool:
 
 
 def _train_after_eval(facts: Facts) -> Iterator[Hit]:
-    if facts.methods_called("train"):
+    if facts.methods_called("train") or not facts.methods_called("eval"):
+        return
+    if not facts.methods_called("backward"):
         return
     bodies = {f.name: f for f in facts.functions}
     for loop in facts.loops:
@@ -215,7 +217,10 @@ def _callee(call: ast.Call) -> str:
 
 
 def _accumulated(facts: Facts) -> Iterator[Hit]:
+    backward = facts.loops_calling("backward")
     for loop in facts.loops:
+        if id(loop) not in backward:
+            continue
         inside = facts.calls_in(loop)
         backed = {
             dotted(c.func.value)

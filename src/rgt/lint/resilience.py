@@ -97,7 +97,7 @@ def may_find(text: str) -> bool:
 
 
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
-    saves = facts.calls_named("torch.save".__eq__)
+    saves = [c for c in facts.calls_ending("save".__eq__) if facts.call_name(c) == "torch.save"]
     for call in saves:
         if overwrites_in_place(facts, call):
             yield Hit("RGT401", call)
@@ -147,7 +147,7 @@ def _paired(facts: Facts, branch: ast.If, collective: str) -> bool:
 def _spawn(facts: Facts) -> Iterator[Hit]:
     spawn = any(
         c.args and constant(c.args[0]) in ("spawn", "forkserver")
-        for c in facts.calls_named(lambda name: name.endswith("set_start_method"))
+        for c in facts.calls_ending(lambda last: last.endswith("set_start_method"))
     )
     if not spawn or _has_main_guard(facts.tree):
         return

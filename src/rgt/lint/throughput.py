@@ -68,10 +68,10 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
 
 def _inner_training_loop(facts: Facts, loop: ast.AST) -> bool:
     """A loop that back-propagates and holds no other loop that does (the step loop)."""
-    if not any(method(c) == "backward" for c in facts.calls_in(loop)):
+    backward = facts.loops_calling("backward")
+    if id(loop) not in backward:
         return False
-    inner = facts.loops_in(loop)
-    return not any(any(method(c) == "backward" for c in facts.calls_in(lp)) for lp in inner)
+    return not any(id(inner) in backward for inner in facts.loops_in(loop))
 
 
 def _unconditional_sync(loop: ast.For | ast.While | ast.AsyncFor) -> ast.Call | None:
