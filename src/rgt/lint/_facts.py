@@ -116,10 +116,16 @@ class Facts:
         facts._function_spans = Spans(facts.functions)
         facts._block_spans = Spans([*facts.functions, *facts.loops, *facts.withs])
         facts._name_calls()
+        values, around = facts._values, facts._function_spans.around
         for node in binds:
-            scope = id(facts.scope_of(node))
+            scope = id(around(node) or tree)
+            if type(node) is ast.Assign and len(node.targets) == 1:
+                target = node.targets[0]
+                if type(target) is ast.Name:  # most bindings: one name, one value
+                    values[(scope, target.id)].append((node.lineno, node.value))
+                    continue
             for name, value in bound_names(node).items():
-                facts._values[(scope, name)].append((node.lineno, value))
+                values[(scope, name)].append((node.lineno, value))
         return facts
 
     def _name_calls(self) -> None:

@@ -78,4 +78,9 @@ def names_in(node: ast.AST) -> list[str]:
         return [node.id]
     if isinstance(node, ast.Tuple | ast.List) and all(type(e) is ast.Name for e in node.elts):
         return [e.id for e in node.elts]  # type: ignore[attr-defined]  # all Names
+    base = node
+    while type(base) is ast.Attribute:  # ``self.fc = ...``: its one name is the base's
+        base = base.value  # type: ignore[attr-defined]
+    if type(base) is ast.Name:
+        return [base.id]  # type: ignore[attr-defined]
     return [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
