@@ -54,7 +54,7 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
         return
     for loop in facts.loops:
         if _inner_training_loop(facts, loop):
-            sync = _unconditional_sync(loop)
+            sync = _unconditional_sync(facts, loop)
             if sync is not None:
                 yield Hit("RGT501", sync)
     for call in loaders(facts):
@@ -74,8 +74,10 @@ def _inner_training_loop(facts: Facts, loop: ast.AST) -> bool:
     return not any(id(inner) in backward for inner in facts.loops_in(loop))
 
 
-def _unconditional_sync(loop: ast.For | ast.While | ast.AsyncFor) -> ast.Call | None:
+def _unconditional_sync(facts: Facts, loop: ast.For | ast.While | ast.AsyncFor) -> ast.Call | None:
     """The first ``.item()``/``.cpu()`` in the loop body that is not under an ``if``."""
+    if not any(method(c) in SYNCS and not c.args for c in facts.calls_in(loop)):
+        return None  # none at all: the body is not walked
     pending: list[ast.AST] = list(loop.body)
     while pending:
         node = pending.pop(0)
