@@ -17,36 +17,13 @@ from operator import attrgetter
 
 from rgt.lint._nodes import bound_names, dotted
 from rgt.lint._spans import Spans, end, position, start
+from rgt.lint._tree import BIND_TYPES, nodes
 
 Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.Module
 
 MOVES = {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval"}
-
-
-# Fields that never hold a node: names and constants, Load/Store contexts and operators (a
-# third of all nodes). A node type's other fields are looked at (``_child_fields``).
-NOT_CHILDREN = frozenset(
-    {"ctx", "op", "ops", "id", "attr", "arg", "name", "kind", "module", "level", "asname",
-     "type_comment", "is_async", "conversion", "simple"}
-)  # fmt: skip
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
-LEAVES = frozenset({ast.Name, ast.Constant})  # a third of all nodes: parented, never pushed
-
-
-def _child_fields(kind: type) -> tuple[str, ...]:
-    return tuple(f for f in getattr(kind, "_fields", ()) if f not in NOT_CHILDREN)
-
-
 CONTAINERS = (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
 LOOPS = (ast.For, ast.While, ast.AsyncFor)
-BINDS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)
-# Kinds of node kept in lists (calls, the commonest, are kept by the walk itself).
-NOTED = (
-    ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.While,
-    ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.With, ast.Return,
-)  # fmt: skip
-NOTED_TYPES = frozenset(NOTED)
-BIND_TYPES = frozenset(BINDS)
 
 
 class Facts:
@@ -81,30 +58,13 @@ class Facts:
     @classmethod
     def build(cls, tree: ast.Module, path: str = "") -> Facts:
         facts = cls(tree, path)
+        calls, noted = nodes(tree)
+        facts.calls = calls
         binds: list[ast.stmt] = []
-        stack: list[ast.AST] = [tree]
-        AST, fields, leaves, push, pop = ast.AST, _CHILD_FIELDS, LEAVES, stack.append, stack.pop
-        Call, calls = ast.Call, facts.calls.append
-        while stack:  # one pass over the tree (iter_child_nodes inlined: it is the hot loop)
-            node = pop()
-            kind = type(node)
-            names = fields.get(kind)
-            if names is None:
-                names = fields[kind] = _child_fields(kind)
-            for name in names:
-                value = getattr(node, name, None)
-                if type(value) is list:
-                    for child in value:
-                        if type(child) not in leaves and isinstance(child, AST):
-                            push(child)
-                elif type(value) not in leaves and isinstance(value, AST):
-                    push(value)
-            if kind is Call:
-                calls(node)  # type: ignore[arg-type]  # its type is Call
-            elif kind in NOTED_TYPES:
-                facts._note(node)
-                if kind in BIND_TYPES:
-                    binds.append(node)  # type: ignore[arg-type]  # BIND_TYPES are statements
+        for node in noted:
+            facts._note(node)
+            if type(node) in BIND_TYPES:
+                binds.append(node)  # type: ignore[arg-type]  # BIND_TYPES are statements
         facts.augmented = [n for n in binds if isinstance(n, ast.AugAssign)]
         for found in (
             facts.calls, facts.loops, facts.functions, facts.classes, facts.ifs, facts.returns,
