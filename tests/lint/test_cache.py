@@ -156,3 +156,15 @@ def test_a_daily_sweep_removes_what_no_folder_needs(tmp_path: Path) -> None:
     (pack,) = _entries()
     assert json.loads(pack.read_text())["folder"] == str(tmp_path / "kept")
     assert _rows([str(tmp_path / "kept")])  # still answered (from the kept pack)
+
+
+def test_the_sweep_removes_a_pack_named_the_old_way_for_a_folder_still_there(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT))
+    _rows([str(tmp_path)])
+    (current,) = _entries()
+    renamed = current.with_name("0" * 64 + ".json")  # same folder, a name no rgt reads now
+    shutil.copy(current, renamed)
+    assert _cache.sweep(time.time() + _cache.SWEEP_EVERY_S + 1) == 1
+    assert _entries() == [current]

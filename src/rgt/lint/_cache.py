@@ -11,7 +11,6 @@ unreadable one is a miss, never an error.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import time
@@ -21,6 +20,11 @@ from typing import Any
 
 from rgt.lint._model import FileNote, Finding, Rule
 from rgt.lint._source import Text
+
+try:  # built in; ``import hashlib`` loads OpenSSL first (3-5 ms of every cached run's start)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter built without it
+    from hashlib import blake2b
 
 Outcome = tuple[list[Finding], list[FileNote]]
 SWEEP_EVERY_S = 86_400  # how often packs of folders that are gone are looked for
@@ -33,14 +37,14 @@ def folder() -> Path:
 @lru_cache(maxsize=1)
 def rules_digest() -> str:
     """The lint package's own source: a changed rule invalidates every entry."""
-    digest = hashlib.sha256()
+    digest = blake2b(digest_size=32)
     for path in sorted(Path(__file__).parent.glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
 def key(text: Text, context: str) -> str:
-    digest = hashlib.sha256(context.encode())
+    digest = blake2b(context.encode(), digest_size=32)
     digest.update(b"\0" + text.path.encode("utf-8", "replace") + b"\0")
     digest.update(text.text.encode("utf-8", "replace"))
     digest.update(repr(text.cells).encode())
@@ -158,14 +162,15 @@ def sweep(now: float | None = None) -> int:
 
 
 def _kept(root: Path, path: Path) -> bool:
-    """A pack under ``folders/`` whose folder is still there."""
+    """A pack under ``folders/`` whose folder is still there, named as this rgt names it (an
+    older rgt's name for the same folder is never read again)."""
     if path.parent.parent != root / "folders" or path.suffix != ".json":
         return False
     try:
         where = json.loads(path.read_text("utf-8")).get("folder")
     except (OSError, ValueError, AttributeError):
         return False
-    return isinstance(where, str) and os.path.isdir(where)
+    return isinstance(where, str) and os.path.isdir(where) and _pack_file(root, where) == path
 
 
 def _write(target: Path, data: dict[str, Any]) -> None:
@@ -191,6 +196,10 @@ def _read_pack(path: str) -> dict[str, Any]:
 
 
 def _pack_path(text: Text) -> str:
-    where = os.path.dirname(os.path.abspath(text.path))
-    name = hashlib.sha256(where.encode("utf-8", "replace")).hexdigest()
-    return str(folder() / "folders" / name[:2] / f"{name}.json")
+    return str(_pack_file(folder(), os.path.dirname(os.path.abspath(text.path))))
+
+
+def _pack_file(root: Path, where: str) -> Path:
+    """The pack of the folder ``where`` (absolute) in the cache folder ``root``."""
+    name = blake2b(where.encode("utf-8", "replace"), digest_size=32).hexdigest()
+    return root / "folders" / name[:2] / f"{name}.json"
