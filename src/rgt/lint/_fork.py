@@ -2,10 +2,9 @@
 back pickled.
 
 A pool (``concurrent.futures``) costs what a two-core lint cannot spare: ~25 ms to import, the
-files' text pickled out to every worker, the parent idle while the workers run, and each
-worker freeing its syntax trees node by node before it exits. Here a forked child already
-holds the items, the parent works too, and a child leaves with ``os._exit`` once its results
-are written, so nothing it built is ever freed or collected.
+files' text pickled out to every worker, and the parent idle while the workers run. Here a
+forked child already holds the items, the parent works too, and a child leaves with
+``os._exit`` once its results are written (no interpreter shutdown, no collection).
 
 Items are not dealt out in advance: every process claims the next group of items from a pipe
 filled before the fork (a read of one 4-byte group number is one atomic step), so a process
@@ -115,7 +114,7 @@ def _start(
         return None  # no process or descriptor to spare: the others claim its share
     if pid == 0:  # the child: never returns
         code = 1
-        gc.disable()  # for good: a collection over the trees it keeps cost ~0.17 s, and it exits
+        gc.disable()  # for good: it exits soon, and the work makes no cycles worth finding
         try:
             os.close(read_end)
             done = _claim(items, groups, work, claims, True)

@@ -30,11 +30,8 @@ QUERIED = SPELLED | {modes.BELOW + w for w in modes.LAYER_WORDS}
 LOCAL = modes.LAYER_WORDS | throughput.GPU
 FAMILIES = (losses, data, resilience, throughput, modes)  # the cheapest test first
 PARALLEL_FROM = 16  # files; below this a fork costs more than it saves
-# Of text a child keeps parsed (never frees: it leaves by os._exit) before it frees as it goes.
-KEPT_BYTES = 16_000_000
 Outcome = tuple[list[Finding], list[FileNote]]
 R = TypeVar("R")
-_KEPT: list[Source] = []
 
 
 def worth_parsing(text: str) -> bool:
@@ -58,14 +55,14 @@ def analyse(
     cache when it has them, else analysed and stored. A file's cache key needs its project
     words, so the lookups are shared out with the analysis, not made here first."""
     if not cache:
-        return _flat(_spread(texts, lambda text, keep: _fresh(text, words, wanted, keep)))
+        return _flat(_spread(texts, lambda text: _fresh(text, words, wanted)))
     from rgt.lint import _cache  # hashlib and the cache's code: not for --no-cache
 
     packs = _cache.Packs()
     packs.read(texts)  # before any fork: each process looks up its files in the same packs
     contexts: dict[frozenset[str], str] = {}
 
-    def looked_up(text: Text, keep: list[int] | None) -> tuple[str, Outcome | None]:
+    def looked_up(text: Text) -> tuple[str, Outcome | None]:
         """The file's entry, and its outcome (None: found in the cache)."""
         mine = words(text.path)
         if mine not in contexts:
@@ -73,7 +70,7 @@ def analyse(
         entry = _cache.key(text, contexts[mine])
         if packs.load(text, entry, RULES) is not None:
             return entry, None
-        return entry, _fresh(text, words, wanted, keep)
+        return entry, _fresh(text, words, wanted)
 
     findings: list[Finding] = []
     notes: list[FileNote] = []
@@ -88,20 +85,18 @@ def analyse(
     return findings, notes
 
 
-def _spread(texts: list[Text], work: Callable[[Text, list[int] | None], R]) -> list[tuple[Text, R]]:
-    """Every text with ``work(text, keep)`` of it, done by this process and a forked child
-    per other core when there are enough files (``keep``: a child's budget of text whose
-    syntax trees it need not free, None here); the cyclic garbage collector off meanwhile:
-    syntax trees hold no cycles (reference counting frees them), and the collector's passes
-    over every new node cost ~15 % of a serial run."""
+def _spread(texts: list[Text], work: Callable[[Text], R]) -> list[tuple[Text, R]]:
+    """Every text with ``work(text)`` of it, done by this process and a forked child per
+    other core when there are enough files; the cyclic garbage collector off meanwhile: syntax
+    trees hold no cycles (reference counting frees each one when its file is done), and the
+    collector's passes over every new node cost ~15 % of a serial run."""
     many = len(texts) >= PARALLEL_FROM and _fork.usable()
     processes = min(os.cpu_count() or 1, 8) if many else 1
-    budget = [KEPT_BYTES]
     was_enabled = gc.isenabled()
     gc.disable()
     ordered = sorted(texts, key=lambda t: -len(t.text))  # no process then waits on a long one
     try:
-        done = _fork.spread(ordered, lambda t, child: work(t, budget if child else None), processes)
+        done = _fork.spread(ordered, lambda text, _in_child: work(text), processes)
         return list(zip(ordered, done, strict=True))
     finally:
         if was_enabled:
@@ -112,13 +107,12 @@ def _fresh(
     text: Text,
     words: Callable[[str], frozenset[str]],
     wanted: frozenset[str],
-    keep: list[int] | None,
 ) -> Outcome:
     """A text's outcome, worked out: none when no rule can speak in it (``worth_parsing``:
     then its project words are never asked for)."""
     if not worth_parsing(text.text):
         return [], []
-    return _one(text, words(text.path), wanted, keep)
+    return _one(text, words(text.path), wanted)
 
 
 def _flat(outcomes: list[tuple[Text, Outcome]]) -> Outcome:
@@ -130,19 +124,14 @@ def _flat(outcomes: list[tuple[Text, Outcome]]) -> Outcome:
     return findings, notes
 
 
-def _one(
-    text: Text, words: frozenset[str], wanted: frozenset[str], keep: list[int] | None
-) -> Outcome:
-    """One text's findings (or the note that it was skipped). ``keep``: a child's budget of
-    text whose trees it keeps rather than frees (it leaves by os._exit)."""
+def _one(text: Text, words: frozenset[str], wanted: frozenset[str]) -> Outcome:
+    """One text's findings (or the note that it was skipped). Its syntax tree is freed as
+    soon as this returns, in a forked child too: keeping every tree until the child's exit
+    costs more in page faults (fresh memory for each tree) than freeing saves."""
     source = parse(text)
     if isinstance(source, FileNote):
         return [], [source]
-    found = list(_findings(source, Facts.build(source.tree, source.path), words, wanted))
-    if keep is not None and len(source.text) <= keep[0]:
-        _KEPT.append(source)
-        keep[0] -= len(source.text)
-    return found, []
+    return list(_findings(source, Facts.build(source.tree, source.path), words, wanted)), []
 
 
 def _findings(
