@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rgt.lint import RULES, _cache, lint_paths
+from rgt.lint._run import worth_parsing
 from rgt.lint._source import Text, read
 from tests.lint.measure import CORPUS
 
@@ -57,7 +58,9 @@ def test_cached_findings_equal_uncached_on_the_corpus(tmp_path: Path) -> None:
     assert _entries() == []  # --no-cache neither reads nor writes
     first, warm = _rows([str(tmp_path)]), _rows([str(tmp_path)])
     assert cold == first == warm and len(cold) > 10
-    assert len(_entries()) == 1 and len(_names()) == 12  # one file for the folder
+    # one file for the folder, with an entry for each script a rule can speak in
+    kept = sorted(p.name for p in tmp_path.iterdir() if worth_parsing(p.read_text()))
+    assert len(_entries()) == 1 and _names() == kept and len(kept) >= 10
     stamps = [p.stat().st_mtime_ns for p in _entries()]
     _rows([str(tmp_path)])
     assert [p.stat().st_mtime_ns for p in _entries()] == stamps  # the warm run wrote nothing
@@ -91,8 +94,8 @@ def test_one_file_per_folder_and_a_later_run_keeps_the_other_entries(tmp_path: P
         (tmp_path / folder / "util.py").write_text("import torch\n")
     _rows([str(tmp_path / "a" / "train.py")])
     assert len(_entries()) == 1 and _names() == ["train.py"]
-    _rows([str(tmp_path)])  # a/util.py joins a/train.py's file; b gets its own
-    assert len(_entries()) == 2 and _names() == ["train.py", "train.py", "util.py", "util.py"]
+    _rows([str(tmp_path)])  # a/train.py's entry stays; b gets its own file (util.py: no entry)
+    assert len(_entries()) == 2 and _names() == ["train.py", "train.py"]
     stamps = [p.stat().st_mtime_ns for p in _entries()]
     assert [r["code"] for r in _rows([str(tmp_path / "b")])] == ["RGT302"]  # from the cache
     assert [p.stat().st_mtime_ns for p in _entries()] == stamps
@@ -168,3 +171,13 @@ def test_the_sweep_removes_a_pack_named_the_old_way_for_a_folder_still_there(
     shutil.copy(current, renamed)
     assert _cache.sweep(time.time() + _cache.SWEEP_EVERY_S + 1) == 1
     assert _entries() == [current]
+
+
+def test_a_file_no_rule_can_speak_in_gets_no_entry(tmp_path: Path) -> None:
+    # A model module with no loss, loop, loader or save: never parsed, so nothing to keep (its
+    # key would cost more than deciding again).
+    (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT))
+    (tmp_path / "model.py").write_text("import torch\n\n\nclass Net(torch.nn.Module):\n    pass\n")
+    first = _rows([str(tmp_path)])
+    assert _names() == ["train.py"]
+    assert _rows([str(tmp_path)]) == first

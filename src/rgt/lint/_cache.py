@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Collection
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,7 @@ class Packs:
             files = {name: entry for name, entry in files.items() if name in present}
             _write(Path(path), {"folder": where, "files": files})
         if self._changed:
-            sweep()
+            sweep(written=self._changed.keys())
         self._changed.clear()
 
     def _pack(self, text: Text) -> dict[str, Any]:
@@ -135,11 +136,12 @@ class Packs:
         return path
 
 
-def sweep(now: float | None = None) -> int:
+def sweep(now: float | None = None, written: Collection[str] = ()) -> int:
     """At most once a day (``SWEEP_EVERY_S``): remove the packs of folders that are gone (a
     deleted or moved repository), and whatever else is in the cache folder (what an older
-    rgt left: one file per linted file, or packs that do not name their folder). Returns how
-    many files were removed. Only this cache's own files are touched."""
+    rgt left: one file per linted file, or packs that do not name their folder). ``written``:
+    packs this run has just written (kept, not read again). Returns how many files were
+    removed. Only this cache's own files are touched."""
     root = folder()
     marker = root / "swept"
     now = time.time() if now is None else now
@@ -150,7 +152,7 @@ def sweep(now: float | None = None) -> int:
         pass
     removed = 0
     for path in sorted(root.rglob("*")) if root.is_dir() else []:
-        if path == marker or path.is_dir() or _kept(root, path):
+        if path == marker or str(path) in written or path.is_dir() or _kept(root, path):
             continue
         with contextlib.suppress(OSError):
             path.unlink()

@@ -62,8 +62,11 @@ def analyse(
     packs.read(texts)  # before any fork: each process looks up its files in the same packs
     contexts: dict[frozenset[str], str] = {}
 
-    def looked_up(text: Text) -> tuple[str, Outcome | None]:
-        """The file's entry, and its outcome (None: found in the cache)."""
+    def looked_up(text: Text) -> tuple[str | None, Outcome | None]:
+        """The file's entry (None: nothing to keep, no rule can speak in it), and its outcome
+        (None: found in the cache)."""
+        if not worth_parsing(text.text):  # cheaper than its key: never stored nor looked up
+            return None, ([], [])
         mine = words(text.path)
         if mine not in contexts:
             contexts[mine] = _cache.context(mine, wanted, QUERIED)
@@ -75,6 +78,8 @@ def analyse(
     findings: list[Finding] = []
     notes: list[FileNote] = []
     for text, (entry, outcome) in _spread(texts, looked_up):
+        if entry is None:
+            continue
         if outcome is None:  # a hit: loaded again here, where the packs were read
             outcome = packs.load(text, entry, RULES) or ([], [])
         else:
