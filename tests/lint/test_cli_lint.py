@@ -146,6 +146,22 @@ def test_folders_and_local_imports(tmp_path: Path, capsys: pytest.CaptureFixture
     assert data["files"] == 2  # .venv is not walked
 
 
+def test_a_linked_script_imports_from_the_folder_of_its_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `python runs/train.py`, a link to project/train.py, imports project/losses.py (Python puts
+    # the target's folder first on sys.path), not a losses.py beside the link.
+    project, runs = tmp_path / "project", tmp_path / "runs"
+    project.mkdir()
+    runs.mkdir()
+    (project / "losses.py").write_text(BUGGY)
+    (project / "train.py").write_text("from losses import step\nstep(None, 1, 2)\n")
+    (runs / "losses.py").write_text("def step(*args):\n    pass\n")
+    (runs / "train.py").symlink_to(project / "train.py")
+    code, data, _ = run(capsys, str(runs / "train.py"))
+    assert code == 1 and [f["path"] for f in data["findings"]] == [str(project / "losses.py")]
+
+
 def test_the_demo_script_lints_clean(capsys: pytest.CaptureFixture[str]) -> None:
     root = Path(__file__).resolve().parents[2]
     code, data, _ = run(capsys, str(root / "examples"), str(root / "src" / "rgt" / "demo"))

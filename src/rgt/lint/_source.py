@@ -198,7 +198,7 @@ def local_imports(text: Text) -> list[Path]:
     (``from detectron2.engine import ...`` in ``tools/train_net.py``: looked for from the
     project's root, ``project_root``), found by reading the import lines (before anything is
     parsed)."""
-    here = str(Path(text.path).parent)
+    here = _script_folder(text.path)
     names: dict[str, bool] = {}  # name → imported relatively (``from .data import``)
     for match in _import_lines(text.text):
         if match.group(1):
@@ -226,6 +226,14 @@ def forget_folders() -> None:
     _listing.cache_clear()
     _module.cache_clear()
     project_root.cache_clear()
+
+
+def _script_folder(path: str) -> str:
+    """Where Python looks for a script's own imports: the folder of the file a link points to,
+    as ``python link.py`` does (sys.path[0]), else the file's folder as named."""
+    if os.path.islink(path):
+        return os.path.dirname(os.path.realpath(path))
+    return str(Path(path).parent)
 
 
 @lru_cache(maxsize=4096)  # a folder's scripts import the same names
