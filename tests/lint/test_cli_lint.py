@@ -6,12 +6,15 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rgt.cli import main
+from rgt.lint._source import normal
 
 BUGGY = """import torch.nn as nn
 import torch.nn.functional as F
@@ -205,3 +208,8 @@ def test_notebook_magics_in_blocks_and_foreign_cells(
     assert data["skipped"] == []
     (finding,) = data["findings"]
     assert code == 1 and (finding["cell"], finding["line"]) == (3, 9)  # BUGGY's line 8
+
+
+@given(st.text(alphabet="/.ab", max_size=12))
+def test_paths_are_spelled_as_pathlib_spells_them(raw: str) -> None:
+    assert normal(raw) == str(PurePosixPath(raw))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from pathlib import Path
 
 from rgt.errors import UsageError
 from rgt.lint import _run, _source, _words
@@ -60,7 +59,7 @@ def _codes(given: Iterable[str]) -> set[str]:
     return out
 
 
-def _read(paths: list[Path]) -> tuple[list[Text], list[FileNote], dict[str, list[str]]]:
+def _read(paths: list[str]) -> tuple[list[Text], list[FileNote], dict[str, list[str]]]:
     """The named files, then the local modules they import (each file once, however it is
     named: a link, ``..``), and for each file read the paths (as read) of those it imports."""
     _source.forget_folders()  # folder listings are remembered within one run only
@@ -87,7 +86,7 @@ def _read(paths: list[Path]) -> tuple[list[Text], list[FileNote], dict[str, list
     return texts, skipped, links
 
 
-def _identity(path: Path) -> object:
+def _identity(path: str) -> object:
     """One stat, not ``resolve()``'s one per folder of the path (~4x the time on a big tree)."""
     try:
         status = os.stat(path)

@@ -15,7 +15,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from pathlib import Path
 
 from rgt.errors import UsageError
 from rgt.lint._model import FileNote
@@ -45,14 +44,14 @@ class Source:
         return self.cells[line - 1]
 
 
-def expand(paths: list[str]) -> list[Path]:
+def expand(paths: list[str]) -> list[str]:
     """Files named, and ``.py``/``.ipynb`` files under folders named (sorted, no hidden dirs)."""
-    found: list[Path] = []
+    found: list[str] = []
     for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
+        path = normal(raw)
+        if os.path.isdir(path):
             found.extend(_walk(path))
-        elif path.is_file():
+        elif os.path.isfile(path):
             found.append(path)
         else:
             raise UsageError(f"no such file or folder: {raw!r}", fix="check the path")
@@ -61,12 +60,25 @@ def expand(paths: list[str]) -> list[Path]:
     return found
 
 
-def _walk(root: Path) -> Iterator[Path]:
+def normal(raw: str) -> str:
+    """A path as ``pathlib`` spells it (``./a//b/`` is ``a/b``; ``..`` kept), without importing
+    pathlib (~3 ms of every run's start). Paths are shown as spelled here."""
+    if os.sep != "/":  # pragma: no cover - Windows: its own rules
+        from pathlib import Path
+
+        return str(Path(raw))
+    head = "/" if raw.startswith("/") else ""
+    if raw.startswith("//") and not raw.startswith("///"):
+        head = "//"  # POSIX leaves a path's two leading slashes to the system
+    return head + "/".join(p for p in raw.split("/") if p not in ("", ".")) or "."
+
+
+def _walk(root: str) -> Iterator[str]:
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
         for name in sorted(files):
             if name.endswith((".py", ".ipynb")):
-                yield Path(folder, name)
+                yield os.path.join(folder, name)
 
 
 @dataclass(frozen=True)
@@ -78,26 +90,27 @@ class Text:
     cells: tuple[tuple[int, int], ...] = ()
 
 
-def read(path: Path) -> Text | FileNote:
+def read(path: str | os.PathLike[str]) -> Text | FileNote:
+    name = os.fspath(path)
     try:
-        if path.stat().st_size > MAX_BYTES:
-            return FileNote(str(path), f"skipped: larger than {MAX_BYTES // 1_000_000} MB")
-        raw = path.read_bytes()
+        with open(name, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size > MAX_BYTES:
+                return FileNote(name, f"skipped: larger than {MAX_BYTES // 1_000_000} MB")
+            raw = handle.read()
     except OSError as exc:
-        raise UsageError(
-            f"cannot read {str(path)!r}: {exc.strerror}", fix="check the path"
-        ) from exc
+        raise UsageError(f"cannot read {name!r}: {exc.strerror}", fix="check the path") from exc
     text = raw.decode("utf-8-sig", errors="replace")  # a BOM, as Python itself allows
     cells: tuple[tuple[int, int], ...] = ()
-    if path.suffix == ".ipynb" or text.lstrip().startswith("{"):  # a notebook, by name or content
+    notebook = os.path.splitext(name)[1] == ".ipynb"
+    if notebook or text.lstrip().startswith("{"):  # a notebook, by name or content
         book = _notebook_code(text)
         if book is None:
-            return FileNote(str(path), "skipped: not a readable notebook (invalid JSON)")
+            return FileNote(name, "skipped: not a readable notebook (invalid JSON)")
         text, cells = book
     head = text[:2000].lower()
     if ("generated" in head or "do not edit" in head) and GENERATED.search(head):
-        return FileNote(str(path), "skipped: generated code (says so in its header)")
-    return Text(str(path), text, cells)
+        return FileNote(name, "skipped: generated code (says so in its header)")
+    return Text(name, text, cells)
 
 
 def parse(text: Text) -> Source | FileNote:
@@ -105,7 +118,7 @@ def parse(text: Text) -> Source | FileNote:
     return replace(parsed, cells=text.cells) if isinstance(parsed, Source) else parsed
 
 
-def load(path: Path) -> Source | FileNote:
+def load(path: str | os.PathLike[str]) -> Source | FileNote:
     text = read(path)
     return text if isinstance(text, FileNote) else parse(text)
 
@@ -192,7 +205,7 @@ def _noqa(text: str) -> dict[int, frozenset[str]]:
 IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.?[\w.]+)[ \t]+import|import[ \t]+([\w., \t]+))", re.M)
 
 
-def local_imports(text: Text) -> list[Path]:
+def local_imports(text: Text) -> list[str]:
     """Modules next to a script that it imports (``import data``, ``from models import Net``),
     and modules of its own project imported by their full name from elsewhere in the tree
     (``from detectron2.engine import ...`` in ``tools/train_net.py``: looked for from the
@@ -233,19 +246,19 @@ def _script_folder(path: str) -> str:
     as ``python link.py`` does (sys.path[0]), else the file's folder as named."""
     if os.path.islink(path):
         return os.path.dirname(os.path.realpath(path))
-    return str(Path(path).parent)
+    return os.path.dirname(path) or "."
 
 
 @lru_cache(maxsize=4096)  # a folder's scripts import the same names
-def _module(folder: str, name: str) -> Path | None:
+def _module(folder: str, name: str) -> str | None:
     """``name`` (dotted) as a module file or package under ``folder``, if there is one."""
     *folders, last = name.split(".")
     where = os.path.join(folder, *folders)
     entries = _listing(where)
-    if f"{last}.py" in entries and os.path.isfile(os.path.join(where, f"{last}.py")):
-        return Path(where, f"{last}.py")
-    if last in entries and os.path.isfile(os.path.join(where, last, "__init__.py")):
-        return Path(where, last, "__init__.py")
+    if f"{last}.py" in entries and os.path.isfile(found := os.path.join(where, f"{last}.py")):
+        return normal(found)
+    if last in entries and os.path.isfile(found := os.path.join(where, last, "__init__.py")):
+        return normal(found)
     return None
 
 
