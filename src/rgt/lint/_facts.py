@@ -17,7 +17,7 @@ from operator import attrgetter
 
 from rgt.lint._nodes import bound_names, dotted
 from rgt.lint._spans import Spans, end, position, start
-from rgt.lint._tree import BIND_TYPES, nodes
+from rgt.lint._tree import BIND_TYPES, nodes, walk
 
 Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.Module
 
@@ -162,7 +162,7 @@ class Facts:
         other node: in ``ast.walk`` order)."""
         if isinstance(node, CONTAINERS):
             return self._within("calls", node)  # type: ignore[return-value]
-        return [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+        return [n for n in walk(node) if isinstance(n, ast.Call)]
 
     def loops_in(self, node: ast.AST) -> list[ast.For | ast.While | ast.AsyncFor]:
         """The loops inside ``node`` (a loop, a function or the module), not ``node`` itself."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 
+from rgt.lint._tree import walk
+
 
 def dotted(node: ast.AST) -> str | None:
     """``a.b.c`` for a chain of names and attributes, else None (calls, subscripts...)."""
@@ -83,4 +85,4 @@ def names_in(node: ast.AST) -> list[str]:
         base = base.value  # type: ignore[attr-defined]
     if type(base) is ast.Name:
         return [base.id]  # type: ignore[attr-defined]
-    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
+    return [n.id for n in walk(node) if isinstance(n, ast.Name)]

@@ -14,6 +14,7 @@ import re
 
 from rgt.lint._facts import Facts
 from rgt.lint._nodes import constant, dotted, keyword, method
+from rgt.lint._tree import walk
 
 MOVES = ("os.replace", "os.rename", "shutil.move")
 COUNTER = re.compile(r"(?i)(epoch|step|iter)[a-z_]*$")  # the last part of a name
@@ -61,7 +62,7 @@ def _mentions(facts: Facts, node: ast.AST, names: set[str], depth: int) -> bool:
     """Does ``node`` use one of ``names``, itself or through the values of the names it uses
     (three steps: ``with open(save_file) as f``, ``save_file = join(d, base)``, ``base =
     f"{name}.pth"``)?"""
-    for child in ast.walk(node):
+    for child in walk(node):
         if not isinstance(child, ast.Name):
             continue
         if child.id in names:
@@ -143,7 +144,7 @@ def _varies(
 ) -> bool:
     """Does the name change from one save to the next: a loop's target or a step counter in
     it, or (``formats``) any value formatted into it that is not a folder?"""
-    for node in ast.walk(path):
+    for node in walk(path):
         if dotted(node) in targets:
             return True
         if isinstance(node, ast.Name) and depth < 2:  # follow a name one or two steps

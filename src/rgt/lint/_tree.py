@@ -8,6 +8,8 @@ all nodes, are never pushed, and fields that never hold a node are never read.
 from __future__ import annotations
 
 import ast
+from collections import deque
+from collections.abc import Iterator
 
 # Fields that never hold a node: names and constants, Load/Store contexts and operators (a
 # third of all nodes). A node type's other fields are looked at (``_child_fields``).
@@ -55,6 +57,34 @@ def nodes(tree: ast.AST) -> tuple[list[ast.Call], list[ast.AST]]:
         elif kind in kept:
             note(node)
     return calls, noted
+
+
+def walk(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk``: the nodes under ``node`` (itself first), breadth first, in the same order,
+    less contexts and operators (``Load``, ``Add``: reached through their parent's field)."""
+    todo = deque([node])
+    pop, push = todo.popleft, todo.append
+    while todo:
+        node = pop()
+        for child in children(node):
+            push(child)
+        yield node
+
+
+def children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes``, as a list, less contexts and operators."""
+    kind = type(node)
+    names = _CHILD_FIELDS.get(kind)
+    if names is None:
+        names = _CHILD_FIELDS[kind] = _child_fields(kind)
+    found: list[ast.AST] = []
+    for name in names:
+        value = getattr(node, name, None)
+        if type(value) is list:
+            found.extend(child for child in value if isinstance(child, ast.AST))
+        elif isinstance(value, ast.AST):
+            found.append(value)
+    return found
 
 
 def _child_fields(kind: type) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint._nodes import NOT_CONSTANT, constant, dotted, keyword, method
+from rgt.lint._tree import walk
 
 B, A = Severity.BUG, Severity.ADVICE
 RULES = (
@@ -157,19 +158,17 @@ def _worker_seed(facts: Facts) -> Iterator[Hit]:
         if func.name not in inits:
             continue
         varying = {a.arg for a in func.args.args} | VARYING
-        for node in ast.walk(func):
+        for node in walk(func):
             if isinstance(node, ast.Assign) and _mentions_any(node.value, varying):
-                varying |= {
-                    n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)
-                }
-        for call in (n for n in ast.walk(func) if isinstance(n, ast.Call)):
+                varying |= {n.id for t in node.targets for n in walk(t) if isinstance(n, ast.Name)}
+        for call in (n for n in walk(func) if isinstance(n, ast.Call)):
             seeds = facts.call_name(call) in SEEDS and call.args
             if seeds and not _mentions_any(call.args[0], varying):
                 yield Hit("RGT301", call)
 
 
 def _mentions_any(node: ast.AST, names: set[str]) -> bool:
-    for child in ast.walk(node):
+    for child in walk(node):
         if isinstance(child, ast.Name) and child.id in names:
             return True
         if isinstance(child, ast.Attribute) and child.attr in names:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint._nodes import constant, dotted, keyword, method
+from rgt.lint._tree import walk
 
 B, W, A = Severity.BUG, Severity.WARNING, Severity.ADVICE
 RULES = (
@@ -257,7 +258,7 @@ def _is_scheduler(facts: Facts, call: ast.Call) -> bool:
 
 
 def _accumulates(loop: ast.AST) -> bool:
-    for node in ast.walk(loop):
+    for node in walk(loop):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             return True
         if isinstance(node, ast.Name) and "accum" in node.id.lower():
@@ -269,5 +270,5 @@ def _sets_grad_none(tree: ast.AST) -> bool:
     return any(
         isinstance(node, ast.Assign)
         and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets)
-        for node in ast.walk(tree)
+        for node in walk(tree)
     )

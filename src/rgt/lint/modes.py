@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint._nodes import dotted, method
+from rgt.lint._tree import walk
 
 B, W = Severity.BUG, Severity.WARNING
 RULES = (
@@ -154,7 +155,7 @@ def _freezes(facts: Facts) -> bool:
     probe on a frozen backbone keeps it in eval mode on purpose (moco's main_lincls)."""
     if any(_train_false(c) for c in facts.methods_called("requires_grad_")):
         return True
-    for node in ast.walk(facts.tree):
+    for node in walk(facts.tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
             frozen = node.value.value is False
             if frozen and any(
@@ -185,7 +186,7 @@ def _mentions_head(node: ast.With | ast.FunctionDef) -> bool:
 
 
 def _mentions(node: ast.AST, names: tuple[str, ...]) -> bool:
-    for child in ast.walk(node):
+    for child in walk(node):
         if isinstance(child, ast.Attribute) and child.attr in names:
             return True
         if isinstance(child, ast.Name) and child.id in names:
@@ -257,6 +258,6 @@ def _is_backed_later(facts: Facts, target: str) -> bool:
     """Is the total itself back-propagated (``sum(losses).backward()``): then it is meant."""
     for call in facts.methods_called("backward"):
         assert isinstance(call.func, ast.Attribute)
-        if any(dotted(n) == target for n in ast.walk(call.func.value)):
+        if any(dotted(n) == target for n in walk(call.func.value)):
             return True
     return False

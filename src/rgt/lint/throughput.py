@@ -5,11 +5,13 @@ process. They never fail a run; they say where a rented GPU waits.
 from __future__ import annotations
 
 import ast
+from collections import deque
 from collections.abc import Iterator
 
 from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint._nodes import constant, keyword, method
+from rgt.lint._tree import children
 from rgt.lint.data import in_memory, loaders, workers
 
 A = Severity.ADVICE
@@ -78,12 +80,12 @@ def _unconditional_sync(facts: Facts, loop: ast.For | ast.While | ast.AsyncFor) 
     """The first ``.item()``/``.cpu()`` in the loop body that is not under an ``if``."""
     if not any(method(c) in SYNCS and not c.args for c in facts.calls_in(loop)):
         return None  # none at all: the body is not walked
-    pending: list[ast.AST] = list(loop.body)
+    pending: deque[ast.AST] = deque(loop.body)
     while pending:
-        node = pending.pop(0)
+        node = pending.popleft()
         if isinstance(node, ast.If | ast.FunctionDef | ast.Lambda):
             continue
         if isinstance(node, ast.Call) and method(node) in SYNCS and not node.args:
             return node
-        pending.extend(ast.iter_child_nodes(node))
+        pending.extend(children(node))
     return None
