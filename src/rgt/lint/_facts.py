@@ -61,9 +61,20 @@ class Facts:
         calls, noted = nodes(tree)
         facts.calls = calls
         binds: list[ast.stmt] = []
+        kept: dict[type, list] = {  # type: ignore[type-arg]  # each list holds its own kinds
+            ast.For: facts.loops, ast.While: facts.loops, ast.AsyncFor: facts.loops,
+            ast.FunctionDef: facts.functions, ast.AsyncFunctionDef: facts.functions,
+            ast.ClassDef: facts.classes, ast.If: facts.ifs, ast.Return: facts.returns,
+            ast.With: facts.withs,
+        }  # fmt: skip
         for node in noted:
-            facts._note(node)
-            if type(node) in BIND_TYPES:
+            kind = type(node)
+            found = kept.get(kind)
+            if found is not None:
+                found.append(node)
+            else:
+                facts._note(node)  # imports and assignments
+            if kind in BIND_TYPES:
                 binds.append(node)  # type: ignore[arg-type]  # BIND_TYPES are statements
         facts.augmented = [n for n in binds if isinstance(n, ast.AugAssign)]
         for found in (
@@ -129,14 +140,10 @@ class Facts:
         return [self.calls[i] for i in sorted(found)]
 
     def _note(self, node: ast.AST) -> None:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                local = alias.asname or alias.name.split(".")[0]
-                self.aliases[local] = alias.name if alias.asname else local
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-        elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+        """An assignment's bindings, or an import's aliases."""
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            if node.value is None:
+                return
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 key = dotted(target)
@@ -144,18 +151,13 @@ class Facts:
                     self.bindings[key].append(node.value)
             if isinstance(node, ast.Assign):
                 self._assignments[id(node.value)] = node
-        elif isinstance(node, LOOPS):
-            self.loops.append(node)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            self.functions.append(node)
-        elif isinstance(node, ast.ClassDef):
-            self.classes.append(node)
-        elif isinstance(node, ast.If):
-            self.ifs.append(node)
-        elif isinstance(node, ast.Return):
-            self.returns.append(node)
-        elif isinstance(node, ast.With):
-            self.withs.append(node)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                self.aliases[local] = alias.name if alias.asname else local
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 
     def calls_in(self, node: ast.AST) -> list[ast.Call]:
         """Every call inside ``node`` (a loop, a function, the module: in source order; any
