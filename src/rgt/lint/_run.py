@@ -56,7 +56,7 @@ def analyse(
     words, so the lookups are shared out with the analysis, not made here first."""
     if not cache:
         return _flat(_spread(texts, lambda text: _fresh(text, words, wanted)))
-    from rgt.lint import _cache  # hashlib and the cache's code: not for --no-cache
+    from rgt.lint import _cache  # the cache's code and its hashing: not for --no-cache
 
     packs = _cache.Packs()
     packs.read(texts)  # before any fork: each process looks up its files in the same packs
@@ -73,7 +73,7 @@ def analyse(
         entry = _cache.key(text, contexts[mine])
         if packs.load(text, entry, RULES) is not None:
             return entry, None
-        return entry, _fresh(text, words, wanted)
+        return entry, _one(text, mine, wanted)
 
     findings: list[Finding] = []
     notes: list[FileNote] = []
