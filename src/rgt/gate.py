@@ -98,7 +98,8 @@ def evaluate(store: Store, backend: Backend, *, rehash: bool = False) -> GateVer
         abandoned = store.pending_approval(name, abandon_action(record.job_id))
         if abandoned and not row["verified"]:
             # A human at a terminal chose to lose this job's artifacts (a failed run with
-            # nothing worth keeping, a file that can never load). Recorded, never implied.
+            # nothing worth keeping, a file that can never load). Recorded, never implied:
+            # the row passes the gate, and every count names it as abandoned, not verified.
             row.update(pulled=True, verified=True, abandoned_by=abandoned["approver"])
         rows.append(row)
     approval = store.pending_approval(name, ACTION_DOWN)
@@ -188,9 +189,10 @@ def _job_row(
     row["pulled"] = True
     if not pull["verified"]:
         reasons = failure_reasons(pull["report"])
+        machine = store.job(job_id).machine
         row["why_verified"] = (
             f"verification failed: {'; '.join(reasons[:3])} (fix the cause and `rgt pull "
-            f"{job_id}` again, or give them up: `rgt approve NAME --abandon {job_id}`)"
+            f"{job_id}` again, or give them up: `rgt approve {machine} --abandon {job_id}`)"
         )
         return row
     changes = recheck(pull["dest"], pull["files"], rehash=rehash)
@@ -207,10 +209,19 @@ def _job_row(
 def _check(name: str, rows: list[dict[str, Any]], ok: Any, template: str) -> GateCheck:
     bad = [r for r in rows if not ok(r)]
     if not bad:
-        return GateCheck(name, True, f"all {len(rows)} job(s) {name}")
+        return GateCheck(name, True, _all_passed(name, rows))
     detail = "; ".join(
         f"job {r['job']}: "
         + (r.get(f"why_{name}") or template.format(job=r["job"], state=r["state"]))
         for r in bad
     )
     return GateCheck(name, False, detail)
+
+
+def _all_passed(name: str, rows: list[dict[str, Any]]) -> str:
+    """``all 3 job(s) verified``, or ``2 verified, 1 abandoned``: a job whose artifacts a
+    human gave up is never counted as pulled or verified."""
+    given_up = sum(1 for r in rows if r.get("abandoned_by"))
+    if not given_up:
+        return f"all {len(rows)} job(s) {name}"
+    return f"{len(rows) - given_up} {name}, {given_up} abandoned"

@@ -13,6 +13,7 @@ from rgt.approvals import human_consent
 from rgt.backends import backend_for
 from rgt.errors import GateRefused, UsageError
 from rgt.gate import GateVerdict, abandon_action, evaluate
+from rgt.jobs.pulled import failure_reasons
 from rgt.models import ACTION_DOWN, Machine
 from rgt.state.store import Store
 
@@ -33,15 +34,35 @@ def approve_interactively(store: Store, name: str, abandon: Sequence[str] = ()) 
         raise UsageError(f"jobs {foreign} are not on {name}", fix="name jobs of this machine")
     why = f"approving the release of {name} needs a human at a terminal"
     with Terminal.open(why, fix=f"run `rgt approve {name}` yourself in a terminal") as term:
-        if abandon:
-            term.say(
-                f"The artifacts of {', '.join(abandon)} will NOT be pulled and are "
-                f"lost when {name} is released.\n"
-            )
+        for job_id in abandon:
+            term.say(abandon_words(store, job_id, name) + "\n")
         human_consent(term, f"Releasing {name} ({machine.backend}) stops its meter.", name)
         for job_id in abandon:
             store.add_approval(name, abandon_action(job_id), getpass.getuser(), term.name)
         return {**record_approval(store, name, term.name), "abandoned": list(abandon)}
+
+
+def abandon_words(store: Store, job_id: str, name: str) -> str:
+    """What abandoning ``job_id`` keeps and what it gives up: a pulled copy stays on this
+    computer (the release takes only the machine's copy); what never landed here is lost."""
+    pull = store.last_pull(job_id)
+    if pull is None:
+        return (
+            f"{job_id}: nothing was pulled; its artifacts on {name} are lost when {name} is "
+            "released."
+        )
+    kept = len(pull["files"])
+    failed = failure_reasons(pull["report"])
+    words = f"{job_id}: {kept} file(s) were pulled to {pull['dest']} and stay there (not lost)."
+    if failed:
+        shown = "; ".join(failed[:3]) + (f"; and {len(failed) - 3} more" if len(failed) > 3 else "")
+        words += (
+            f" Given up: the verification of {len(failed)} file(s) ({shown}); the copies on "
+            f"{name} are lost when it is released, so these cannot be pulled again."
+        )
+    else:
+        words += f" Given up: the machine's copies on {name}, lost when it is released."
+    return words
 
 
 def teardown(

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.clirun import rgt
-from tests.ttys import approve_at_a_terminal
+from tests.ttys import PtyRgt, approve_at_a_terminal
 
 JOB = """
 import json, os, pathlib, sys, time
@@ -229,8 +229,19 @@ def test_a_human_can_abandon_artifacts_that_never_verify(
     _approve_at_a_terminal("box")
     refused = json.loads(rgt("down", "box", "--json").stdout)
     assert [c["name"] for c in refused["verdict"]["checks"] if not c["ok"]] == ["verified"]
-    _approve_at_a_terminal("box", "--abandon", job_id)
+    # The fix names the real machine, never a placeholder.
+    assert f"rgt approve box --abandon {job_id}" in " ".join(refused["verdict"]["reasons"])
+    prompt = PtyRgt("approve", "box", "--abandon", job_id)
+    prompt.expect("Type box to approve")
+    prompt.type("box")
+    assert prompt.wait() == 0
+    said = prompt.seen.decode("utf-8", "replace")
+    assert "were pulled to" in said and "(not lost)" in said and "x.json" in said, said
+    assert "will NOT be pulled" not in said
     released = rgt("down", "box", "--json")
     assert released.returncode == 0, released.stderr
-    row = json.loads(released.stdout)["gate"]["jobs"][0]
+    gate = json.loads(released.stdout)["gate"]
+    row = gate["jobs"][0]
     assert row["abandoned_by"] and row["job"] == job_id
+    details = {c["name"]: c["detail"] for c in gate["checks"]}
+    assert details["verified"] == "0 verified, 1 abandoned", details
