@@ -21,6 +21,7 @@ can act on (host, job_id, path, returncode, stderr_tail).
     ├── CheckpointError              rgt.ckpt could not save or load
     │   └── DiskBudgetError          not enough bytes or inodes on the checkpoint mount
     ├── VerifyError                  an artifact failed load-verification or its hash check
+    │   └── UnsafeNameError          a name from outside (hub, manifest) would leave its destination
     └── BackendError                 a backend's API or command failed (returncode, stderr_tail)
         └── VendorError              a vendor API answered an error (status, code, instance_id)
             └── KeyRefusedError      the vendor refused the API key (HTTP 401/403): no retry
@@ -233,6 +234,18 @@ class VerifyError(RgtError):
     def __init__(self, message: str, *, path: str | None = None, fix: str | None = None) -> None:
         super().__init__(message, fix=fix)
         self.path = path
+
+
+class UnsafeNameError(VerifyError):
+    """A name chosen outside rgt (a hub's file list, a machine's manifest, a vendor's output
+    listing, an archive member) that cannot be placed under its destination: absolute, ``..``,
+    NUL, a backslash or drive, an empty component, or a symbolic link on the way
+    (``rgt._confine``). Nothing was written for it."""
+
+    def __init__(self, message: str, *, name: str, reason: str, fix: str) -> None:
+        super().__init__(message, path=name, fix=fix)
+        self.name = name
+        self.reason = reason
 
 
 class BackendError(RgtError):

@@ -205,8 +205,9 @@ def _record(
 
 
 def checked_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every manifest entry, checked before anything is written: a safe relative path (no
-    ``..``, no absolute path, no empty or ``.`` component, none of rgt's own names), 64 hex
+    """Every manifest entry, checked before anything is written: a safe relative path
+    (``rgt._confine``: no ``..``, absolute path, NUL, backslash or drive, empty or ``.``
+    component; none of rgt's own names), 64 hex
     digits of sha256, a byte count; no path twice and no path that is another's directory."""
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(files, list):
@@ -229,15 +230,20 @@ def _checked_entry(entry: Any) -> dict[str, Any]:
     path = entry.get("path")
     if not isinstance(path, str) or not path:
         raise _unsafe("manifest entry has no path", "")
-    parts = path.split("/")
-    if (
-        path.startswith("/")
-        or any(part in _BAD_PARTS for part in parts)
-        or "\x00" in path
-        or parts[0] == STAGING
-        or path == "manifest.json"
-    ):
-        raise _unsafe(f"manifest names an unsafe path {path!r}", path)
+    from rgt._confine import why_unsafe  # the one check of every name chosen outside rgt
+    from rgt.errors import UnsafeNameError
+
+    reason = why_unsafe(path)
+    if reason is None and (path.split("/")[0] == STAGING or path == "manifest.json"):
+        reason = "one of rgt's own names in the destination"
+    if reason is not None:
+        raise UnsafeNameError(
+            f"manifest names an unsafe path {path!r}: {reason}",
+            name=path,
+            reason=reason,
+            fix="the remote manifest was tampered with or corrupted; inspect it (nothing was "
+            "copied)",
+        )
     sha, size = entry.get("sha256"), entry.get("bytes")
     if not isinstance(sha, str) or not _SHA256.fullmatch(sha):
         raise _unsafe(f"manifest entry {path!r} has no sha256", path)
