@@ -92,34 +92,34 @@ def safe_name(
 
 def open_parent(root: str, rel: str, *, create: bool = True) -> tuple[int, str]:
     """A descriptor of ``rel``'s directory under ``root`` (created as needed, mode 0755) and the
-    leaf name. A component that is a link or not a directory is an UnsafeNameError. The caller
-    closes the descriptor."""
+    leaf name. A component that is a link or not a directory is an UnsafeNameError; with
+    ``create=False`` a missing one is FileNotFoundError. The caller closes the descriptor."""
     rel = safe_name(rel, dest=root)
+    return walk(os.open(root, os.O_RDONLY | os.O_DIRECTORY), rel, create=create, where=root)
+
+
+def walk(fd: int, rel: str, *, create: bool, where: str) -> tuple[int, str]:
+    """:func:`open_parent` from a directory descriptor the walk takes over (closes or returns);
+    ``where`` names that directory in a refusal."""
     *dirs, leaf = rel.split("/")
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     walked = ""
     for name in dirs:
         walked = f"{walked}/{name}" if walked else name
-        if create:
-            try:
-                os.mkdir(name, 0o755, dir_fd=fd)
-            except FileExistsError:
-                pass
-            except OSError:
-                os.close(fd)
-                raise
         try:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=fd)
             child = os.open(name, DIR_FLAGS, dir_fd=fd)
         except OSError as exc:
             what = what_is(fd, name, exc)
             os.close(fd)
-            if what == "missing" and not create:
-                raise
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise  # missing (create=False), a full disk, a permission: what they are
             raise UnsafeNameError(
-                f"{rel}: {walked} under {root} is {what}; not followed",
+                f"{rel}: {walked} in {where} is {what}; not followed",
                 name=rel,
                 reason=f"{walked} is {what}",
-                fix=f"remove {root}/{walked} (nothing was written through it) and run again",
+                fix=f"remove {walked} in {where} (nothing was written through it) and run again",
             ) from exc
         os.close(fd)
         fd = child

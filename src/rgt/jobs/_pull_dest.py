@@ -23,7 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from rgt.errors import RgtError, UsageError
+from rgt._confine import walk
+from rgt._confine import what_is as what_is  # _pull_fetch names refusals with it
+from rgt.errors import RgtError, UnsafeNameError, UsageError
 from rgt.jobs._pull_space import Need, local_error
 
 STAGING = ".rgt-incoming"
@@ -126,26 +128,14 @@ class Destination:
 
     def parent(self, rel: str, *, create: bool = True) -> tuple[int, str]:
         """An fd of ``rel``'s directory (created as needed) and the leaf name. Refuses a
-        component that is a link or not a directory. The caller closes the fd."""
-        *dirs, leaf = rel.split("/")
-        fd = os.dup(self.fd)
-        walked = ""
-        for name in dirs:
-            walked = f"{walked}/{name}" if walked else name
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o755, dir_fd=fd)
-            try:
-                child = os.open(name, DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                what = what_is(fd, name, exc)
-                os.close(fd)
-                raise Refused(
-                    f"{rel}: {walked} in the destination is {what}; not followed"
-                ) from exc
-            os.close(fd)
-            fd = child
-        return fd, leaf
+        component that is a link or not a directory (``rgt._confine.walk``). The caller closes
+        the fd."""
+        try:
+            return walk(os.dup(self.fd), rel, create=create, where="the destination")
+        except UnsafeNameError as exc:
+            raise Refused(exc.message) from exc
+        except FileNotFoundError as exc:  # create=False: nothing there yet
+            raise Refused(f"{rel}: a directory on the way is missing") from exc
 
     def existing_sha256(self, rel: str) -> str | None:
         """The hash of a regular file already at ``rel`` (the resume), else None."""
@@ -225,22 +215,6 @@ def confined(root: Path, rel: str) -> str | None:
     except FileNotFoundError:
         return "missing"
     return None if stat.S_ISREG(mode) else "not a regular file"
-
-
-def what_is(dir_fd: int, name: str, exc: OSError) -> str:
-    """What ``name`` is, for a refusal note (``O_DIRECTORY|O_NOFOLLOW`` on a link says
-    ENOTDIR on Linux, ELOOP elsewhere: look instead of guessing from the errno)."""
-    try:
-        mode = os.lstat(name, dir_fd=dir_fd).st_mode
-    except FileNotFoundError:
-        return "missing"
-    except OSError:
-        return exc.strerror or str(exc)
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if not stat.S_ISDIR(mode) and exc.errno == errno.ENOTDIR:
-        return "not a directory"
-    return exc.strerror or str(exc)
 
 
 def sha256_of(handle: BinaryIO) -> str:
