@@ -68,11 +68,22 @@ def learn(
         rule = propose(log_tail, label, verdict, list(default_rules()), remedy, _note(context))
     except ValueError as exc:
         raise UsageError(str(exc), fix="learn from a log that shows the failure") from None
+    _vet(rule, log_tail, context)
     data = {"proposed": rule, "was": verdict.label, "was_rule": verdict.rule_id, "saved": None}
     if yes or (not out.json_mode and click.confirm(_describe(rule, verdict), default=False)):
         data["saved"] = save(str(rules_dir()), rule)
         load_user_rules(str(rules_dir()))  # the stored file loads, or this says why
     out.result(data, _learn_human(data))
+
+
+def _vet(rule: dict[str, Any], log_tail: str, context: Any) -> None:
+    """Refuse, with the reason and the fix, a rule that would widen retries (``vetting.py``)."""
+    from rgt.triage.vetting import RuleRefused, vet
+
+    try:
+        vet(rule, log_tail, context.exit_code, context.signal, context.context)
+    except RuleRefused as exc:
+        raise UsageError(f"not learned: {exc}", fix=exc.fix) from None
 
 
 def _note(context: Any) -> str:

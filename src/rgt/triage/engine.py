@@ -24,6 +24,7 @@ DEFAULT_TAIL_BYTES = 256 * 1024
 MAX_EVIDENCE = 6
 MAX_EVIDENCE_CHARS = 300
 AT_END_LINES = 3  # what an ``at_end`` rule reads: the last lines before the log fell silent
+LEARNED_PREFIX = "learned."  # the family of the user's learned rules (``learned.py``)
 
 # A Python traceback or an uncaught C++ exception means the program itself saw the failure; a
 # process that died with neither was killed from outside (OOM killer, scheduler, platform).
@@ -85,8 +86,9 @@ def classify(
     ranked = sorted(rules, key=lambda r: -r.priority) if rules is not None else default_rules()
     fired = fired_rules(log_tail, exit_code, signal, context or {}, ranked)
     exit_code, signal = normalize_status(exit_code, signal)
-    fired_labels = {rule.label for rule, _ in fired}
-    fired = [(r, lines) for r, lines in fired if not fired_labels.intersection(r.yields_to)]
+    silencing = silencing_labels(fired)
+    fired = [(r, lines) for r, lines in fired if not silencing.intersection(r.yields_to)]
+    fired = built_in_bugs_first(fired)
     if not fired:
         return Verdict(
             label="unknown", cause=unknown_cause(log_tail), evidence=last_lines(log_tail)
@@ -115,6 +117,33 @@ def fired_rules(
     facts = _Facts(log_tail, exit_code, signal, context)
     found = ((rule, facts.fire(rule)) for rule in ranked)
     return [(rule, lines) for rule, lines in found if lines is not None]
+
+
+def built_in_bugs_first(
+    fired: list[tuple[Rule, list[str]]],
+) -> list[tuple[Rule, list[str]]]:
+    """A learned rule never makes retryable what a built-in rule calls a bug.
+
+    When a built-in rule that is not retryable fired (a host OOM kill, a code error), every
+    learned retryable rule that fired ranks below all the built-in ones, whatever its priority:
+    a rule learned from one log (or saved by an older rgt that did not vet it, such as the bare
+    ``Killed`` -> preempted) cannot turn the agent's stop into a blind restart. Learned rules
+    that stop retries keep their priority.
+    """
+    if not any(not rule.retryable and not _learned(rule) for rule, _ in fired):
+        return fired
+    widening = [pair for pair in fired if _learned(pair[0]) and pair[0].retryable]
+    return [pair for pair in fired if pair not in widening] + widening
+
+
+def silencing_labels(fired: list[tuple[Rule, list[str]]]) -> set[str]:
+    """The labels whose firing silences a rule that ``yields_to`` them: never the label of a
+    learned retryable rule (a learned ``preempted`` must not silence the bare-``Killed`` rule)."""
+    return {rule.label for rule, _ in fired if not (_learned(rule) and rule.retryable)}
+
+
+def _learned(rule: Rule) -> bool:
+    return rule.id.startswith(LEARNED_PREFIX)
 
 
 def unknown_cause(log_tail: str) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rgt.triage.engine import Verdict, classify, default_rules, fired_rules
+from rgt.triage.engine import Verdict, classify, default_rules, fired_rules, silencing_labels
 from rgt.triage.rules import Rule
 
 
@@ -62,7 +62,7 @@ def explain(
     ranked = sorted(rules, key=lambda r: -r.priority) if rules is not None else default_rules()
     verdict = classify(log_tail, exit_code, signal, context, ranked)
     fired = fired_rules(log_tail, exit_code, signal, context or {}, ranked)
-    labels = {rule.label for rule, _ in fired}
+    labels = silencing_labels(fired)
     firings = [
         Firing(
             rule.id,

@@ -10,7 +10,11 @@ document exactly like a bundled rule file, with family ``learned``::
 
 A learned rule is validated like a bundled one, and one more way: it may not make a label that
 is not retryable by default retryable unless its ``note`` says why (``retryable because ...``),
-so a rule written in a hurry never turns a bug into an endless retry loop.
+so a rule written in a hurry never turns a bug into an endless retry loop. Before it is stored it
+is vetted (``vetting.py``): no bare one-word pattern, it matches its own log and no known log of
+another label, and it never makes retryable a log a built-in rule calls a bug; at match time the
+engine ranks built-in non-retryable verdicts above learned retryable ones, so a rule stored by an
+older rgt cannot either.
 Ships inside the agent: stdlib only, Python 3.8.
 """
 
@@ -162,7 +166,11 @@ def propose(
 
 
 def save(directory: str, rule: dict[str, Any]) -> str:
-    """Append ``rule`` to ``learned.json`` in ``directory``: validated first, written atomically."""
+    """Append ``rule`` to ``learned.json`` in ``directory``: validated and vetted first (no bare
+    word, no known log of another label: ``vetting.py``), written atomically."""
+    from rgt.triage.vetting import vet
+
+    vet(rule)
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, LEARNED_FILE)
     doc: dict[str, Any] = {"family": FAMILY, "rules": []}
