@@ -85,6 +85,9 @@ class AttemptRunner(object):
         env.update(choice.env)
         log_path = self.paths.log(attempt)
         with open(log_path, "ab") as log_file:
+            if choice.kind == "resuming":  # the attempt's own log says where it started
+                log_file.write(("rgt-agent: %s\n" % choice.detail["said"]).encode("utf-8"))
+                log_file.flush()
             try:
                 proc = subprocess.Popen(
                     choice.command,

@@ -187,3 +187,44 @@ def natural_key(path: str) -> List[Tuple[int, int, str]]:
     """``checkpoint-10`` after ``checkpoint-9``: numbers compare as numbers."""
     parts = re.split(r"(\d+)", path)
     return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts]
+
+
+# The step a checkpoint holds, by what its writer puts in names and side files: rgt.ckpt's
+# commit record, the Trainer's trainer_state.json, Lightning's ``epoch=0-step=60.ckpt``,
+# accelerate's ``step_60``/``epoch_2``, DeepSpeed's ``global_step60``, ``checkpoint-60``.
+STEP_IN_NAME = re.compile(r"(?:^|[^a-z])(?:global_)?(step|epoch|checkpoint|iter)[=_-]?(\d+)", re.I)
+
+
+def step_of(path: str) -> Optional[Tuple[str, int]]:
+    """(unit, number) of the checkpoint at ``path`` ("step" or "epoch"), when it says."""
+    recorded = _recorded_step(path)
+    if recorded is not None:
+        return ("step", recorded)
+    name = os.path.basename(path.rstrip(os.sep))
+    found = [(m.group(1).lower(), int(m.group(2))) for m in STEP_IN_NAME.finditer(name)]
+    steps = [n for unit, n in found if unit != "epoch"]
+    if steps:
+        return ("step", steps[-1])
+    return ("epoch", found[-1][1]) if found else None
+
+
+def _recorded_step(path: str) -> Optional[int]:
+    """rgt.ckpt's commit record of a data file, or a Trainer folder's global_step."""
+    if os.path.isdir(path):
+        data = _json(os.path.join(path, TRAINER_STATE))
+        step = data.get("global_step") if isinstance(data, dict) else None
+        return step if isinstance(step, int) else None
+    for record in glob.glob(os.path.join(glob.escape(os.path.dirname(path)), "ckpt-*.json")):
+        data = _json(record)
+        if isinstance(data, dict) and data.get("file") == os.path.basename(path):
+            step = data.get("step")
+            return step if isinstance(step, int) else None
+    return None
+
+
+def _json(path: str) -> object:
+    try:
+        with open(path, "rb") as handle:
+            return json.loads(handle.read().decode("utf-8"))
+    except (OSError, ValueError):
+        return None

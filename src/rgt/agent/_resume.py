@@ -13,7 +13,7 @@ job's), never from files that came with the code snapshot.
 from __future__ import annotations
 
 import shlex
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from rgt.agent import _ckpt_find
 
@@ -76,7 +76,19 @@ def choose(
             "checkpoint itself (rgt.ckpt does)"
         )
     detail["command"] = command
+    said = resumed_from(found.path)
+    detail["step"], detail["said"] = said[0], said[1]
     return Choice(command, found.path, "resuming", detail)
+
+
+def resumed_from(ckpt: str) -> Tuple[Optional[int], str]:
+    """The step and the sentence a resumed attempt logs: ``resumed from step 60 (checkpoint
+    …/step_60)``; a checkpoint that names no step says so rather than guess one."""
+    reading = _ckpt_find.step_of(ckpt)
+    if reading is None:
+        return None, "resumed from checkpoint %s (its step is not in its name or records)" % ckpt
+    unit, number = reading
+    return number, "resumed from %s %d (checkpoint %s)" % (unit, number, ckpt)
 
 
 def resume_command(command: List[str], form: str, ckpt: str) -> List[str]:

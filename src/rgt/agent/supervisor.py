@@ -9,6 +9,7 @@ agent started after a crash or a host restart continues where the last one stopp
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -31,6 +32,7 @@ REMEDY_DISK_FULL = (
 DISK_REFUSED = "the disk refused"  # how a manifest the disk would not take is reported
 TERMINAL = jobfiles.TERMINAL
 MAX_BACKOFF_S = 300.0
+REOPEN_REQUEST = "REOPEN"  # written by `rgt resume` to restart a failed job from a checkpoint
 MISSING_ARTIFACT_REMEDY = (
     "check the --artifact glob (relative to the job's work/ directory) against what the script "
     "writes; what it did write is in manifest.json and can be pulled"
@@ -73,6 +75,8 @@ class Supervisor(object):
                 "version": self.version,
             },
         )
+        if previous and previous.get("state") == "failed" and os.path.exists(self._reopen_file):
+            return self._reopen(previous)
         if previous and previous.get("state") in TERMINAL:
             log("job already %s; nothing to do" % previous["state"])
             if previous.get("rebuilt"):  # status.json was cut: put the recorded end back
@@ -85,6 +89,31 @@ class Supervisor(object):
             outcome = self._resume(previous)
             if outcome is not None:
                 return outcome
+        return self._loop()
+
+    @property
+    def _reopen_file(self) -> str:
+        return os.path.join(self.paths.root, REOPEN_REQUEST)
+
+    def _reopen(self, previous: Dict[str, Any]) -> int:
+        """`rgt resume` on a failed job (it wrote ``REOPEN``): one new attempt from the newest
+        valid checkpoint, with the job's command and resume form and a fresh retry budget;
+        without a checkpoint the job stays failed and the event says why."""
+        with contextlib.suppress(OSError):
+            os.remove(self._reopen_file)  # one request, one restart
+        self.rec.adopt(previous)
+        attempt = int(previous.get("attempt") or 0) + 1
+        plan = self.runner.resume_choice(attempt, self.paths.work)
+        if plan.ckpt is None:
+            why = "no valid checkpoint to resume from; %s" % plan.next_step
+            log("not resuming the failed job: %s" % why)
+            detail = dict(plan.detail, reason=why)
+            self.rec.event("resume_refused", detail, "run it again with `rgt run`", "error")
+            self.rec.status.update((k, v) for k, v in previous.items() if k != "rebuilt")
+            self.rec.land()  # the failed state stands, with a fresh heartbeat
+            return 1
+        self.rec.status["retries_left"] = self.max_retries
+        self.rec.event("reopened", {"from_state": "failed", "ckpt": plan.ckpt})
         return self._loop()
 
     def _loop(self) -> int:

@@ -134,14 +134,17 @@ def _price_env(price: float | None) -> dict[str, str]:
 
 
 def resume(store: Store, job_id: str) -> dict[str, Any]:
-    """Start the agent again on a job whose agent is gone (heartbeat lost, host rebooted).
+    """Start the agent again on a job whose agent is gone (heartbeat lost, host rebooted), or
+    restart a failed job from its newest valid checkpoint (a new attempt with the job's command
+    and resume form; ``ok`` False with the reason when it has none).
 
     The agent counts the interrupted attempt, stops any leftover process of it, and starts the
     next attempt with the same spec (its resume form when a checkpoint is found, ``_resume``).
     Secrets are read again from this process's environment, by the names in the spec, and
     the webhook URL from its recorded source (``rgt.jobs.notify.reread``). Whether the agent
     really came up and stayed up is checked before this says so (``revive``)."""
-    from rgt.jobs.revive import confirm
+    from rgt.agent.supervisor import REOPEN_REQUEST
+    from rgt.jobs.revive import confirm, reopen
 
     record = store.job(job_id)
     backend = backend_for(store, record.machine)
@@ -153,14 +156,21 @@ def resume(store: Store, job_id: str) -> dict[str, Any]:
         said = "its agent is running" if status.get("agent_alive") else "it waits in the queue"
         said += f" ({status['liveness']} says so)" if status.get("liveness") != "agent" else ""
         return {**status, "resumed": False, "ok": True, "reason": said}
-    if jobstatus.ended(status):  # recorded, or proven by events.jsonl/DONE
+    failed = status.get("state") == JobState.FAILED.value
+    if jobstatus.ended(status) and not failed:  # recorded, or proven by events.jsonl/DONE
         ended = {"resumed": False, "ok": True, "reason": f"the job has ended ({status['state']})"}
         return {**status, **ended}
     secrets = _read_secrets(record.spec.secret_env)
     webhook, note = reread(record.spec.notify)
     secrets.update(webhook.secrets() if webhook else {})
-    backend.start_agent(backend.install_agent(), backend.job_paths(job_id), secrets or None)
-    done = confirm(store, backend, job_id, since=status.get("now"))
+    paths = backend.job_paths(job_id)
+    if failed:  # the agent restarts it from its newest valid checkpoint, or says why not
+        backend.transport.write_bytes(f"{paths.root}/{REOPEN_REQUEST}", b"{}\n")
+    backend.start_agent(backend.install_agent(), paths, secrets or None)
+    if failed:
+        done = reopen(store, backend, job_id, status)
+    else:
+        done = confirm(store, backend, job_id, since=status.get("now"))
     if note:
         done["reason"] += f"; {note}"
     return {**done, "webhook": note or record.spec.notify}

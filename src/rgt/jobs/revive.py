@@ -100,3 +100,31 @@ def agent_log_tail(backend: Backend, job_id: str) -> list[str]:
     if not result.ok:
         return []
     return [line for line in result.text().splitlines() if line.strip()]
+
+
+def reopen(store: Store, backend: Backend, job_id: str, status: dict[str, Any]) -> dict[str, Any]:
+    """A failed job, restarted by its agent from the newest valid checkpoint (``REOPEN``,
+    ``rgt.agent.supervisor``): ``resumed`` once a new attempt began, else why it cannot."""
+    before, since = int(status.get("attempt") or 0), status.get("now")
+    start, limit = time.monotonic(), max(wait_s(), STAY_S + 1.0)
+    while time.monotonic() - start < limit:
+        refused = _refusal(backend, job_id, since)
+        if refused is not None:
+            return {**status, "resumed": False, "ok": False, "reason": refused}
+        now = refresh(store, job_id, backend)
+        if int(now.get("attempt") or 0) > before:
+            return confirm(store, backend, job_id, since=since)
+        time.sleep(POLL_S)
+    return _down(backend, refresh(store, job_id, backend), job_id, False)
+
+
+def _refusal(backend: Backend, job_id: str, since: Any) -> str | None:
+    after = parse_time(since)
+    for event in reversed(backend.events(job_id)):
+        if event.get("kind") != "resume_refused":
+            continue
+        when = parse_time(event.get("time"))
+        if after is None or (when is not None and when >= after):
+            why = (event.get("detail") or {}).get("reason") or "no valid checkpoint"
+            return f"cannot resume the failed job {job_id}: {why}"
+    return None
