@@ -19,6 +19,13 @@ TOKEN_VAR = "HF_TOKEN"
 @click.option("--include", "includes", multiple=True, metavar="PATTERN", help="Only these files.")
 @click.option("--to", metavar="PATH", help="Directory on the machine (default: durable/models/…).")
 @click.option("--token-stdin", is_flag=True, help="Read the hub token from stdin (a secret).")
+@click.option("--sha256", metavar="HEX", help="A URL's expected sha256 (a hub has its own).")
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Refuse a larger file and cut a body at N bytes (a body with no length: 16 GiB).",
+)
 @click.option("--wait", "wait_s", type=float, default=0, help="Follow it this many seconds.")
 @output_options
 def fetch(
@@ -27,6 +34,8 @@ def fetch(
     includes: tuple[str, ...],
     to: str | None,
     token_stdin: bool,
+    sha256: str | None,
+    max_bytes: int | None,
     wait_s: float,
     out: Output,
 ) -> None:
@@ -39,7 +48,8 @@ def fetch(
         os.environ[TOKEN_VAR] = sys.stdin.readline().strip()  # this process only, sent by stdin
         token_env = TOKEN_VAR
     store = Store.open()
-    record, target = start_fetch(store, name, FetchRequest(source, includes, to, token_env))
+    request = FetchRequest(source, includes, to, token_env, sha256, max_bytes)
+    record, target = start_fetch(store, name, request)
     out.info(f"fetch {record.job_id} on {name} -> {target}; follow with `rgt watch {name}`")
     data = {"job_id": record.job_id, "machine": name, "source": source, "to": target}
     if wait_s > 0:

@@ -1,7 +1,7 @@
 """`rgt fetch NAME hf://ORG/MODEL[@REV] | https://…`: a download that runs ON the machine.
 
-A fetch is a job: its snapshot holds only ``downloader.py`` and ``fetch_aids.py`` (stdlib,
-shipped in rgt) and its
+A fetch is a job: its snapshot holds only ``downloader.py``, ``fetch_aids.py`` and
+``rgt/_confine.py`` (stdlib, Python 3.8, shipped in rgt) and its
 command runs it with the machine's interpreter, so it is detached, survives ssh drops, gets the
 network plan's ``HF_ENDPOINT``/``no_proxy`` like every job, shows in `rgt watch`, and its token
 travels as a secret over stdin. The downloader retries with backoff itself; the job does not
@@ -23,6 +23,8 @@ from rgt.state.store import Store
 HF_SOURCE = re.compile(r"\Ahf://([A-Za-z0-9][\w.-]*)/([A-Za-z0-9][\w.-]*)(@[\w./-]+)?\Z")
 DOWNLOADER = Path(__file__).with_name("downloader.py")
 AIDS = Path(__file__).with_name("fetch_aids.py")  # imported by the downloader, shipped with it
+CONFINE = Path(__file__).parents[1] / "_confine.py"  # the check of every name from the hub
+SHA256 = re.compile(r"\A[0-9a-fA-F]{64}\Z")
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class FetchRequest:
     includes: tuple[str, ...] = ()
     to: str | None = None
     token_env: str | None = None  # the name of the secret that holds the hub token
+    sha256: str | None = None  # a URL's expected sha256 (a hub publishes its own)
+    max_bytes: int | None = None  # refuse a larger file, cut a body here
 
 
 def default_to(source: str, durable_root: str) -> str:
@@ -51,15 +55,12 @@ def start_fetch(store: Store, name: str, req: FetchRequest) -> tuple[JobRecord, 
     from rgt.backends import backend_for
     from rgt.jobs.launch import LaunchOptions, launch
 
+    _check(req)
     backend = backend_for(store, name)
     to = req.to or default_to(req.source, backend.machine.durable_root)
-    default_to(req.source, "")  # validates the source even when --to is given
-    command = [backend.python, DOWNLOADER.name, req.source, "--to", to]
-    command += [a for p in req.includes for a in ("--include", p)]
-    if req.token_env:
-        command += ["--token-env", req.token_env]
+    command = [backend.python, DOWNLOADER.name, req.source, "--to", to, *_options(req)]
     with tempfile.TemporaryDirectory(prefix="rgt-fetch-") as snapshot:
-        for part in (DOWNLOADER, AIDS):
+        for part in (DOWNLOADER, AIDS, CONFINE):
             shutil.copy(part, Path(snapshot) / part.name)
         options = LaunchOptions(
             command=tuple(command),
@@ -68,3 +69,27 @@ def start_fetch(store: Store, name: str, req: FetchRequest) -> tuple[JobRecord, 
             retry=RetryPolicy(max_retries=0),
         )
         return launch(store, name, options), to
+
+
+def _check(req: FetchRequest) -> None:
+    default_to(req.source, "")  # validates the source even when --to is given
+    if req.sha256 is not None and not SHA256.match(req.sha256):
+        raise UsageError(f"--sha256 {req.sha256[:80]!r} is not 64 hex digits", fix="give the "
+                         "file's sha256 as printed by `sha256sum`")  # fmt: skip
+    if req.sha256 is not None and req.source.startswith("hf://"):
+        raise UsageError("--sha256 is for a URL", fix="drop it: a hub repo publishes each "
+                         "file's sha256 and rgt checks it")  # fmt: skip
+    if req.max_bytes is not None and req.max_bytes <= 0:
+        raise UsageError("--max-bytes must be a positive number of bytes", fix="e.g. 20000000000")
+
+
+def _options(req: FetchRequest) -> list[str]:
+    """The downloader's flags; the token travels as a secret, only its variable's name here."""
+    options = [a for p in req.includes for a in ("--include", p)]
+    if req.token_env:
+        options += ["--token-env", req.token_env]
+    if req.sha256:
+        options += ["--sha256", req.sha256.lower()]
+    if req.max_bytes:
+        options += ["--max-bytes", str(req.max_bytes)]
+    return options

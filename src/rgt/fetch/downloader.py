@@ -10,7 +10,14 @@ it into the fetch job's snapshot and runs ``python3 downloader.py SOURCE --to DI
   the git blob sha1 of a small file's ``ETag``. An HTML page where a file was expected (a mirror's
   error page) fails at once; so do 401/403/404 and a full disk (the partial file is kept).
 - The token is read from the environment variable named by ``--token-env`` (a secret rgt sends
-  over stdin), never from argv. The result is ``DIR/.rgt-fetch.json``.
+  over stdin), never from argv, and follows a redirect only to the same scheme, host and port
+  (or to the hub itself): ``fetch_aids.SameOrigin``. The result is ``DIR/.rgt-fetch.json``.
+- Every name (a hub's ``rfilename``, a URL's last segment) is checked by ``_confine`` (shipped
+  next to this file) before anything is written, and every file is written through a held
+  directory descriptor that follows no link: nothing lands outside ``--to``.
+- Caps: a file stops at its published size; ``--max-bytes N`` refuses a larger file and cuts a
+  body at N; a body that declares no length is cut at ``UNSIZED_CAP`` (16 GiB). A cut body's
+  partial file is removed. ``--sha256 HEX`` checks a URL's file (a hub publishes its own).
 - The platform's accelerator (``RGT_PROXY_HOOK``, e.g. ``source /etc/network_turbo``) is turned
   on for this process only, when ``RGT_ACCELERATE`` lists the source's kind (``hf``, ``url``):
   its proxy variables are read from a child shell, and ``no_proxy`` keeps the plan's hosts
@@ -29,6 +36,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import sys
 import time
 import urllib.error
@@ -37,14 +45,24 @@ import urllib.request
 from typing import Any, Dict, List, Optional
 
 if __package__:
-    from rgt.fetch.fetch_aids import CHUNK, Fatal, Hashed, accelerate, hub_fetch, say
-else:  # run as a script from the fetch job's snapshot, where fetch_aids.py lies next to it
-    from fetch_aids import CHUNK, Fatal, Hashed, accelerate, hub_fetch, say  # type: ignore
+    from rgt._confine import UnsafeNameError, Within, safe_name, within
+    from rgt.fetch.fetch_aids import CHUNK, Fatal, Hashed, SameOrigin, accelerate, hub_fetch, say
+else:  # run as a script from the fetch job's snapshot, where its parts lie next to it
+    from _confine import UnsafeNameError, Within, safe_name, within  # type: ignore
+    from fetch_aids import CHUNK, Fatal, Hashed, SameOrigin, accelerate, hub_fetch, say  # type: ignore
 
 RETRIES = int(os.environ.get("RGT_FETCH_RETRIES", "5"))
 BACKOFF_S = float(os.environ.get("RGT_FETCH_BACKOFF_S", "2"))
 RESULT = ".rgt-fetch.json"
 PROGRESS_S = 10.0  # a progress line in the job's log (`rgt logs`, `rgt watch`)
+# A body that declares no length (no Content-Length, no size from the hub) is cut here unless
+# ``--max-bytes`` says otherwise: an endless answer must not fill the machine's disk.
+UNSIZED_CAP = 16 << 30
+LISTING_CAP = 64 << 20  # a hub's JSON file list (a 100k-file repo's is about 20 MB)
+
+
+class Overflow(Fatal):
+    """The body ran past its cap; the partial file is removed (it cannot be resumed)."""
 
 
 def request(url: str, token: str, start: int = 0, method: str = "GET") -> Any:
@@ -54,7 +72,7 @@ def request(url: str, token: str, start: int = 0, method: str = "GET") -> Any:
     if start:
         headers["Range"] = "bytes=%d-" % start
     try:
-        opener = urllib.request.build_opener()  # proxies from the environment as it is now
+        opener = urllib.request.build_opener(SameOrigin())  # proxies from the env as it is now
         return opener.open(urllib.request.Request(url, headers=headers, method=method))
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
@@ -79,7 +97,10 @@ def _strip(url: str) -> str:
 def hf_files(endpoint: str, repo: str, rev: str, token: str) -> Dict[str, Any]:
     url = "%s/api/models/%s/revision/%s?blobs=true" % (endpoint, repo, urllib.parse.quote(rev))
     with request(url, token) as response:
-        body = response.read()
+        body = response.read(LISTING_CAP + 1)
+    if len(body) > LISTING_CAP:
+        raise Fatal("%s sent a file list over %d bytes: not a hub's answer"
+                    % (_strip(url), LISTING_CAP))  # fmt: skip
     try:
         info = json.loads(body.decode("utf-8"))
     except ValueError:
@@ -90,7 +111,15 @@ def hf_files(endpoint: str, repo: str, rev: str, token: str) -> Dict[str, Any]:
     return info  # type: ignore[no-any-return]
 
 
-def plan(source: str, includes: List[str], token: str) -> Dict[str, Any]:
+def plan(
+    source: str,
+    includes: List[str],
+    token: str,
+    to: str = ".",
+    sha256: Optional[str] = None,
+    max_bytes: Optional[int] = None,
+) -> Dict[str, Any]:
+    """The files to fetch; every name is checked (``_confine``) before anything is written."""
     if source.startswith("hf://"):
         repo, _sep, rev = source[5:].partition("@")
         endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
@@ -98,57 +127,80 @@ def plan(source: str, includes: List[str], token: str) -> Dict[str, Any]:
         commit = info.get("sha") or rev or "main"
         files = []
         for s in info.get("siblings") or []:
-            name = s["rfilename"]
-            if includes and not any(fnmatch.fnmatch(name, p) for p in includes):
+            s = s if isinstance(s, dict) else {"rfilename": s}
+            if includes and not any(fnmatch.fnmatch(str(s.get("rfilename")), p) for p in includes):
                 continue
+            name = safe_name(s.get("rfilename"), what="the hub's file name", dest=to)
             lfs = s.get("lfs") or {}
             url = "%s/%s/resolve/%s/%s" % (endpoint, repo, commit, urllib.parse.quote(name))
             files.append(
                 {"name": name, "url": url, "size": lfs.get("size", s.get("size")),
-                 "sha256": lfs.get("sha256"), "blob_id": s.get("blobId")}
+                 "sha256": lfs.get("sha256"), "blob_id": s.get("blobId"), "max_bytes": max_bytes}
             )  # fmt: skip
         return {"source": source, "revision": commit, "files": files}
     name = os.path.basename(urllib.parse.urlsplit(source).path) or "download"
-    return {"source": source, "revision": None, "files": [{"name": name, "url": source}]}
+    name = safe_name(name, what="the URL's file name", dest=to)
+    f = {"name": name, "url": source, "sha256": sha256, "max_bytes": max_bytes}
+    return {"source": source, "revision": None, "files": [f]}
 
 
 def fetch_file(f: Dict[str, Any], to: str, token: str) -> Dict[str, Any]:
-    target = os.path.join(to, f["name"])
-    if _complete(target, f):
+    """One file into ``to`` through a held directory descriptor (``_confine.within``): no link
+    on the way or at the name is followed, even one swapped in while the file downloads."""
+    os.makedirs(to, exist_ok=True)  # --to itself: the user's choice, links allowed
+    place, leaf = within(to, f["name"])
+    with place:
+        return _fetch_at(f, place, leaf, token)
+
+
+def _fetch_at(f: Dict[str, Any], place: Within, leaf: str, token: str) -> Dict[str, Any]:
+    if _complete(place, leaf, f):
         say("have %s (%s bytes, verified)" % (f["name"], f.get("size")))
-        return {"name": f["name"], "size": os.path.getsize(target), "downloaded": 0}
-    os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-    part, got, tries = target + ".part", 0, 0
-    hashed = Hashed(part, bool(f.get("sha256")))
+        return {"name": f["name"], "size": place.size(leaf), "downloaded": 0}
+    _check_cap(f, f.get("size"))
+    part, got, tries = leaf + ".part", 0, 0
+    hashed = Hashed(lambda: place.open(part, "rb"), bool(f.get("sha256")))
     while True:
         try:
-            got += _transfer(f, part, token, hashed)
+            got += _transfer(f, place, part, token, hashed)
             break
+        except Overflow:
+            place.remove(part)  # bytes past a cap are not a file to resume
+            raise
         except Fatal:
             raise
         except (OSError, http.client.HTTPException) as exc:  # a drop: IncompleteRead, reset
-            if getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
-                raise Fatal(
-                    "disk full writing %s (%s bytes kept in %s): free space or fetch --to a "
-                    "bigger disk, then run the fetch again: it resumes"
-                    % (f["name"], _size(part), part)
-                ) from None
+            _fatal_write(exc, f, place, part)
             tries += 1
             if tries > RETRIES:
                 raise Fatal("%s: %s after %d tries; run the fetch again to resume"
                             % (f["name"], exc, tries)) from None  # fmt: skip
             wait = BACKOFF_S * 2 ** (tries - 1)
             say("retry %d/%d of %s in %.1fs at byte %d: %s"
-                % (tries, RETRIES, f["name"], wait, _size(part), exc))  # fmt: skip
+                % (tries, RETRIES, f["name"], wait, place.size(part), exc))  # fmt: skip
             time.sleep(wait)
-    _verify(f, part, hashed)
-    os.replace(part, target)
-    say("done %s (%d bytes)" % (f["name"], os.path.getsize(target)))
-    return {"name": f["name"], "size": os.path.getsize(target), "downloaded": got}
+    _verify(f, place, part, hashed)
+    place.replace(part, leaf)
+    say("done %s (%d bytes)" % (f["name"], place.size(leaf)))
+    return {"name": f["name"], "size": place.size(leaf), "downloaded": got}
 
 
-def _transfer(f: Dict[str, Any], part: str, token: str, hashed: Hashed) -> int:
-    start = _size(part)
+def _fatal_write(exc: BaseException, f: Dict[str, Any], place: Within, part: str) -> None:
+    """A local write no retry can help: a full disk, a link planted at the part file."""
+    code = getattr(exc, "errno", None)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        raise Fatal(
+            "disk full writing %s (%s bytes kept in %s): free space or fetch --to a "
+            "bigger disk, then run the fetch again: it resumes"
+            % (f["name"], place.size(part), part)
+        ) from None
+    if code == errno.ELOOP:
+        raise Fatal("%s.part is a symbolic link in the destination; not written through: "
+                    "remove it and run the fetch again" % f["name"]) from None  # fmt: skip
+
+
+def _transfer(f: Dict[str, Any], place: Within, part: str, token: str, hashed: Hashed) -> int:
+    start = place.size(part)
     response = request(f["url"], token, start)
     if response is None:
         return 0
@@ -159,20 +211,27 @@ def _transfer(f: Dict[str, Any], part: str, token: str, hashed: Hashed) -> int:
                         % (_strip(f["url"]), f["name"]))  # fmt: skip
         if f.get("size") is None:
             f["size"] = _published_size(response, start)
-        mode = "ab" if start and response.status == 206 else "wb"
-        hashed.catch_up(start if mode == "ab" else 0)
-        got = _copy(response, part, mode, f, hashed)
-    if f.get("size") is not None and _size(part) < int(f["size"]):
-        raise ConnectionResetError("connection closed at byte %d of %s" % (_size(part), f["size"]))
+            _check_cap(f, f["size"])
+        offset = start if start and response.status == 206 else 0
+        hashed.catch_up(offset)
+        got = _copy(response, place.open(part, "ab" if offset else "wb", 0), offset, f, hashed)
+    if f.get("size") is not None and place.size(part) < int(f["size"]):
+        have = place.size(part)
+        raise ConnectionResetError("connection closed at byte %d of %s" % (have, f["size"]))
     return got
 
 
-def _copy(response: Any, part: str, mode: str, f: Dict[str, Any], hashed: Hashed) -> int:
+def _copy(response: Any, out: Any, offset: int, f: Dict[str, Any], hashed: Hashed) -> int:
+    """The body into ``out`` (at ``offset``), cut at the file's cap (:func:`_cap`)."""
+    cap, why = _cap(f)
     got, shown = 0, time.monotonic()
-    with open(part, mode, buffering=0) as out:
+    with out:
         hashed.start(out)  # written (and hashed) by a thread from here
         try:
             for chunk in iter(lambda: response.read(CHUNK), b""):
+                if offset + got + len(chunk) > cap:
+                    raise Overflow("%s: the server sent more than %d bytes (%s); the partial "
+                                   "file was removed" % (f["name"], cap, why))  # fmt: skip
                 hashed.update(chunk)
                 got += len(chunk)
                 if time.monotonic() - shown >= PROGRESS_S:
@@ -181,6 +240,22 @@ def _copy(response: Any, part: str, mode: str, f: Dict[str, Any], hashed: Hashed
         finally:
             hashed.stop()
     return got
+
+
+def _cap(f: Dict[str, Any]) -> Any:
+    """The most bytes a file may have, and why: its published size, ``--max-bytes``, or the
+    cap of a body that declares no length (:data:`UNSIZED_CAP`)."""
+    if f.get("size") is not None:
+        return int(f["size"]), "the size published for it"
+    if f.get("max_bytes"):
+        return int(f["max_bytes"]), "--max-bytes"
+    return UNSIZED_CAP, "it declared no length; `rgt fetch … --max-bytes N` sets another cap"
+
+
+def _check_cap(f: Dict[str, Any], size: Optional[int]) -> None:
+    if size is not None and f.get("max_bytes") and int(size) > int(f["max_bytes"]):
+        raise Fatal("%s is %s bytes, over --max-bytes %s: not downloaded"
+                    % (f["name"], size, f["max_bytes"]))  # fmt: skip
 
 
 def _published_size(response: Any, start: int) -> Optional[int]:
@@ -194,48 +269,48 @@ def _published_size(response: Any, start: int) -> Optional[int]:
     return int(length) + (start if response.status == 206 else 0) if length else None
 
 
-def _verify(f: Dict[str, Any], part: str, hashed: Hashed) -> None:
-    size, want = _size(part), f.get("size")
+def _verify(f: Dict[str, Any], place: Within, part: str, hashed: Hashed) -> None:
+    size, want = place.size(part), f.get("size")
     if want is not None and size != int(want):
         raise Fatal("%s is %d bytes, the hub publishes %s: the mirror served another file; %s "
                     "kept for inspection" % (f["name"], size, want, part))  # fmt: skip
-    if f.get("sha256") and _sha256(part, hashed, size) != f["sha256"]:
-        os.remove(part)  # wrong bytes cannot be resumed
-        raise Fatal("%s: sha256 differs from the hub's; removed, run the fetch again" % f["name"])
-    with open(part, "rb") as head:
+    if f.get("sha256") and _sha256(place, part, hashed, size) != f["sha256"].lower():
+        place.remove(part)  # wrong bytes cannot be resumed
+        whose = "hub's" if "blob_id" in f else "one given by --sha256"
+        raise Fatal("%s: sha256 differs from the %s; removed, run the fetch again"
+                    % (f["name"], whose))  # fmt: skip
+    with place.open(part, "rb") as head:
         first = head.read(64).lstrip().lower()
     if first.startswith((b"<!doctype html", b"<html")) and not f["name"].endswith(".html"):
         raise Fatal("%s is an HTML page, not the file: the mirror answered with an error page"
                     % f["name"])  # fmt: skip
 
 
-def _sha256(part: str, hashed: Hashed, size: int) -> str:
-    return hashed.h.hexdigest() if hashed.count == size else _digest(part, "sha256")
+def _sha256(place: Within, part: str, hashed: Hashed, size: int) -> str:
+    return hashed.h.hexdigest() if hashed.count == size else _digest(place, part)
 
 
-def _complete(path: str, f: Dict[str, Any]) -> bool:
-    if not os.path.isfile(path) or f.get("size") is None or _size(path) != int(f["size"]):
+def _complete(place: Within, leaf: str, f: Dict[str, Any]) -> bool:
+    """Already there whole: its published size, and its sha256 when one is known."""
+    if not place.is_file(leaf):
         return False
-    return not f.get("sha256") or _digest(path, "sha256") == f["sha256"]
+    if f.get("size") is not None and place.size(leaf) != int(f["size"]):
+        return False
+    if f.get("sha256"):
+        return _digest(place, leaf) == str(f["sha256"]).lower()
+    return f.get("size") is not None
 
 
-def _digest(path: str, algo: str) -> str:
-    h = hashlib.new(algo)
-    with open(path, "rb") as src:
+def _digest(place: Within, leaf: str) -> str:
+    h = hashlib.sha256()
+    with place.open(leaf, "rb") as src:
         for block in iter(lambda: src.read(CHUNK), b""):
             h.update(block)
     return h.hexdigest()
 
 
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
 def _stdlib(args: Any, token: str) -> Dict[str, Any]:
-    job = plan(args.source, args.include, token)
+    job = plan(args.source, args.include, token, args.to, args.sha256, args.max_bytes)
     if not job["files"]:
         raise Fatal("no file of %s matches --include %s" % (args.source, args.include))
     say("fetching %d file(s) of %s to %s" % (len(job["files"]), args.source, args.to))
@@ -249,27 +324,48 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--to", required=True)
     parser.add_argument("--include", action="append", default=[])
     parser.add_argument("--token-env", default="")
+    parser.add_argument("--sha256", default=None)
+    parser.add_argument("--max-bytes", type=int, default=None)
     args = parser.parse_args(argv)
     token = os.environ.get(args.token_env, "") if args.token_env else ""
     try:
+        _check_args(args)
         accelerate("hf" if args.source.startswith("hf://") else "url")
         job = hub_fetch(args.source, args.include, args.to, token) or _stdlib(args, token)
-        done = job["files"]
-    except Fatal as exc:
-        say("rgt-fetch: %s" % exc)
+        _record(args, job)
+    except (Fatal, UnsafeNameError) as exc:
+        fix = getattr(exc, "fix", "")
+        say("rgt-fetch: %s%s" % (exc, "; " + fix if fix else ""))
         return 1
     except OSError as exc:  # the listing itself unreachable
         say("rgt-fetch: %s: check the route (`rgt audit NAME`) and run the fetch again" % exc)
         return 1
-    record = {"source": args.source, "revision": job["revision"], "files": done}
-    os.makedirs(args.to, exist_ok=True)
-    with open(os.path.join(args.to, RESULT), "w") as out:
-        json.dump(record, out, indent=2, sort_keys=True)
+    done = job["files"]
     say(
         "fetched %d file(s), %d bytes transferred"
         % (len(done), sum(d["downloaded"] or 0 for d in done))
     )
     return 0
+
+
+def _check_args(args: Any) -> None:
+    if args.sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", args.sha256):
+        raise Fatal("--sha256 takes 64 hex digits, got %r" % args.sha256[:80])
+    if args.sha256 is not None and args.source.startswith("hf://"):
+        raise Fatal("--sha256 is for a URL: a hub repo publishes each file's sha256 itself")
+    if args.max_bytes is not None and args.max_bytes <= 0:
+        raise Fatal("--max-bytes takes a positive number of bytes")
+
+
+def _record(args: Any, job: Dict[str, Any]) -> None:
+    """``DIR/.rgt-fetch.json``, written through the destination's descriptor (no link)."""
+    record = {"source": args.source, "revision": job["revision"], "files": job["files"]}
+    os.makedirs(args.to, exist_ok=True)
+    place, leaf = within(args.to, RESULT)
+    with place:
+        with place.open(leaf + ".tmp", "w") as out:
+            json.dump(record, out, indent=2, sort_keys=True)
+        place.replace(leaf + ".tmp", leaf)
 
 
 if __name__ == "__main__":

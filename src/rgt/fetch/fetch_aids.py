@@ -6,14 +6,24 @@ machine's interpreter has that library.
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
 import hashlib
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+import urllib.parse
+import urllib.request
+from typing import Any, Callable, Dict, List, Optional
+
+if __package__:
+    from rgt._confine import UnsafeNameError, open_parent, safe_name
+else:  # in the fetch job's snapshot, _confine.py lies next to this file
+    from _confine import UnsafeNameError, open_parent, safe_name  # type: ignore
 
 CHUNK = 1 << 20
 
@@ -30,10 +40,11 @@ def say(text: str) -> None:
 class Hashed:
     """sha256 of a part file kept while it is written, so verifying a 1 GB file costs no second
     read; a part left by an earlier run is hashed once when the download resumes. ``count``:
-    the bytes handed over (a failed write makes it differ from the file: re-hashed)."""
+    the bytes handed over (a failed write makes it differ from the file: re-hashed).
+    ``reopen``: opens the part for reading (through the confined directory, never a link)."""
 
-    def __init__(self, path: str, enabled: bool) -> None:
-        self.path, self.h, self.count, self.enabled = path, hashlib.sha256(), 0, enabled
+    def __init__(self, reopen: Callable[[], Any], enabled: bool) -> None:
+        self.reopen, self.h, self.count, self.enabled = reopen, hashlib.sha256(), 0, enabled
         self.queues = []  # type: List[queue.Queue[Optional[bytes]]]
         self.threads = []  # type: List[threading.Thread]
         self.error = None  # type: Optional[OSError]
@@ -41,7 +52,7 @@ class Hashed:
     def catch_up(self, start: int) -> None:
         if self.enabled and self.count != start:
             self.h, self.count = hashlib.sha256(), 0
-            with open(self.path, "rb") as src:
+            with self.reopen() as src:
                 for block in iter(lambda: src.read(min(CHUNK, start - self.count)), b""):
                     self.update(block)
 
@@ -93,6 +104,42 @@ class Hashed:
         self.count += len(data)
 
 
+# The hub that issues an HF token: a redirect there (from a mirror named by HF_ENDPOINT) keeps
+# the token, like huggingface_hub's ``_HUB_ORIGINS``.
+HUB_ORIGINS = (("https", "huggingface.co", 443), ("https", "hf.co", 443))
+PORTS = {"http": 80, "https": 443}
+
+
+def origin(url: str) -> Any:
+    """(scheme, host, port) with the scheme's default port: what a credential is bound to."""
+    parts = urllib.parse.urlsplit(url)
+    return (parts.scheme, (parts.hostname or "").lower(), parts.port or PORTS.get(parts.scheme))
+
+
+def credential(header: str) -> bool:
+    """A header that carries a secret: Authorization, Cookie, or any *token*/*key*/*auth*."""
+    name = header.lower()
+    return name == "cookie" or any(word in name for word in ("auth", "token", "key"))
+
+
+class SameOrigin(urllib.request.HTTPRedirectHandler):
+    """urllib re-sends every header to whatever ``Location`` names, ``Authorization: Bearer
+    hf_…`` included. Credentials follow a redirect only to the same scheme, host and port, or
+    to the hub itself (huggingface_hub's rule: ``utils/_http.py`` ``_is_same_or_hub_host``;
+    its download drops ``authorization`` when a LFS file redirects to a CDN, whose signed URL
+    needs none). Another host, port or scheme (https to http too) gets the request without
+    them; a later hop back does not get them back."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> Any:  # fmt: skip
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        target = origin(new.full_url) if new is not None else None
+        if new is not None and target not in (origin(req.full_url), *HUB_ORIGINS):
+            for key in [k for k in new.headers if credential(k)]:
+                del new.headers[key]
+        return new
+
+
 def accelerate(kind: str) -> None:
     """Turn the platform's accelerator on for this process when the plan lists ``kind``."""
     hook = os.environ.get("RGT_PROXY_HOOK", "")
@@ -141,9 +188,12 @@ def hub_fetch(source: str, includes: List[str], to: str, token: str) -> Optional
             info = hub.HfApi(endpoint=endpoint, token=token or None).model_info(
                 repo, revision=rev or None
             )
-            hub.snapshot_download(repo, revision=info.sha, allow_patterns=includes or None,
+            names = hub_names(info.siblings or [], includes, to)
+            hub.snapshot_download(repo, revision=info.sha, allow_patterns=literal(names),
                                   local_dir=to, token=token or None, endpoint=endpoint)  # fmt: skip
             break
+        except UnsafeNameError:
+            raise
         except Exception as exc:  # the library's own error tree, named in the message
             message = _hub_error(exc, repo)
             if not message.endswith(RESUMABLE) or tries == retries:
@@ -151,11 +201,32 @@ def hub_fetch(source: str, includes: List[str], to: str, token: str) -> Optional
             wait = backoff * 2**tries  # the library resumes its partial files on the next try
             say("retry %d/%d of %s in %.1fs: %s" % (tries + 1, retries, source, wait, message))
             time.sleep(wait)
-    names = sorted(s.rfilename for s in info.siblings or [])
-    files = [n for n in names if os.path.isfile(os.path.join(to, n))]
+    files = [n for n in sorted(names) if os.path.isfile(os.path.join(to, n))]
     done = [{"name": n, "size": os.path.getsize(os.path.join(to, n)), "downloaded": None}
             for n in files]  # fmt: skip
     return {"source": source, "revision": info.sha, "files": done}
+
+
+def hub_names(siblings: List[Any], includes: List[str], to: str) -> List[str]:
+    """The names ``--include`` selects, each checked before the library writes anything: a
+    safe relative name, and no link on its way under ``to`` (the library then writes by path;
+    older releases check none of it, 2.x refuses ``..`` and anchored names itself)."""
+    names = []
+    for sibling in siblings:
+        name = getattr(sibling, "rfilename", None)
+        if includes and not any(fnmatch.fnmatch(str(name), p) for p in includes):
+            continue
+        name = safe_name(name, what="the hub's file name", dest=to)
+        with contextlib.suppress(FileNotFoundError):  # nothing on its way yet
+            os.close(open_parent(to, name, create=False)[0])
+        names.append(name)
+    return names
+
+
+def literal(names: List[str]) -> List[str]:
+    """Patterns that match exactly these names (``allow_patterns`` is fnmatch, whose ``*``
+    also matches ``/``): a second listing cannot slip another name in."""
+    return [re.sub(r"([*?\[])", r"[\1]", n) for n in names]
 
 
 def _hub_error(exc: Exception, repo: str) -> str:
