@@ -28,7 +28,9 @@ Saves happen in ``on_train_batch_end`` after an optimizer step (never mid-accumu
 partial gradients Lightning cannot restore), when ``Checkpointer.due(global_step)`` says so,
 and once more at the end of training. Being a ``Checkpoint`` callback it runs after the other
 callbacks and replaces Lightning's default ``ModelCheckpoint`` (keep ``enable_checkpointing``
-on). A stop signal (``Checkpointer.install_signal_handler``) makes it save at the next step and
+on): Lightning then writes no ``.ckpt`` of its own. A ``ModelCheckpoint`` the script puts in
+``callbacks`` itself still writes its files (it is warned about at ``setup``, not removed).
+A stop signal (``Checkpointer.install_signal_handler``) makes it save at the next step and
 set ``trainer.should_stop``; asynchronous saves are waited for when fit ends or fails.
 
 What it cannot make exact (Lightning's restart semantics): state that the LightningModule's own
@@ -102,6 +104,7 @@ class RgtCheckpoint(pl.callbacks.Checkpoint):
         progress once the strategy has set up."""
         if stage != "fit":
             return
+        _warn_second_writer(trainer)
         state = self.ckpt.load_latest()
         if state is None:
             return
@@ -228,6 +231,20 @@ class RgtCheckpoint(pl.callbacks.Checkpoint):
         for generator in found:
             unique.setdefault(id(generator), generator)
         return list(unique.values())
+
+
+def _warn_second_writer(trainer: pl.Trainer) -> None:
+    """With a ``Checkpoint`` callback in ``callbacks`` Lightning adds no ``ModelCheckpoint`` of
+    its own; one the script adds itself still writes its ``.ckpt`` files (a second copy of the
+    state, outside the commit protocol). Said once, with the fix; never removed behind the
+    script's back (it may be there for best-k by a monitored metric)."""
+    for callback in trainer.callbacks:
+        if isinstance(callback, pl.callbacks.ModelCheckpoint):
+            log.warning(
+                "a ModelCheckpoint (dirpath %s) is in callbacks too: Lightning writes its .ckpt "
+                "files besides RgtCheckpoint's; remove it unless you need its best-k files",
+                callback.dirpath or "lightning_logs/version_*/checkpoints",
+            )
 
 
 def _loader_generators(dataloader: Any) -> list[Any]:
