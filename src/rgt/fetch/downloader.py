@@ -246,7 +246,9 @@ def _cap(f: Dict[str, Any]) -> Any:
     """The most bytes a file may have, and why: its published size, ``--max-bytes``, or the
     cap of a body that declares no length (:data:`UNSIZED_CAP`)."""
     if f.get("size") is not None:
-        return int(f["size"]), "the size published for it"
+        size = int(f["size"])
+        return size, ("the hub publishes %d: the mirror served another file" % size
+                      if "blob_id" in f else "its declared length")  # fmt: skip
     if f.get("max_bytes"):
         return int(f["max_bytes"]), "--max-bytes"
     return UNSIZED_CAP, "it declared no length; `rgt fetch … --max-bytes N` sets another cap"
