@@ -18,12 +18,18 @@ import pytest
 from tests.mcp.client import SRC, McpRgt
 
 VERBS = {
-    "profiles", "offers", "up", "audit", "push", "smoke", "run", "status", "logs", "watch",
+    "profiles", "offers", "up", "audit", "push", "fetch", "smoke", "run", "status", "logs", "watch",
     "triage", "pull", "cancel", "down", "ckpt_list",
     "verify_compare", "verify_artifacts", "verify_leakage", "verify_selection", "verify_collapse",
     "deliver_init", "deliver_record", "deliver_render", "deliver_reconcile", "deliver_gate",
 }  # fmt: skip
 READ_ONLY = {"profiles", "offers", "audit", "status", "logs", "watch", "triage", "ckpt_list"}
+# Renting (a meter), running code here, writing over files, stopping or releasing.
+DESTRUCTIVE = {"up", "smoke", "push", "fetch", "deliver_render", "cancel", "down"}
+# Only this machine's files: nothing rented, no vendor, no network.
+CLOSED_WORLD = {"profiles", "ckpt_list", "verify_compare", "verify_artifacts", "verify_leakage",
+                "verify_selection", "verify_collapse", "deliver_init", "deliver_record",
+                "deliver_render", "deliver_reconcile", "deliver_gate"}  # fmt: skip
 
 
 @pytest.fixture
@@ -40,13 +46,16 @@ def test_every_verb_is_a_tool_with_a_schema_and_annotations(server: tuple[McpRgt
         assert tool.description, name
         notes = tool.annotations
         assert notes is not None, name
-        hints = (notes.read_only_hint, notes.destructive_hint, notes.idempotent_hint)
+        hints = (
+            notes.read_only_hint,
+            notes.destructive_hint,
+            notes.idempotent_hint,
+            notes.open_world_hint,
+        )
         assert None not in hints, name
         assert notes.read_only_hint is (name in READ_ONLY or name.startswith("verify_")), name
-    assert tools["down"].annotations and tools["down"].annotations.destructive_hint
-    assert tools["cancel"].annotations and tools["cancel"].annotations.destructive_hint
-    destructive = {n for n, t in tools.items() if t.annotations and t.annotations.destructive_hint}
-    assert destructive == {"down", "cancel"}
+        assert notes.destructive_hint is (name in DESTRUCTIVE), name
+        assert notes.open_world_hint is (name not in CLOSED_WORLD), name
     assert tools["run"].input_schema["required"] == ["machine", "command"]
 
 

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from rgt import clip
 from rgt.backends.base import Backend
 from rgt.errors import BackendError
 
@@ -49,11 +50,18 @@ def machine_call(
             fix=f"check that `{backend.python}` runs on the machine (rgt needs Python >= 3.8)",
         )
     try:
-        data: dict[str, Any] = json.loads(result.text())
-    except json.JSONDecodeError as exc:
+        data = json.loads(result.text())
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise BackendError(
             f"agent {subcommand} printed no JSON on {backend.machine.name}",
             backend=backend.kind,
             stderr_tail=result.text()[-2000:],
         ) from exc
-    return data
+    if not isinstance(data, dict):
+        raise BackendError(
+            f"agent {subcommand} printed JSON that is not an object on {backend.machine.name}",
+            backend=backend.kind,
+            stderr_tail=clip.text(result.text(), 2000),
+        )
+    # Every string the machine sent, clipped here, where it is read (rgt.clip).
+    return clip.machine_document(data)

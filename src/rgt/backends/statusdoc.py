@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
+from rgt import clip
 from rgt.models import TERMINAL, JobState
 
 ABSENT: Mapping[str, Any] = MappingProxyType({"state": "queued", "exists": False})
@@ -76,6 +77,9 @@ class JobStatus:
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any], job_id: str | None = None) -> JobStatus:
+        """The machine's document, every string clipped and the whole bounded (``rgt.clip``):
+        a reason of 100 MB costs every reader 2 KB, visibly cut."""
+        doc = clip.document(doc)
         known = {f.name for f in fields(cls)} | {"progress"}  # a scheduler's view stays too
         progress = _mapping(doc.get("progress"))
         return cls(
@@ -148,7 +152,18 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return MappingProxyType(dict(value)) if isinstance(value, Mapping) else EMPTY
 
 
+# What a reader of ``problem`` needs (``jobstatus.problem_reason``, the CLI): a machine that
+# sends a problem without them gets these, never a KeyError.
+PROBLEM_DEFAULTS = {
+    "kind": "unknown",
+    "path": "?",
+    "detail": "the machine reported a problem without details",
+    "fix": "look at the job directory on the machine",
+}
+
+
 def _problem(value: Any) -> Mapping[str, str] | None:
     if not isinstance(value, Mapping) or not value:
         return None
-    return MappingProxyType({str(k): str(v) for k, v in value.items()})
+    given = {str(k): str(v) for k, v in value.items()}
+    return MappingProxyType({**PROBLEM_DEFAULTS, **given})

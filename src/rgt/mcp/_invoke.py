@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 import threading
 from collections.abc import Iterable, Sequence
 from contextlib import redirect_stderr, redirect_stdout
@@ -22,6 +23,7 @@ import click
 from rgt.errors import RgtError
 
 _ONE_AT_A_TIME = threading.Lock()
+_LAST = threading.local()  # each tool call runs on its own thread (protocol.Session)
 
 
 class CommandFailed(Exception):
@@ -44,6 +46,7 @@ def invoke(
     ``CommandFailed``. ``options`` use the flag's name with ``_`` for ``-``; ``True`` is a bare
     flag, ``None``/``False`` leave it out, a list or tuple repeats it."""
     argv = [*words, "--json", *_flags(options), "--", *positionals]
+    _LAST.argv = argv
     stdout, code, error = _run(argv)
     if error is not None:
         raise CommandFailed(error)
@@ -51,6 +54,16 @@ def invoke(
     if code:
         raise CommandFailed({**document, "exit_code": code})
     return document
+
+
+def last_command() -> str | None:
+    """The `rgt …` command line this thread's tool call ran last (for "see more"), or None."""
+    argv = getattr(_LAST, "argv", None)
+    return None if argv is None else shlex.join(["rgt", *argv])
+
+
+def forget() -> None:
+    _LAST.argv = None
 
 
 def _flags(options: dict[str, object]) -> list[str]:

@@ -15,12 +15,14 @@ correct.
 
 from __future__ import annotations
 
-import json
+import shlex
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rgt import clip
+from rgt.mcp import _invoke, bounded
 from rgt.mcp import wire as w
 from rgt.mcp._invoke import CommandFailed
 from rgt.mcp.schema import BadArguments, check
@@ -42,9 +44,15 @@ class Session:
     """One client over one wire, from ``initialize`` to the end of stdin."""
 
     def __init__(
-        self, wire: w.Wire, tools: Mapping[str, Tool], info: dict[str, Any], instructions: str
+        self,
+        wire: w.Wire,
+        tools: Mapping[str, Tool],
+        info: dict[str, Any],
+        instructions: str,
+        max_result: int = bounded.DEFAULT_MAX_BYTES,
     ) -> None:
         self.wire = wire
+        self.max_result = max_result
         self.tools = tools
         self.info = info
         self.instructions = instructions
@@ -102,7 +110,8 @@ class Session:
             self.wire.error(msg_id, w.INVALID_PARAMS, f"Invalid params: {exc}")
             return
         except Exception as exc:  # a bug here must cost one answer, never the session
-            self.wire.error(msg_id, w.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            said = clip.text(f"{type(exc).__name__}: {exc}", 2048)
+            self.wire.error(msg_id, w.INTERNAL_ERROR, said)
             return
         with self._lock:
             if msg_id in self._cancelled:
@@ -128,39 +137,58 @@ class Session:
             raise BadArguments("tools/call needs name, a string")
         tool = self.tools.get(name)
         if tool is None:
-            return failure(f"Unknown tool: {name}; the tools are {', '.join(self.tools)}")
+            unknown = clip.text(name, 256)
+            return failure(f"Unknown tool: {unknown}; the tools are {', '.join(self.tools)}")
         try:
             arguments = check(tool.listing["inputSchema"], params.get("arguments") or {})
         except BadArguments as exc:
-            return failure(f"Invalid arguments for {name}: {exc}")
-        return run_tool(tool.fn, arguments)
+            return failure(clip.text(f"Invalid arguments for {name}: {exc}", 4096))
+        return run_tool(tool.fn, arguments, self.max_result)
 
 
-def run_tool(fn: Callable[..., dict[str, Any]], arguments: dict[str, Any]) -> dict[str, Any]:
-    """The tool's document as compact JSON text (indenting it costs a third more tokens) beside
-    the same document as structured content; a failed command's document as an error."""
+def run_tool(
+    fn: Callable[..., dict[str, Any]],
+    arguments: dict[str, Any],
+    max_bytes: int = bounded.DEFAULT_MAX_BYTES,
+) -> dict[str, Any]:
+    """The tool's document as compact JSON text beside the same document as structured
+    content, a failed command's document as an error; either within ``max_bytes`` on the
+    wire (``bounded``), cut with the command that prints the whole."""
+    _invoke.forget()
     try:
         document = fn(**arguments)
     except CommandFailed as exc:
-        return failure(_compact(exc.document))
+        return bounded.failure(bounded.compact(exc.document), max_bytes, _see_more(fn, arguments))
     except Exception as exc:  # a bug in rgt: said as `main` says it, never a traceback
-        return failure(
-            _compact(
-                {
-                    "error": "InternalError",
-                    "message": f"{type(exc).__name__}: {exc}",
-                    "fix": "re-run the command with RGT_DEBUG=1 in a terminal and report it",
-                    "exit_code": 1,
-                }
-            )
-        )
-    content = [{"type": "text", "text": _compact(document)}]
-    return {"content": content, "structuredContent": document, "isError": False}
+        said = {
+            "error": "InternalError",
+            "message": clip.text(f"{type(exc).__name__}: {exc}", 4096),
+            "fix": "re-run the command with RGT_DEBUG=1 in a terminal and report it",
+            "exit_code": 1,
+        }
+        return failure(bounded.compact(said))
+    return bounded.success(document, max_bytes, _see_more(fn, arguments))
+
+
+# The tools that are no single `rgt … --json` command, and what shows their whole answer.
+SEE_MORE = {"logs": "rgt logs {job_id}", "ckpt_list": "ls -l {directory}"}
+
+
+def _see_more(fn: Callable[..., Any], arguments: dict[str, Any]) -> str:
+    """The command a human (or the agent, in a shell) runs for the whole document."""
+    name = fn.__name__
+    command = _invoke.last_command()
+    if name in SEE_MORE or command is None:
+        words = {k: shlex.quote(str(v)) for k, v in arguments.items()}
+        template = SEE_MORE.get(name, "rgt " + name.replace("_", " ") + " … --json")
+        command = template.format_map(_Blank(words))
+    return f"{command} > rgt-{name}.out"
+
+
+class _Blank(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return "…"
 
 
 def failure(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": True}
-
-
-def _compact(document: dict[str, Any]) -> str:
-    return json.dumps(document, separators=(",", ":"), sort_keys=True, default=str)

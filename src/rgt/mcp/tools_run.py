@@ -98,6 +98,20 @@ def push(name: str, paths: list[str], to: str | None = None) -> dict[str, Any]:
     return invoke(["push"], [name, *paths], to=to)
 
 
+def fetch(
+    name: str,
+    source: str,
+    includes: list[str] | None = None,
+    to: str | None = None,
+    wait_s: float = 0,
+) -> dict[str, Any]:
+    """Download hf://ORG/MODEL[@REV] or an https:// URL ON machine NAME (a job; resumable,
+    sizes and hashes checked), into `to` (default: the durable models folder), over files
+    already there. A gated or private repo needs the human's token: ask them to run
+    `rgt fetch NAME SOURCE --token-stdin` in their terminal."""
+    return invoke(["fetch"], [name, source], include=includes or [], to=to, wait=wait_s)
+
+
 def smoke(
     command: list[str],
     timeout: float = 600,
