@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rgt._confine import confined, why_unsafe
 from rgt.agent.jobfiles import parse_time
 from rgt.agent.paths import JobPaths
 from rgt.backends.local import LocalBackend
@@ -150,7 +151,7 @@ class KaggleBackend(LocalBackend):
             for item in files:
                 rel = _inside(item, prefix)
                 if rel is not None:
-                    self.client().download(item.url, fresh / rel)
+                    self.client().download(item.url, Path(confined(str(fresh), rel)))
             version = self.record(job_id)["versions"][-1].get("version")
             (fresh / f"kaggle-v{version}.log").write_text(log_text)
             kept = [job / RECORD_NAME, job / "code", *job.glob("kaggle-v*.log")]
@@ -270,7 +271,6 @@ def _inside(item: OutputFile, prefix: str) -> str | None:
     if not item.name.startswith(prefix):
         return None
     rel = item.name[len(prefix) :]
-    parts = rel.split("/")
-    if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+    if why_unsafe(rel) is not None:  # rgt._confine: absolute, '..', NUL, backslash, empty part
         return None
-    return None if parts[0] in (RECORD_NAME, "code") else rel
+    return None if rel.split("/")[0] in (RECORD_NAME, "code") else rel
