@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rgt._confine import safe_name
 from rgt.errors import TransportError
 from rgt.transport.base import CommandResult, ProgressFn, Transport, whole_file_argv
 
@@ -121,7 +122,7 @@ class ExecTransport(Transport):
         local.parent.mkdir(parents=True, exist_ok=True)
         if result.ok:
             with tarfile.open(fileobj=io.BytesIO(result.stdout)) as tar:
-                tar.extractall(local, filter="data")  # refuses links out and absolute names
+                tar.extractall(local, filter=confined_member)
             size = len(result.stdout)
         else:
             data = self.check(["cat", "--", remote], timeout=None).stdout
@@ -129,6 +130,16 @@ class ExecTransport(Transport):
             size = len(data)
         if progress:
             progress(size, size)
+
+
+def confined_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """A pod's tar is the pod's answer: each member's name passes rgt._confine's check (no
+    absolute name, '..', NUL, backslash or drive: UnsafeNameError), then tar's own "data"
+    filter (no link out of ``dest``, no device, no setuid bit)."""
+    name = member.name[2:] if member.name.startswith("./") else member.name
+    if name.rstrip("/") not in ("", "."):
+        safe_name(name.rstrip("/"), what="the pod's archive member", dest=dest)
+    return tarfile.data_filter(member, dest)
 
 
 def _tar_of(directory: Path) -> bytes:
