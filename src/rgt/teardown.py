@@ -110,7 +110,9 @@ def teardown(
     result["danger_clocks"] = after_release(store, name)
     assert verdict.approval_id is not None
     store.consume_approval(verdict.approval_id)
-    result["released"] = True
+    # --keep-volume: no job can run there now, but the instance and its volume remain
+    result["kept"] = vendor["kept"] if vendor else None
+    result["released"] = not result["kept"]
     return result
 
 

@@ -108,7 +108,8 @@ def test_a_vendor_that_never_answers_costs_one_short_deadline(
     finally:
         silent.close()
     assert data["orphans"]["orphans"] == [] and "runpod" in data["orphans"]["not_checked"]
-    assert "not checked: runpod" in data["lines"][-1]
+    assert "orphans: unknown" in data["lines"][-1]  # never "none" for a vendor not listed
+    assert "runpod could not list" in data["lines"][-1]
 
 
 def test_a_budget_is_announced_once_at_80_and_100_percent(

@@ -42,7 +42,9 @@ def test_a_kept_volume_stays_visible_and_a_later_down_terminates_it(
     assert "orphans: none on runpod" in notes[-1]  # the gate's notes look too
     assert approve_at_a_terminal("box") == 0
     kept = teardown(store, "box", keep_volume=True, yes=True)
-    assert kept["released"] and "disk" in kept["still_bills"][0]
+    # never plain "released": the instance and its volume are still there and bill
+    assert kept["released"] is False and "disk" in kept["still_bills"][0]
+    assert kept["kept"] == "instance stopped, volume kept (bills ≈0.33/day)"
     assert fake.instances[pod].wanted == "stopped" and not store.machine("box").active
 
     view = summary(store)

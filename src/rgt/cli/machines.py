@@ -223,6 +223,8 @@ def down(name: str, yes: bool, check: bool, keep_volume: bool, rehash: bool, out
             o.line(f"  • {escape(note)}")
         if result.get("released"):
             o.line(f"[bold]{name}[/] released: {escape(result['meter'])}")
+        elif result.get("kept"):  # --keep-volume: the instance and its volume remain
+            o.line(f"[bold]{name}[/]: {escape(result['kept'])}; `rgt down {name}` destroys it")
         for bill in result.get("still_bills") or []:
             o.line(f"  still bills: {escape(bill)}")
         for clock in result.get("danger_clocks") or []:  # SSH-line platforms: dated

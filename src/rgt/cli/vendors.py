@@ -225,8 +225,10 @@ def _human_orphans(data: dict[str, Any]) -> Callable[[Output], None]:
                 ],
                 title="billing, unknown to rgt",
             )
+        elif data["checked"]:
+            o.line(f"no orphaned instances on {', '.join(data['checked'])}")
         else:
-            o.line("no orphaned instances on the vendors checked")
+            o.line("orphans unknown: no vendor could be listed")
         for k in data.get("kept", []):
             o.line(
                 f"  • kept: {k['vendor']} instance {k['instance_id']} of {k['machine']} is "

@@ -13,17 +13,31 @@ the rest. The rules, the same for every vendor:
   instances by name before trying again (``rgt.vendors.lifecycle``).
 - 401/403 raise ``KeyRefusedError`` at once: retrying a wrong key only locks the account.
 - The key never appears in an error: every text shown is passed through ``redact``.
+- An answer is parsed or it is an error. A 2xx whose body is not JSON (a proxy's HTML page,
+  an empty or cut body) or lacks the vendor's documented envelope is a ``VendorError``
+  (``code="garbled"``), retried like a 5xx — never read as "no instance". Each vendor module
+  passes ``expect=``: the function that turns the documented body into rgt's records; any
+  ``KeyError``/``TypeError``/``ValueError`` in it means "not the documented answer". Only an
+  explicit not-found — a 404 carrying the vendor's JSON error envelope (``is_not_found``) —
+  returns ``None`` from a ``missing_ok`` call: the one answer that may mean "gone".
+- A body is read at most ``max_body_bytes`` (16 MiB, after decompression) and within
+  ``deadline_s`` in all (a server that drips bytes under the per-read timeout is cut off too).
+
+``RGT_VENDOR_DEADLINE_S`` and ``RGT_VENDOR_BACKOFF_S`` change the deadline and the first backoff.
 """
 
 from __future__ import annotations
 
 import builtins
 import functools
+import json as jsonlib
 import logging
+import os
 import ssl
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
 
@@ -38,6 +52,51 @@ log = logging.getLogger("rgt.vendors")
 REQUEST_DEADLINE_S = 30.0
 MAX_ATTEMPTS = 5
 MAX_WAIT_S = 30.0
+# The most a vendor answer may hold. The largest documented answer rgt reads is a vast.ai
+# offer search (a few MB); a body past this is a hostile or broken answer, not data.
+MAX_BODY_BYTES = 16 * 2**20
+# What a parser may raise on a body that is not the documented shape.
+_SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+class Garbled(ValueError):
+    """A 2xx answer that is not the vendor's documented JSON (internal: becomes a VendorError)."""
+
+
+class _Retry(Exception):
+    """A try that may be repeated: what went wrong, its error code, and the answer if any."""
+
+    def __init__(self, text: str, code: str | None, answer: Answer | None = None) -> None:
+        super().__init__(text)
+        self.text, self.code, self.answer = text, code, answer
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One HTTP answer, its body read in full (within the size cap and the deadline)."""
+
+    status: int
+    headers: httpx.Headers
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        """The decoded JSON body, or ``None`` when there is none or it does not decode."""
+        try:
+            return jsonlib.loads(self.content) if self.content.strip() else None
+        except ValueError:
+            return None
+
+    def describe(self) -> str:
+        """What came instead of JSON, for an error: type, size and a clipped, printable start."""
+        kind = self.headers.get("Content-Type", "no content type").split(";")[0]
+        if not self.content.strip():
+            return f"an empty body ({kind})"
+        start = "".join(c if c.isprintable() else " " for c in self.text[:80]).strip()
+        return f"a body that is not JSON ({kind}, {len(self.content)} bytes: {start!r})"
 
 
 class VendorClient(ABC):
@@ -50,14 +109,20 @@ class VendorClient(ABC):
     stopped_disk_per_gb_month: ClassVar[float | None] = None
     # What `up` creates from without --image: a container image, or a template (Paperspace).
     default_image: ClassVar[str] = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
+    # Where a human sees (and can terminate) the account's instances.
+    console_url: ClassVar[str] = ""
     max_attempts: int = MAX_ATTEMPTS
+    max_body_bytes: int = MAX_BODY_BYTES
 
-    def __init__(self, key: str, base_url: str | None = None, *, backoff_s: float = 0.5) -> None:
+    def __init__(
+        self, key: str, base_url: str | None = None, *, backoff_s: float | None = None
+    ) -> None:
         self._key = key
         self.base_url = (base_url or self.default_url).rstrip("/")
-        self.backoff_s = backoff_s
+        self.backoff_s = backoff_s if backoff_s is not None else _env_s("RGT_VENDOR_BACKOFF_S", 0.5)
+        self.deadline_s = _env_s("RGT_VENDOR_DEADLINE_S", REQUEST_DEADLINE_S)
         self._http = httpx.Client(
-            timeout=REQUEST_DEADLINE_S, headers=self.auth_headers(key), verify=_tls()
+            timeout=self.deadline_s, headers=self.auth_headers(key), verify=_tls()
         )
 
     def auth_headers(self, key: str) -> dict[str, str]:
@@ -69,6 +134,7 @@ class VendorClient(ABC):
     def quick(self, timeout_s: float) -> VendorClient:
         """One try with a short deadline: for a glance (`status`, `watch`), never for a verb."""
         self._http.timeout = httpx.Timeout(timeout_s)
+        self.deadline_s = timeout_s
         self.max_attempts = 1
         return self
 
@@ -106,6 +172,10 @@ class VendorClient(ABC):
         """The id of an instance that a *failed* create still made (vast.ai), else None."""
         return None
 
+    def is_not_found(self, body: Any) -> bool:
+        """Whether a 404's decoded body is the vendor's own not-found error (not a proxy's)."""
+        return self.error_detail(body) != (None, None)
+
     # -- derived -------------------------------------------------------------------------
 
     def offers(
@@ -139,38 +209,86 @@ class VendorClient(ABC):
         params: dict[str, Any] | None = None,
         idempotent: bool = True,
         missing_ok: bool = False,
+        expect: Callable[[Any], Any] | None = None,
+        empty_ok: bool = False,
     ) -> Any:
-        """One API call with the retry rules above; returns the decoded JSON body."""
+        """One API call with the retry rules above; returns ``expect(body)`` (the decoded JSON
+        when no ``expect``). ``None`` only for a ``missing_ok`` call the vendor says is not
+        found, or an empty body where ``empty_ok`` (an action whose answer rgt never reads)."""
         full = url if url.startswith("http") else self.base_url + url
         for attempt in range(1, self.max_attempts + 1):
-            started = time.monotonic()
             try:
-                response = self._http.request(method, full, json=json, params=params)
-            except httpx.ConnectError as exc:
-                self._give_up_if(attempt, None, f"cannot reach {self.vendor}: {exc}", "connect")
-                self._sleep(attempt, None)
-                continue
-            except httpx.TimeoutException as exc:
-                if not idempotent:
-                    raise self._error(
-                        None, f"no answer within {REQUEST_DEADLINE_S:g}s", "ambiguous"
-                    ) from exc
-                self._give_up_if(attempt, None, f"{self.vendor} did not answer in time", "timeout")
-                self._sleep(attempt, None)
-                continue
-            log.debug(
-                "%s %s → %s (%.2fs)", method, url, response.status_code, time.monotonic() - started
-            )
-            if response.status_code == 429 or (response.status_code >= 500 and idempotent):
-                self._give_up_if(attempt, response, "", None)
-                self._sleep(attempt, response)
-                continue
-            return self._decode(response, missing_ok)
+                return self._attempt(
+                    method, full, json, params, idempotent, (missing_ok, empty_ok), expect
+                )
+            except _Retry as retry:
+                self._give_up_if(attempt, retry.answer, retry.text, retry.code)
+                self._sleep(attempt, retry.answer)
         raise AssertionError("unreachable")
 
-    def _decode(self, response: httpx.Response, missing_ok: bool) -> Any:
-        body = _json(response)
-        status = response.status_code
+    def _attempt(
+        self,
+        method: str,
+        url: str,
+        json: Any,
+        params: dict[str, Any] | None,
+        idempotent: bool,
+        allowed: tuple[bool, bool],
+        expect: Callable[[Any], Any] | None,
+    ) -> Any:
+        """One try: the parsed answer, or ``_Retry`` (retryable), or a ``VendorError``."""
+        started = time.monotonic()
+        try:
+            answer = self._send(method, url, json, params)
+        except httpx.ConnectError as exc:
+            raise _Retry(f"cannot reach {self.vendor}: {exc}", "connect") from exc
+        except httpx.TimeoutException as exc:
+            if not idempotent:
+                raise self._error(
+                    None, f"no answer within {self.deadline_s:g}s", "ambiguous"
+                ) from exc
+            raise _Retry(f"{self.vendor} did not answer in time", "timeout") from exc
+        except Garbled as exc:  # a body over the size cap
+            problem = str(exc)
+        else:
+            log.debug("%s %s → %s (%.2fs)", method, url, answer.status, time.monotonic() - started)
+            if answer.status == 429 or (answer.status >= 500 and idempotent):
+                raise _Retry("", None, answer)
+            try:
+                return self._decode(answer, allowed[0], expect, allowed[1])
+            except Garbled as exc:
+                problem = f"HTTP {answer.status} with {exc}"
+        if not idempotent:  # the vendor may have acted: never repeat it blindly
+            raise self._error(200, f"answered {problem}", "ambiguous")
+        raise _Retry(f"{self.vendor} answered {problem}", "garbled")
+
+    def _send(self, method: str, url: str, json: Any, params: dict[str, Any] | None) -> Answer:
+        """The request, its body read up to ``max_body_bytes`` and within ``deadline_s``."""
+        request = self._http.build_request(method, url, json=json, params=params)
+        started, chunks, size = time.monotonic(), [], 0
+        response = self._http.send(request, stream=True)
+        try:
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    raise Garbled(
+                        f"a body over {self.max_body_bytes} bytes (stopped reading at {size})"
+                    )
+                if time.monotonic() - started > self.deadline_s:
+                    raise httpx.ReadTimeout("the body outlived the deadline", request=request)
+                chunks.append(chunk)
+        finally:
+            response.close()
+        return Answer(response.status_code, response.headers, b"".join(chunks))
+
+    def _decode(
+        self,
+        answer: Answer,
+        missing_ok: bool,
+        expect: Callable[[Any], Any] | None,
+        empty_ok: bool,
+    ) -> Any:
+        status, body = answer.status, answer.json()
         if status in (401, 403):
             raise KeyRefusedError(
                 f"the key was refused by {self.vendor} (HTTP {status})",
@@ -180,27 +298,47 @@ class VendorClient(ABC):
                 "key in the vendor's console if it was revoked",
             )
         if status == 404 and missing_ok:
+            if not self.is_not_found(body):  # a proxy's or CDN's 404 page proves nothing
+                raise Garbled(f"no {self.vendor} not-found error: {answer.describe()}")
             return None
         if status >= 400:
             code, message = self.error_detail(body)
-            text = message or (response.text[:300] if body is None else str(body)[:300])
+            text = message or (answer.text[:300] if body is None else str(body)[:300])
             error = self._error(status, text, code or ("ambiguous" if status >= 500 else None))
             error.instance_id = self.error_instance(body)
             raise error
-        return body
+        return self._parse(answer, body, expect, empty_ok)
+
+    def _parse(
+        self, answer: Answer, body: Any, expect: Callable[[Any], Any] | None, empty_ok: bool
+    ) -> Any:
+        if not 200 <= answer.status < 300:  # a redirect (to a login page): no answer at all
+            raise Garbled(f"a redirect to {answer.headers.get('Location', 'nowhere')!r}")
+        if empty_ok and not answer.content.strip():
+            return None
+        if body is None:
+            raise Garbled(answer.describe())
+        if expect is None:
+            return body
+        try:
+            return expect(body)
+        except _SHAPE_ERRORS as exc:
+            raise Garbled(
+                f"JSON that is not {self.vendor}'s documented answer ({exc!r:.120})"
+            ) from exc
 
     def _give_up_if(
-        self, attempt: int, response: httpx.Response | None, text: str, code: str | None
+        self, attempt: int, response: Answer | None, text: str, code: str | None
     ) -> None:
         if attempt < self.max_attempts:
             return
         if response is not None:
-            code, message = self.error_detail(_json(response))
-            text = f"HTTP {response.status_code} after {attempt} tries: {message or ''}".strip()
-            raise self._error(response.status_code, text, code or "retries_exhausted")
+            code, message = self.error_detail(response.json())
+            text = f"HTTP {response.status} after {attempt} tries: {message or ''}".strip()
+            raise self._error(response.status, text, code or "retries_exhausted")
         raise self._error(None, f"{text} (after {attempt} tries)", code)
 
-    def _sleep(self, attempt: int, response: httpx.Response | None) -> None:
+    def _sleep(self, attempt: int, response: Answer | None) -> None:
         wait = retry_after(response) if response is not None else None
         if wait is None:
             wait = self.backoff_s * 2 ** (attempt - 1)
@@ -213,7 +351,7 @@ class VendorClient(ABC):
             status=status,
             code=code,
             fix="retry later; `rgt machines --orphans` shows anything the vendor bills"
-            if code in ("ambiguous", "retries_exhausted", "timeout", "connect")
+            if code in ("ambiguous", "retries_exhausted", "timeout", "connect", "garbled")
             else None,
         )
 
@@ -226,7 +364,35 @@ def _tls() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
-def retry_after(response: httpx.Response) -> float | None:
+def _env_s(variable: str, default: float) -> float:
+    return float(os.environ.get(variable) or default)
+
+
+def field(body: Any, key: str, kind: type | tuple[type, ...]) -> Any:
+    """``body[key]``, which the vendor documents as a ``kind``; else the answer is garbled."""
+    if not isinstance(body, dict) or key not in body:
+        raise Garbled(f"no {key!r} in the answer")
+    value = body[key]
+    if not isinstance(value, kind):
+        raise Garbled(f"{key!r} is a {type(value).__name__}")
+    return value
+
+
+def obj(value: Any) -> dict[str, Any]:
+    """A documented JSON object; anything else is garbled."""
+    if not isinstance(value, dict):
+        raise Garbled(f"a {type(value).__name__} where an object belongs")
+    return value
+
+
+def dicts(value: Any) -> builtins.list[dict[str, Any]]:
+    """A documented list of objects; anything else is garbled."""
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise Garbled(f"a {type(value).__name__} where a list of objects belongs")
+    return value
+
+
+def retry_after(response: Answer | httpx.Response) -> float | None:
     """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
     value = response.headers.get("Retry-After")
     if not value:
@@ -238,13 +404,6 @@ def retry_after(response: httpx.Response) -> float | None:
     try:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError):
-        return None
-
-
-def _json(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
         return None
 
 

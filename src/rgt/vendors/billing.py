@@ -261,9 +261,11 @@ def lines(data: dict[str, Any]) -> list[str]:
 
 def orphans_line(glance: dict[str, Any]) -> str:
     n, checked = len(glance["orphans"]), ", ".join(glance["checked"]) or "no vendor"
-    unchecked = (
-        f"; not checked: {', '.join(glance['not_checked'])}" if glance["not_checked"] else ""
-    )
+    unchecked = "".join(f"; {v} {why[:160]}" for v, why in glance["not_checked"].items())
+    if not n and not glance["checked"]:  # nothing listed: unknown, not "none"
+        return (
+            f"orphans: unknown, no vendor could be listed (as of {glance['as_of']} UTC){unchecked}"
+        )
     if n:
         return (
             f"orphans: {n} instance{' bills' if n == 1 else 's bill'} on this account that rgt "

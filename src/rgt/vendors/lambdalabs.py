@@ -22,7 +22,7 @@ from rgt.vendors._model import (
     Instance,
     Offer,
 )
-from rgt.vendors._rest import VendorClient
+from rgt.vendors._rest import VendorClient, dicts, field
 
 _STATES = {
     "booting": PROVISIONING,
@@ -41,6 +41,7 @@ class LambdaClient(VendorClient):
     # (D:lam-manage). `rgt up lambda --ssh-user/--ssh-port` overrides them.
     ssh_user, ssh_port = "ubuntu", 22
     default_image = ""  # a Lambda instance is its type's Ubuntu + Lambda Stack: no image choice
+    console_url = "https://cloud.lambda.ai/instances"
 
     def error_detail(self, body: Any) -> tuple[str | None, str | None]:
         error = body.get("error") if isinstance(body, dict) else None
@@ -51,31 +52,20 @@ class LambdaClient(VendorClient):
             message += f" ({error['suggestion']})"
         return error.get("code"), message
 
+    def is_not_found(self, body: Any) -> bool:
+        return self.error_detail(body)[0] == "global/object-does-not-exist"
+
     def catalog(self, count: int, spot: bool) -> list[Offer]:
         if spot:
             return []  # Lambda sells no spot capacity
-        offers = []
-        for entry in (self.call("GET", "/instance-types") or {}).get("data", {}).values():
-            kind = entry.get("instance_type") or {}
-            specs = kind.get("specs") or {}
-            if int(specs.get("gpus") or 0) != count:
-                continue
-            for region in entry.get("regions_with_capacity_available") or []:
-                offers.append(
-                    Offer(
-                        id=str(kind["name"]),
-                        gpu=str(kind.get("gpu_description") or kind.get("description") or "?"),
-                        count=count,
-                        price_per_hour=int(kind.get("price_cents_per_hour") or 0) / 100,
-                        spot=False,
-                        disk_gb=specs.get("storage_gib"),
-                        region=str(region.get("name")),
-                    )
-                )
-        return offers
+        return self.call(  # type: ignore[no-any-return]
+            "GET", "/instance-types", expect=lambda b: _offers(field(b, "data", dict), count)
+        )
 
     def create(self, request: CreateRequest) -> Instance:
-        keys = [k["name"] for k in (self.call("GET", "/ssh-keys") or {}).get("data", [])]
+        keys = self.call(
+            "GET", "/ssh-keys", expect=lambda b: [str(k["name"]) for k in dicts(b.get("data"))]
+        )
         if not keys:
             raise UsageError(
                 "this Lambda account has no SSH key",
@@ -92,18 +82,24 @@ class LambdaClient(VendorClient):
                 "name": request.name,
             },
             idempotent=False,
+            expect=lambda b: str(field(field(b, "data", dict), "instance_ids", list)[0]),
         )
-        instance_id = str(body["data"]["instance_ids"][0])
+        instance_id = str(body)
         found = self.get(instance_id)
         return found or Instance(instance_id, request.name, PROVISIONING, "booting")
 
     def get(self, instance_id: str) -> Instance | None:
-        body = self.call("GET", f"/instances/{instance_id}", missing_ok=True)
-        return None if body is None else _instance(body["data"], self)
+        return self.call(  # type: ignore[no-any-return]
+            "GET",
+            f"/instances/{instance_id}",
+            missing_ok=True,
+            expect=lambda b: _instance(field(b, "data", dict), self),
+        )
 
     def list(self) -> list[Instance]:
-        items = (self.call("GET", "/instances") or {}).get("data", [])
-        return [_instance(i, self) for i in items]
+        return self.call(  # type: ignore[no-any-return]
+            "GET", "/instances", expect=lambda b: [_instance(i, self) for i in dicts(b["data"])]
+        )
 
     def stop(self, instance_id: str) -> None:
         raise UsageError(
@@ -114,7 +110,35 @@ class LambdaClient(VendorClient):
     start = stop
 
     def terminate(self, instance_id: str) -> None:
-        self.call("POST", "/instance-operations/terminate", json={"instance_ids": [instance_id]})
+        self.call(
+            "POST",
+            "/instance-operations/terminate",
+            json={"instance_ids": [instance_id]},
+            expect=lambda b: field(field(b, "data", dict), "terminated_instances", list),
+        )
+
+
+def _offers(types: dict[str, Any], count: int) -> list[Offer]:
+    """One offer per instance type with ``count`` GPUs and per region with capacity."""
+    offers = []
+    for entry in types.values():
+        kind = entry["instance_type"]
+        specs = kind.get("specs") or {}
+        if int(specs.get("gpus") or 0) != count:
+            continue
+        for region in dicts(entry.get("regions_with_capacity_available") or []):
+            offers.append(
+                Offer(
+                    id=str(kind["name"]),
+                    gpu=str(kind.get("gpu_description") or kind.get("description") or "?"),
+                    count=count,
+                    price_per_hour=int(kind.get("price_cents_per_hour") or 0) / 100,
+                    spot=False,
+                    disk_gb=specs.get("storage_gib"),
+                    region=str(region["name"]),
+                )
+            )
+    return offers
 
 
 def _instance(i: dict[str, Any], client: LambdaClient) -> Instance:

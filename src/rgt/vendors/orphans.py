@@ -1,8 +1,8 @@
 """Forgotten machines: instances a vendor bills on this account that rgt's state does not
 know, or believes released — the number one money leak of rented GPUs.
 
-Every vendor with a key is asked (a vendor without one is listed as not checked, never as
-clean). An instance is an orphan when it is not terminated at the vendor and rgt has no
+Every vendor with a key is asked (a vendor without one is listed as not checked, one whose
+answer failed or did not parse as "could not list" — never as clean). An instance is an orphan when it is not terminated at the vendor and rgt has no
 unreleased record of it. Cost so far is the vendor's price × the time rgt has known it.
 """
 
@@ -55,8 +55,8 @@ def list_accounts(
             if quick_s is not None:
                 client.quick(quick_s)
             listings[vendor] = [i.to_json() for i in client.list()]
-        except VendorError as exc:
-            skipped[vendor] = f"not checked: {exc.message}"
+        except VendorError as exc:  # garbled, refused, unreachable: unknown, never "none"
+            skipped[vendor] = f"could not list: {exc.message[:200]}"
         finally:
             client.close()
     return listings, skipped

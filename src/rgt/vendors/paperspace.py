@@ -12,6 +12,7 @@ billing, so rgt's default after a verified pull is delete. The offers endpoint
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from typing import Any
 
 from rgt.vendors._model import (
@@ -23,7 +24,7 @@ from rgt.vendors._model import (
     Instance,
     Offer,
 )
-from rgt.vendors._rest import VendorClient
+from rgt.vendors._rest import VendorClient, dicts, field, obj
 
 _STATES = {
     "provisioning": PROVISIONING,
@@ -46,6 +47,7 @@ class PaperspaceClient(VendorClient):
     # paperspace). `rgt up paperspace --ssh-user/--ssh-port` overrides them.
     ssh_user, ssh_port = "paperspace", 22
     default_image = DEFAULT_TEMPLATE  # --image is a template id here
+    console_url = "https://console.paperspace.com/machines"
 
     def error_detail(self, body: Any) -> tuple[str | None, str | None]:
         if isinstance(body, dict) and body.get("message"):
@@ -56,22 +58,7 @@ class PaperspaceClient(VendorClient):
     def catalog(self, count: int, spot: bool) -> list[Offer]:
         if spot:
             return []  # Paperspace sells no spot capacity
-        offers = []
-        for kind in self._pages("/machine-types"):
-            if int(kind.get("gpuCount") or 0) != count or not kind.get("isAvailable", True):
-                continue
-            for region in kind.get("regions") or [None]:
-                offers.append(
-                    Offer(
-                        id=str(kind["label"]),
-                        gpu=str(kind.get("gpu") or kind["label"]),
-                        count=count,
-                        price_per_hour=float(kind.get("hourlyRate") or 0.0),
-                        spot=False,
-                        region=region,
-                    )
-                )
-        return offers
+        return self._pages("/machine-types", lambda kind: _offers(kind, count))
 
     def create(self, request: CreateRequest) -> Instance:
         body = self.call(
@@ -87,38 +74,76 @@ class PaperspaceClient(VendorClient):
                 "startOnCreate": True,
             },
             idempotent=False,
+            expect=lambda b: _instance(_machine(b), self, request.offer.price_per_hour),
         )
-        return _instance(body.get("data", body), self, request.offer.price_per_hour)
+        return body  # type: ignore[no-any-return]
 
     def get(self, instance_id: str) -> Instance | None:
-        body = self.call("GET", f"/machines/{instance_id}", missing_ok=True)
-        return None if body is None else _instance(body.get("data", body), self)
+        return self.call(  # type: ignore[no-any-return]
+            "GET",
+            f"/machines/{instance_id}",
+            missing_ok=True,
+            expect=lambda b: _instance(_machine(b), self),
+        )
 
     def list(self) -> list[Instance]:
-        return [_instance(m, self) for m in self._pages("/machines")]
+        return self._pages("/machines", lambda m: [_instance(m, self)])
 
     def stop(self, instance_id: str) -> None:
-        self.call("PATCH", f"/machines/{instance_id}/stop")
+        self.call("PATCH", f"/machines/{instance_id}/stop", expect=obj)
 
     def start(self, instance_id: str) -> None:
-        self.call("PATCH", f"/machines/{instance_id}/start")
+        self.call("PATCH", f"/machines/{instance_id}/start", expect=obj)
 
     def terminate(self, instance_id: str) -> None:
-        self.call("DELETE", f"/machines/{instance_id}", missing_ok=True)
+        self.call("DELETE", f"/machines/{instance_id}", missing_ok=True, expect=obj)
 
-    def _pages(self, path: str) -> builtins.list[dict[str, Any]]:
-        items: builtins.list[dict[str, Any]] = []
+    def _pages(
+        self, path: str, parse: Callable[[dict[str, Any]], builtins.list[Any]]
+    ) -> builtins.list[Any]:
+        """Every page of ``{"items", "hasMore", "nextPage"}``, each item through ``parse``."""
+        found: builtins.list[Any] = []
         params: dict[str, Any] = {"limit": PAGE}
         while True:
-            body = self.call("GET", path, params=params) or {}
-            items += body.get("items") or []
-            if not body.get("hasMore") or not body.get("nextPage"):
-                return items
-            params = {"limit": PAGE, "after": body["nextPage"]}
+            items, cursor = self.call(
+                "GET",
+                path,
+                params=params,
+                expect=lambda b: (
+                    [x for item in dicts(field(b, "items", list)) for x in parse(item)],
+                    b.get("nextPage") if b.get("hasMore") else None,
+                ),
+            )
+            found += items
+            if not cursor:
+                return found
+            params = {"limit": PAGE, "after": cursor}
+
+
+def _machine(body: Any) -> dict[str, Any]:
+    """A machine answer: the machine, or ``{"data": machine, "event": …}`` after a verb."""
+    body = obj(body)
+    return obj(body["data"]) if "data" in body else body
+
+
+def _offers(kind: dict[str, Any], count: int) -> list[Offer]:
+    if int(kind.get("gpuCount") or 0) != count or not kind.get("isAvailable", True):
+        return []
+    return [
+        Offer(
+            id=str(kind["label"]),
+            gpu=str(kind.get("gpu") or kind["label"]),
+            count=count,
+            price_per_hour=float(kind.get("hourlyRate") or 0.0),
+            spot=False,
+            region=region,
+        )
+        for region in kind.get("regions") or [None]
+    ]
 
 
 def _instance(m: dict[str, Any], client: PaperspaceClient, price: float | None = None) -> Instance:
-    raw = str(m.get("state") or "provisioning")
+    raw = str(m["state"])
     state = _STATES.get(raw, ERROR)
     rate = m.get("hourlyRate", price)
     return Instance(

@@ -11,6 +11,7 @@ until ``GET /pods/{id}`` is a 404 (``gone_only_when_absent``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rgt.errors import VendorError
@@ -24,7 +25,7 @@ from rgt.vendors._model import (
     Instance,
     Offer,
 )
-from rgt.vendors._rest import VendorClient
+from rgt.vendors._rest import VendorClient, dicts, field
 
 REST_URL = "https://rest.runpod.io/v1"
 GRAPHQL_URL = "https://api.runpod.io/graphql"
@@ -48,24 +49,38 @@ class RunpodClient(VendorClient):
     default_url = REST_URL
     gone_only_when_absent = True
     stopped_disk_per_gb_month = 0.20  # volume disk, twice the running rate (D:rp-price)
+    console_url = "https://www.runpod.io/console/pods"
 
-    def __init__(self, key: str, base_url: str | None = None, *, backoff_s: float = 0.5) -> None:
+    def __init__(
+        self, key: str, base_url: str | None = None, *, backoff_s: float | None = None
+    ) -> None:
         root = base_url.rstrip("/") if base_url else None
         super().__init__(key, f"{root}/v1" if root else REST_URL, backoff_s=backoff_s)
         self.graphql_url = f"{root}/graphql" if root else GRAPHQL_URL
 
-    def graphql(self, query: str, variables: dict[str, Any], *, idempotent: bool = True) -> Any:
-        """A GraphQL call; an HTTP 200 that carries ``errors`` is an error all the same."""
-        body = self.call(
+    def graphql(
+        self,
+        query: str,
+        variables: dict[str, Any],
+        parse: Callable[[dict[str, Any]], Any],
+        *,
+        idempotent: bool = True,
+    ) -> Any:
+        """``parse(data)`` of a GraphQL answer; an HTTP 200 that carries ``errors`` is an error
+        all the same, and one with neither ``errors`` nor a ``data`` object is garbled."""
+        return self.call(
             "POST",
             self.graphql_url,
             json={"query": query, "variables": variables},
             idempotent=idempotent,
+            expect=lambda body: parse(self._graphql_data(body)),
         )
+
+    def _graphql_data(self, body: Any) -> dict[str, Any]:
         code, message = self.error_detail(body)
         if message is not None:
             raise VendorError(f"runpod: {message}", backend=self.vendor, status=200, code=code)
-        return (body or {}).get("data") or {}
+        return field(body, "data", dict)  # type: ignore[no-any-return]
 
     def error_detail(self, body: Any) -> tuple[str | None, str | None]:
         if not isinstance(body, dict):
@@ -79,22 +94,10 @@ class RunpodClient(VendorClient):
         return (None, str(error)) if error else (None, None)
 
     def catalog(self, count: int, spot: bool) -> list[Offer]:
-        offers = []
-        for gpu in self.graphql(GPU_TYPES, {"count": count}).get("gpuTypes") or []:
-            lowest = gpu.get("lowestPrice") or {}
-            per_gpu = lowest.get("minimumBidPrice" if spot else "uninterruptablePrice")
-            if not per_gpu:
-                continue  # none free now
-            offers.append(
-                Offer(
-                    id=str(gpu["id"]),
-                    gpu=str(gpu.get("displayName") or gpu["id"]),
-                    count=count,
-                    price_per_hour=round(float(per_gpu) * count, 4),
-                    spot=spot,
-                )
-            )
-        return offers
+        def parse(data: dict[str, Any]) -> list[Offer]:
+            return [o for g in dicts(data["gpuTypes"]) if (o := _offer(g, count, spot))]
+
+        return self.graphql(GPU_TYPES, {"count": count}, parse)  # type: ignore[no-any-return]
 
     def create(self, request: CreateRequest) -> Instance:
         env = {"PUBLIC_KEY": request.ssh_public_key} if request.ssh_public_key else {}
@@ -115,12 +118,13 @@ class RunpodClient(VendorClient):
                 "env": env,
             },
             idempotent=False,
+            expect=self._instance,
         )
-        return self._instance(pod)
+        return pod  # type: ignore[no-any-return]
 
     def _create_spot(self, request: CreateRequest, env: dict[str, str]) -> Instance:
         bid = request.bid if request.bid is not None else request.offer.price_per_hour
-        data = self.graphql(
+        return self.graphql(  # type: ignore[no-any-return]
             RENT_SPOT,
             {
                 "input": {
@@ -136,28 +140,32 @@ class RunpodClient(VendorClient):
                     "env": [{"key": k, "value": v} for k, v in env.items()],
                 }
             },
+            lambda data: self._instance(data["podRentInterruptable"]),
             idempotent=False,
         )
-        return self._instance(data["podRentInterruptable"])
 
     def get(self, instance_id: str) -> Instance | None:
-        pod = self.call("GET", f"/pods/{instance_id}", missing_ok=True)
-        return None if pod is None else self._instance(pod)
+        return self.call(  # type: ignore[no-any-return]
+            "GET", f"/pods/{instance_id}", missing_ok=True, expect=self._instance
+        )
 
     def list(self) -> list[Instance]:
-        return [self._instance(p) for p in self.call("GET", "/pods") or []]
+        return self.call(  # type: ignore[no-any-return]
+            "GET", "/pods", expect=lambda b: [self._instance(p) for p in dicts(b)]
+        )
 
+    # The REST verbs answer the pod or nothing: what counts is the state read after them.
     def stop(self, instance_id: str) -> None:
-        self.call("POST", f"/pods/{instance_id}/stop")
+        self.call("POST", f"/pods/{instance_id}/stop", empty_ok=True)
 
     def start(self, instance_id: str) -> None:
-        self.call("POST", f"/pods/{instance_id}/start")
+        self.call("POST", f"/pods/{instance_id}/start", empty_ok=True)
 
     def terminate(self, instance_id: str) -> None:
-        self.call("DELETE", f"/pods/{instance_id}", missing_ok=True)
+        self.call("DELETE", f"/pods/{instance_id}", missing_ok=True, empty_ok=True)
 
     def _instance(self, pod: dict[str, Any]) -> Instance:
-        raw = str(pod.get("desiredStatus") or "")
+        raw = str(pod["desiredStatus"])
         ip, port = pod.get("publicIp"), (pod.get("portMappings") or {}).get("22")
         state = _STATES.get(raw, ERROR)
         if state == RUNNING and not (ip and port):
@@ -173,3 +181,18 @@ class RunpodClient(VendorClient):
             ssh_port=int(port) if port else None,
             gpu=(pod.get("gpu") or {}).get("displayName"),
         )
+
+
+def _offer(gpu: dict[str, Any], count: int, spot: bool) -> Offer | None:
+    """The GPU type's offer for ``count`` of it, None when none is free now."""
+    lowest = gpu.get("lowestPrice") or {}
+    per_gpu = lowest.get("minimumBidPrice" if spot else "uninterruptablePrice")
+    if not per_gpu:
+        return None
+    return Offer(
+        id=str(gpu["id"]),
+        gpu=str(gpu.get("displayName") or gpu["id"]),
+        count=count,
+        price_per_hour=round(float(per_gpu) * count, 4),
+        spot=spot,
+    )

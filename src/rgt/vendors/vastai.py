@@ -25,7 +25,7 @@ from rgt.vendors._model import (
     Instance,
     Offer,
 )
-from rgt.vendors._rest import VendorClient
+from rgt.vendors._rest import VendorClient, dicts, field, obj
 
 _STATES = {
     "running": RUNNING,
@@ -44,6 +44,7 @@ _STATES = {
 class VastaiClient(VendorClient):
     vendor = "vastai"
     default_url = "https://console.vast.ai/api/v0"
+    console_url = "https://cloud.vast.ai/instances/"
 
     def error_detail(self, body: Any) -> tuple[str | None, str | None]:
         if isinstance(body, dict) and (body.get("success") is False or "error" in body):
@@ -58,8 +59,12 @@ class VastaiClient(VendorClient):
             "type": "bid" if spot else "on-demand",
             "order": [["dph_total", "asc"]],
         }
-        body = self.call("GET", "/bundles/", params={"q": json.dumps(query)}) or {}
-        return [_offer(o, spot) for o in body.get("offers") or []]
+        return self.call(  # type: ignore[no-any-return]
+            "GET",
+            "/bundles/",
+            params={"q": json.dumps(query)},
+            expect=lambda b: [_offer(o, spot) for o in dicts(field(b, "offers", list))],
+        )
 
     def create(self, request: CreateRequest) -> Instance:
         payload: dict[str, Any] = {
@@ -76,9 +81,15 @@ class VastaiClient(VendorClient):
             payload["price"] = (
                 request.bid if request.bid is not None else request.offer.price_per_hour
             )
-        body = self.call("PUT", f"/asks/{request.offer.id}/", json=payload, idempotent=False)
-        contract = (body or {}).get("new_contract")
-        if not (body or {}).get("success") or contract is None:
+        body = self.call(
+            "PUT",
+            f"/asks/{request.offer.id}/",
+            json=payload,
+            idempotent=False,
+            expect=obj,
+        )
+        contract = body.get("new_contract")
+        if not body.get("success") or contract is None:
             code, message = self.error_detail(body)
             raise VendorError(
                 f"vastai: {message or 'create failed'}",
@@ -91,24 +102,36 @@ class VastaiClient(VendorClient):
         return found or Instance(str(contract), request.name, PROVISIONING, "created")
 
     def get(self, instance_id: str) -> Instance | None:
-        body = self.call(
-            "GET", f"/instances/{instance_id}/", params={"owner": "me"}, missing_ok=True
+        return self.call(  # type: ignore[no-any-return]
+            "GET",
+            f"/instances/{instance_id}/",
+            params={"owner": "me"},
+            missing_ok=True,
+            expect=_shown,
         )
-        data = (body or {}).get("instances")
-        return _instance(data) if isinstance(data, dict) and data else None
 
     def list(self) -> list[Instance]:
-        body = self.call("GET", "/instances/", params={"owner": "me"}) or {}
-        return [_instance(i) for i in body.get("instances") or []]
+        return self.call(  # type: ignore[no-any-return]
+            "GET",
+            "/instances/",
+            params={"owner": "me"},
+            expect=lambda b: [_instance(i) for i in dicts(field(b, "instances", list))],
+        )
 
     def stop(self, instance_id: str) -> None:
-        self.call("PUT", f"/instances/{instance_id}/", json={"state": "stopped"})
+        self.call("PUT", f"/instances/{instance_id}/", json={"state": "stopped"}, expect=self._done)
 
     def start(self, instance_id: str) -> None:
-        self.call("PUT", f"/instances/{instance_id}/", json={"state": "running"})
+        self.call("PUT", f"/instances/{instance_id}/", json={"state": "running"}, expect=self._done)
 
     def terminate(self, instance_id: str) -> None:
-        self.call("DELETE", f"/instances/{instance_id}/", missing_ok=True)
+        self.call("DELETE", f"/instances/{instance_id}/", missing_ok=True, expect=self._done)
+
+    def _done(self, body: Any) -> None:
+        """A verb's answer: ``{"success": true}``; ``false`` is the vendor's refusal."""
+        if field(body, "success", bool) is not True:
+            code, message = self.error_detail(body)
+            raise VendorError(f"vastai: {message}", backend=self.vendor, status=200, code=code)
 
     def error_instance(self, body: Any) -> str | None:
         """An error answer that still names a ``new_contract``: that instance exists, bills."""
@@ -129,6 +152,13 @@ def _offer(o: dict[str, Any], spot: bool) -> Offer:
         region=o.get("geolocation"),
         reliability=o.get("reliability2", o.get("reliability")),
     )
+
+
+def _shown(body: Any) -> Instance | None:
+    """``GET /instances/{id}/``: ``{"instances": {...}}``, or ``{"instances": null}`` once
+    destroyed (the one 200 that means gone); any other shape is garbled."""
+    data = field(body, "instances", (dict, type(None)))
+    return None if data is None else _instance(data)
 
 
 def _instance(i: dict[str, Any]) -> Instance:
