@@ -12,15 +12,17 @@ status comes from the error channel's ``Status``. Files travel as a tar stream o
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import tarfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rgt._confine import safe_name
-from rgt.errors import TransportError
+from rgt._confine import open_parent, safe_name
+from rgt.errors import TransportError, UnsafeNameError
 from rgt.transport.base import CommandResult, ProgressFn, Transport, whole_file_argv
 
 CHUNK = 256 * 1024  # bytes per stdin frame
@@ -136,10 +138,20 @@ def confined_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | Non
     """A pod's tar is the pod's answer: each member's name passes rgt._confine's check (no
     absolute name, '..', NUL, backslash or drive: UnsafeNameError), then tar's own "data"
     filter (no link out of ``dest``, no device, no setuid bit)."""
-    name = member.name[2:] if member.name.startswith("./") else member.name
-    if name.rstrip("/") not in ("", "."):
-        safe_name(name.rstrip("/"), what="the pod's archive member", dest=dest)
-    return tarfile.data_filter(member, dest)
+    name = (member.name[2:] if member.name.startswith("./") else member.name).rstrip("/")
+    if name not in ("", "."):
+        safe_name(name, what="the pod's archive member", dest=dest)
+        with contextlib.suppress(FileNotFoundError):  # no link on its way under dest
+            os.close(open_parent(dest, name, create=False)[0])
+    try:
+        return tarfile.data_filter(member, dest)
+    except tarfile.FilterError as exc:
+        raise UnsafeNameError(
+            f"the pod's archive member {member.name!r} is refused: {exc}",
+            name=member.name,
+            reason=str(exc),
+            fix="the pod's files are not what rgt copies; nothing was written outside " + dest,
+        ) from exc
 
 
 def _tar_of(directory: Path) -> bytes:
