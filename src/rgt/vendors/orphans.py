@@ -2,8 +2,9 @@
 know, or believes released — the number one money leak of rented GPUs.
 
 Every vendor with a key is asked (a vendor without one is listed as not checked, one whose
-answer failed or did not parse as "could not list" — never as clean). An instance is an orphan when it is not terminated at the vendor and rgt has no
-unreleased record of it. Cost so far is the vendor's price × the time rgt has known it.
+answer failed or did not parse as "could not list" — never as clean). An instance is an
+orphan when it is not terminated at the vendor and rgt has no unreleased record of it.
+Cost so far is the vendor's price × the time rgt has known it.
 """
 
 from __future__ import annotations
