@@ -6,7 +6,10 @@ the name of a new one. The archive is deterministic (sorted entries, fixed times
 modes): the same sources always give the same bytes, so re-uploading can be skipped by hash.
 
 Bundled: ``rgt/__init__.py``, ``rgt/_fs.py``, every module of
-``rgt/agent/`` except this one, ``rgt/probes/``, and ``rgt/triage/`` with its JSON rules.
+``rgt/agent/`` except this one, ``rgt/probes/``, and ``rgt/triage/`` with its JSON rules; and
+the training-side ``rgt/ckpt/`` (with ``rgt/errors.py``, which it imports), which the agent
+puts on each job's import path after the job's own packages (``rgt.agent._pypath``), so a
+script that imports ``rgt.ckpt`` runs on a machine where rgt was never installed.
 """
 
 from __future__ import annotations
@@ -20,8 +23,14 @@ import rgt
 from rgt import _fs
 
 PACKAGE_ROOT = Path(rgt.__file__).resolve().parent
-SINGLE_FILES = ("__init__.py", "_fs.py")
-PACKAGES = {"agent": ("*.py",), "probes": ("*.py",), "triage": ("*.py", "rules/*.json")}
+SINGLE_FILES = ("__init__.py", "_fs.py", "errors.py")
+PACKAGES = {
+    "agent": ("*.py",),
+    "probes": ("*.py",),
+    "triage": ("*.py", "rules/*.json"),
+    "ckpt": ("*.py", "adapters/*.py"),  # for the job, never imported by the agent itself
+    "verdicts": ("*.py",),
+}
 NOT_BUNDLED = frozenset({"agent/build.py"})  # CLI-side, modern Python
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 SHEBANG = b"#!/usr/bin/env python3\n"
