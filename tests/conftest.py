@@ -16,6 +16,7 @@ import pytest
 # worker, one node name between them: a node that never became idle).
 from tests.slurm import slurm_cluster  # noqa: F401  (one Slurm cluster per worker)
 from tests.sshd import sshd_factory, sshd_server  # noqa: F401  (real-sshd fixtures)
+from tests.ttys import without_a_pin
 
 # Names that break naive shell quoting or path handling; every path-taking feature is tested
 # with them.
@@ -122,6 +123,7 @@ def rgt_home(
         if key.startswith("RGT_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("RGT_HOME", str(home))
+    without_a_pin()  # the recorded `--no-pin` opt-out; tests/test_approvals.py tests the PIN
     yield home
 
 

@@ -1,5 +1,9 @@
-"""Approvals through real pseudo-terminals: what a pty driver can do without a PIN (documented),
-what it cannot do with one, the durable lockout, and `down --yes` that never approves."""
+"""Approvals through real pseudo-terminals: the first approval sets the PIN, every later one asks
+for it; what a pty driver can do after the `--no-pin` opt-out (documented), what it cannot do with
+a PIN, the durable lockout, and `down --yes` that never approves.
+
+tests/conftest.py records the `--no-pin` opt-out in every test's RGT_HOME; the tests of the first
+approval start from a home without it (``first_use``)."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import pytest
 
 from rgt.approvals import ATTEMPTS_FILE, BASE_LOCK_S, MAX_FAILURES, PIN_FILE, failure
 from tests.clirun import rgt
-from tests.ttys import PtyRgt, approve_at_a_terminal, set_pin
+from tests.ttys import PtyRgt, approve_at_a_terminal, set_pin, type_new_pin
 
 PIN = "correct horse 42"
 RGT = f"{sys.executable} -m rgt.cli"
@@ -46,9 +50,100 @@ def box(tmp_path: Path) -> str:
     return "box"
 
 
-def test_without_a_pin_a_pty_driver_can_approve(box: str, rgt_home: Path) -> None:
-    # Documented in README ("Approvals and the threat model"): the terminal check alone does
-    # not stop a program that drives a pseudo-terminal. This is why the PIN exists.
+@pytest.fixture
+def first_use(rgt_home: Path) -> Path:
+    """A home where no approval happened yet: no PIN, and no recorded `--no-pin`."""
+    (rgt_home / PIN_FILE).unlink()
+    return rgt_home
+
+
+def pin_record(home: Path) -> dict[str, object]:
+    return dict(json.loads((home / PIN_FILE).read_text()))
+
+
+@pytest.mark.slow
+def test_the_first_approval_sets_the_pin_and_later_ones_ask_for_it(
+    box: str, first_use: Path
+) -> None:
+    first = PtyRgt("approve", box)
+    first.expect(f"Type {box} to approve")
+    first.type(box)
+    first.expect("No approval PIN is set yet")
+    type_new_pin(first, PIN)
+    assert first.wait() == 0, first.seen
+    assert PIN.encode() not in first.seen  # typed with echo off
+    assert pin_record(first_use)["kdf"] == "scrypt"
+    assert approvals(first_use) == [(box, "down")]
+    wrong = PtyRgt("approve", box)
+    wrong.expect(f"Type {box} to approve")
+    wrong.type(box)
+    wrong.expect("Approval PIN")
+    wrong.type("guess-123456")
+    assert wrong.wait() == 3 and b"wrong approval PIN" in wrong.seen
+    assert approve_at_a_terminal(box, pin=PIN) == 0
+
+
+@pytest.mark.slow
+def test_a_first_approval_with_two_different_pins_approves_nothing(
+    box: str, first_use: Path
+) -> None:
+    first = PtyRgt("approve", box)
+    first.expect(f"Type {box} to approve")
+    first.type(box)
+    type_new_pin(first, PIN, again="correct horse 43")
+    assert first.wait() == 2 and b"differ" in first.seen
+    assert approvals(first_use) == [] and not (first_use / PIN_FILE).exists()
+
+
+@pytest.mark.parametrize("verb", ["approve", "down"])
+@pytest.mark.slow
+def test_a_pty_driver_typing_the_name_cannot_approve_on_first_use(
+    box: str, first_use: Path, verb: str
+) -> None:
+    # The weak spot of the issue: a program that drives the terminal typed the name, which
+    # approved before. Now the approval waits for a PIN to be set; an empty answer refuses.
+    proc = PtyRgt(verb, box)
+    proc.expect(f"Type {box} to approve")
+    proc.type(box)
+    proc.expect("No approval PIN is set yet")
+    type_new_pin(proc, "")
+    assert proc.wait() == 2 and b"too short" in proc.seen
+    assert approvals(first_use) == [] and not (first_use / PIN_FILE).exists()
+    assert rgt("status", "--json").returncode == 0
+    with sqlite3.connect(first_use / "state.db") as conn:
+        assert conn.execute("SELECT released FROM machines").fetchone()[0] is None
+
+
+@pytest.mark.slow
+def test_no_pin_is_recorded_and_later_approvals_do_not_ask(box: str, first_use: Path) -> None:
+    proc = PtyRgt("approve", box, "--no-pin")
+    proc.expect(f"Type {box} to approve")
+    proc.type(box)
+    assert proc.wait() == 0, proc.seen
+    assert b"PIN" not in proc.seen.split(box.encode() + b" to approve")[-1]
+    assert pin_record(first_use)["kdf"] == "none"
+    assert approve_at_a_terminal(box) == 0  # the name alone, as recorded
+
+
+@pytest.mark.slow
+def test_no_pin_cannot_skip_a_pin_that_is_set(box: str, rgt_home: Path) -> None:
+    assert set_pin(PIN) == 0
+    proc = PtyRgt("approve", box, "--no-pin")
+    assert proc.wait() == 2 and b"does not skip it" in proc.seen
+    alone = scripted(f"{RGT} approve --no-pin")
+    assert alone.returncode == 2 and "does not skip it" in alone.stdout
+    assert pin_record(rgt_home)["kdf"] == "scrypt" and approvals(rgt_home) == []
+
+
+def test_no_pin_needs_the_terminal(first_use: Path) -> None:
+    proc = rgt("approve", "--no-pin", "--json")
+    assert proc.returncode == 3 and "terminal" in json.loads(proc.stdout)["message"]
+    assert not (first_use / PIN_FILE).exists()
+
+
+def test_after_no_pin_a_pty_driver_can_approve(box: str, rgt_home: Path) -> None:
+    # Documented in README ("Approvals and the threat model"): with the `--no-pin` opt-out the
+    # terminal check alone does not stop a program that drives a pseudo-terminal.
     proc = scripted(f"{RGT} approve {box}", typed=f"{box}\n")
     assert proc.returncode == 0, proc.stdout
     assert approvals(rgt_home) == [(box, "down")]

@@ -70,6 +70,16 @@ class PtyRgt:
         return bool(chunk)
 
 
+def without_a_pin() -> None:
+    """Record, in this test's RGT_HOME, the documented opt-out a human gives once with
+    ``rgt approve NAME --no-pin``: tests that approve through a pty then type only the name, as
+    before the first approval asked for a PIN. Tests of the PIN itself set one (``set_pin``) or
+    remove this record to start from a first approval (``tests/test_approvals.py``)."""
+    from rgt.approvals import record_no_pin
+
+    record_no_pin("tests/conftest.py")
+
+
 def approve_at_a_terminal(name: str, *extra: str, pin: str | None = None) -> int:
     """The human's approval: type the name (and the PIN when one is set) at a real terminal."""
     proc = PtyRgt("approve", name, *extra)
@@ -86,8 +96,13 @@ def set_pin(pin: str, old: str | None = None) -> int:
     if old is not None:
         proc.expect("Current approval PIN")
         proc.type(old)
+    type_new_pin(proc, pin)
+    return proc.wait()
+
+
+def type_new_pin(proc: PtyRgt, pin: str, again: str | None = None) -> None:
+    """Answer the two prompts that set a PIN (``again``: a different second answer)."""
     proc.expect("New approval PIN")
     proc.type(pin)
     proc.expect("again")
-    proc.type(pin)
-    return proc.wait()
+    proc.type(pin if again is None else again)

@@ -1,10 +1,14 @@
 """Approvals a program cannot give: the human at the terminal, and the approval PIN.
 
-Without a PIN an approval needs a terminal: the human types the machine's name at the
-controlling terminal. That stops an agent that runs rgt through a pipe, but not a process that
-drives a pseudo-terminal (``script -qc "rgt approve NAME" /dev/null``). With a PIN
-(``rgt approve --set-pin``) every approval also needs a secret only the human knows, typed at the
-controlling terminal with echo off; a program can ask for it, it cannot know it.
+An approval needs a terminal: the human types the machine's name at the controlling terminal.
+That stops an agent that runs rgt through a pipe, but not a process that drives a
+pseudo-terminal (``script -qc "rgt approve NAME" /dev/null``). So every approval also needs a PIN,
+a secret only the human knows, typed at the controlling terminal with echo off; a program can
+ask for it, it cannot know it. The first approval asks the human to set it (or set it ahead with
+``rgt approve --set-pin``, before any agent runs: whoever answers the first approval chooses).
+``rgt approve NAME --no-pin`` is the explicit opt-out, recorded in the PIN file
+(``{"kdf": "none"}``) so later approvals do not ask again; without a PIN, a program that drives a
+pseudo-terminal can approve a release.
 
 The PIN is stored as a slow salted hash (scrypt, ~32 MiB and ~0.1 s per try) in
 ``$RGT_HOME/approval-pin.json`` (mode 0600), never in the state DB. Wrong PINs are counted in
@@ -30,6 +34,7 @@ from rgt.errors import GateRefused, StateError, UsageError
 
 PIN_FILE = "approval-pin.json"
 ATTEMPTS_FILE = "approval-attempts.json"
+NO_PIN = "none"  # the PIN file's ``kdf`` once the human opted out with ``rgt approve --no-pin``
 SCRYPT = {"n": 2**15, "r": 8, "p": 1}
 SCRYPT_MAXMEM = 64 * 2**20
 MIN_PIN = 6
@@ -42,8 +47,21 @@ def pin_path() -> Path:
     return rgt_home() / PIN_FILE
 
 
+def pin_state() -> str:
+    """``pin`` (a PIN guards approvals), ``none`` (the human chose ``--no-pin``, recorded) or
+    ``unset`` (no approval yet: the first one asks the human to set a PIN). Anything in the PIN
+    file but a readable opt-out counts as ``pin``: a damaged file fails closed in ``check_pin``."""
+    try:
+        record = json.loads(pin_path().read_text())
+    except FileNotFoundError:
+        return "unset"
+    except (OSError, ValueError):
+        return "pin"
+    return "none" if isinstance(record, dict) and record.get("kdf") == NO_PIN else "pin"
+
+
 def pin_is_set() -> bool:
-    return pin_path().exists()
+    return pin_state() == "pin"
 
 
 def _hash(pin: str, salt: bytes, params: dict[str, int]) -> bytes:
@@ -154,8 +172,9 @@ def _locked(seconds: float) -> GateRefused:
     )
 
 
-def human_consent(term: Terminal, what: str, name: str) -> None:
-    """The human types ``name`` (and, once set, the PIN) at ``term``; else ``GateRefused``."""
+def human_consent(term: Terminal, what: str, name: str) -> str:
+    """The human types ``name`` and the PIN at ``term`` (the first approval sets the PIN; after
+    ``--no-pin`` the name alone); else ``GateRefused``. Returns the PIN state it approved under."""
     typed = term.ask(f"{what} Type {name} to approve: ")
     if typed != name:
         raise GateRefused(
@@ -163,8 +182,50 @@ def human_consent(term: Terminal, what: str, name: str) -> None:
             [f"typed {typed!r}, not {name!r}"],
             fix="run the command again and type the name exactly",
         )
-    if pin_is_set():
+    state = pin_state()
+    if state == "pin":
         check_pin(term.ask("Approval PIN: ", echo=False))
+    elif state == "unset":
+        first_pin(term, name)
+    return state
+
+
+def first_pin(term: Terminal, name: str) -> None:
+    """The first approval: the human sets the PIN every later approval asks for."""
+    term.say(
+        "No approval PIN is set yet. Without one, any program that drives a terminal can "
+        "approve a release. Set one now (every later approval asks for it), or stop here "
+        f"(Ctrl-C) and run `rgt approve {name} --no-pin` to approve without one.\n"
+    )
+    _ask_new_pin(term, f"run `rgt approve {name}` again and type the same PIN twice")
+
+
+def _ask_new_pin(term: Terminal, fix: str) -> None:
+    new = term.ask(f"New approval PIN (at least {MIN_PIN} characters): ", echo=False)
+    if term.ask("Type it again: ", echo=False) != new:
+        raise UsageError("the two PINs differ; nothing changed", fix=fix)
+    store_pin(new)
+
+
+def record_no_pin(terminal: str) -> dict[str, Any]:
+    """``--no-pin``: approvals go without a PIN from now on, recorded so none asks again.
+    Refused once a PIN is set: only ``--remove-pin`` (which needs the PIN) takes it away."""
+    if pin_is_set():
+        raise UsageError(
+            "an approval PIN is set; --no-pin does not skip it",
+            fix="type the PIN; to go without one, `rgt approve --remove-pin` (needs the PIN), "
+            "then `rgt approve NAME --no-pin`",
+        )
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    _write_private(pin_path(), {"kdf": NO_PIN, "set": stamp, "terminal": terminal})
+    return {"pin": "none", "path": str(pin_path())}
+
+
+def opt_out_at_terminal(command: str) -> dict[str, Any]:
+    """``rgt approve [NAME] --no-pin``: recorded only from the controlling terminal."""
+    why = "choosing approvals without a PIN needs a human at a terminal"
+    with Terminal.open(why, fix=f"run `{command}` yourself in a terminal") as term:
+        return record_no_pin(term.name)
 
 
 def approve_at_terminal(what: str, name: str, command: str) -> str:
@@ -184,11 +245,8 @@ def change_pin(*, remove: bool = False) -> dict[str, Any]:
             check_pin(term.ask("Current approval PIN: ", echo=False))
         elif remove:
             raise UsageError("no approval PIN is set", fix="set one with `rgt approve --set-pin`")
-        if remove:
+        if remove:  # the next approval asks to set a PIN again (or for --no-pin)
             pin_path().unlink()
             return {"pin": "removed"}
-        new = term.ask(f"New approval PIN (at least {MIN_PIN} characters): ", echo=False)
-        if term.ask("Type it again: ", echo=False) != new:
-            raise UsageError("the two PINs differ; nothing changed", fix=fix)
-        store_pin(new)
+        _ask_new_pin(term, fix)
     return {"pin": "changed" if had else "set", "path": str(pin_path())}

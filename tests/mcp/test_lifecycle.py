@@ -129,7 +129,7 @@ def test_the_lifecycle_over_mcp_and_a_human_approval(world: tuple[McpRgt, Path])
     machines = {m["name"]: m for m in cli_json(home, "status")["machines"]}
     assert machines["box"].get("released") is None  # compact: a null is left out
 
-    human = PtyRgt("approve", "box", env={"RGT_HOME": str(home), "PYTHONPATH": SRC})
+    human = PtyRgt("approve", "box", "--no-pin", env={"RGT_HOME": str(home), "PYTHONPATH": SRC})
     human.expect("Type box to approve")
     human.type("box")
     assert human.wait() == 0

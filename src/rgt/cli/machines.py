@@ -172,15 +172,25 @@ def _up_kaggle(
     "--set-pin", is_flag=True, help="Set or change the approval PIN (asked at the terminal)."
 )
 @click.option("--remove-pin", is_flag=True, help="Remove the approval PIN (needs the PIN).")
+@click.option(
+    "--no-pin",
+    is_flag=True,
+    help="Approve without a PIN from now on (recorded; refused once a PIN is set). Without a "
+    "PIN, any program that drives a terminal can approve a release.",
+)
 @output_options
 def approve(
-    name: str | None, abandon: tuple[str, ...], set_pin: bool, remove_pin: bool, out: Output
+    name: str | None,
+    abandon: tuple[str, ...],
+    set_pin: bool,
+    remove_pin: bool,
+    no_pin: bool,
+    out: Output,
 ) -> None:
-    """Approve releasing machine NAME. Needs a human at a terminal (and the PIN, once set)."""
-    if set_pin or remove_pin:
-        from rgt.approvals import change_pin
-
-        changed = change_pin(remove=remove_pin)
+    """Approve releasing machine NAME. Needs a human at a terminal and the approval PIN (the
+    first approval sets it; `--no-pin` opts out)."""
+    if set_pin or remove_pin or (no_pin and not name):
+        changed = _pin_choice(set_pin, remove_pin, no_pin)
         out.result(changed, lambda o: o.line(f"approval PIN {changed['pin']}"))
         return
     if not name:
@@ -189,11 +199,28 @@ def approve(
         raise UsageError("give the machine NAME", fix="`rgt approve NAME` (or `--set-pin`)")
     from rgt.teardown import approve_interactively
 
+    if no_pin:
+        from rgt.approvals import opt_out_at_terminal
+
+        opt_out_at_terminal(f"rgt approve {name} --no-pin")
+
     approval = approve_interactively(Store.open(), name, abandon)
     out.result(
         approval,
         lambda o: o.line(f"approved release of [bold]{name}[/]; now run `rgt down {name}`"),
     )
+
+
+def _pin_choice(set_pin: bool, remove_pin: bool, no_pin: bool) -> dict[str, Any]:
+    """`--set-pin`, `--remove-pin` or `--no-pin` alone: each one at the terminal."""
+    from rgt import approvals
+    from rgt.errors import UsageError
+
+    if set_pin + remove_pin + no_pin > 1:
+        raise UsageError("choose one of --set-pin, --remove-pin, --no-pin", fix="give one")
+    if no_pin:
+        return approvals.opt_out_at_terminal("rgt approve --no-pin")
+    return approvals.change_pin(remove=remove_pin)
 
 
 @click.command()
