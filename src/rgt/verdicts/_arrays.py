@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import struct
 import zipfile
-from typing import Any, BinaryIO, Dict, List, Tuple
+from typing import Any, BinaryIO, Dict, List, Optional, Tuple
 
 from rgt.verdicts import _finite, _pickle, _places
 from rgt.verdicts._plan import Plan
@@ -139,6 +140,8 @@ def plan_npy(handle: BinaryIO, size: int) -> Plan:
         raise Bad(
             "npy data is %d bytes, its shape needs %d (truncated?)" % (size - start, numel * item)
         )
+    if numel == 0:
+        raise Bad("the array holds no values (its shape has a 0)")
     plan.add_tensor(["<array>"], numel)
     span = Span(start, size - start, dtype, "<array>")
     span.refs.append((["<array>"], numel))
@@ -156,8 +159,8 @@ def plan_npz(handle: BinaryIO) -> Plan:
                     _npz_member(plan, info.filename, member)
     except (zipfile.BadZipFile, EOFError, OSError) as exc:
         raise Bad("damaged npz archive: %s" % exc) from exc
-    if not plan.tensors:
-        raise Bad("npz archive holds no arrays")
+    if not plan.values:
+        raise Bad("npz archive holds no values (no arrays, or every one is empty)")
     return plan
 
 
@@ -246,3 +249,47 @@ def _arena_key(key: Any) -> str:
     if isinstance(key, dict) and len(key) == 1:
         return str(next(iter(key.values())))
     return str(key)
+
+
+def commit_record_problem(full: str, size: int, sha256: str) -> Optional[str]:
+    """An rgt.ckpt data file next to its commit record (``ckpt-*.json`` naming it): the size
+    and hash the record vouches for must match. SHA-256 records are checked with the hash the
+    stream computed; XXH3 records when ``xxhash`` is importable (else by size alone)."""
+    folder, name = os.path.split(full)
+    for record in sorted(os.listdir(folder or ".")):
+        if not (record.startswith("ckpt-") and record.endswith(".json")):
+            continue
+        try:
+            with open(os.path.join(folder, record), "rb") as handle:
+                data = json.loads(handle.read().decode("utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("file") == name:
+            return _record_mismatch(full, size, sha256, data, record)
+    return None
+
+
+def _record_mismatch(
+    full: str, size: int, sha256: str, data: Dict[str, Any], record: str
+) -> Optional[str]:
+    said = str(data.get("hash", data.get("sha256", "")))
+    algorithm, _, digest = said.rpartition(":")
+    if data.get("bytes") != size:
+        return "does not match its commit record %s (size)" % record
+    if algorithm in ("", "sha256") and digest != sha256:
+        return "does not match its commit record %s (hash)" % record
+    if algorithm == "xxh3_128" and digest != _xxh3(full):
+        return "does not match its commit record %s (hash)" % record
+    return None
+
+
+def _xxh3(full: str) -> str:
+    try:
+        import xxhash  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return ""
+    hasher = xxhash.xxh3_128()
+    with open(full, "rb") as handle:
+        for chunk in iter(lambda: handle.read(8 << 20), b""):
+            hasher.update(chunk)
+    return str(hasher.hexdigest())

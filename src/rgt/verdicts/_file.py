@@ -85,7 +85,7 @@ def _plain(kind: str, handle: BinaryIO, size: int, name: str) -> Plan:
     elif kind == "torch":
         raise Bad("not a torch file (neither a zip archive nor a pickle)")
     else:
-        plan.what = "no structure to check (%s)" % ("empty" if size == 0 else "bytes only")
+        plan.what = "no structure to check"
     plan.plain = True
     return plan
 
@@ -120,6 +120,8 @@ def _judge(handle: BinaryIO, size: int, full: str) -> Tuple[str, str, str, str]:
     """(kind, verdict, sha256, detail) from one read of the file."""
     kind = kind_of(os.path.basename(full), handle.read(64))
     handle.seek(0)
+    if size == 0:
+        return kind, BAD, stream(handle, 0, []), "empty file (0 bytes)"
     plan: Any = None
     try:
         plan = _plan(kind, handle, size, full)
@@ -131,6 +133,9 @@ def _judge(handle: BinaryIO, size: int, full: str) -> Tuple[str, str, str, str]:
     except (EOFError, ValueError) as exc:
         return kind, BAD, stream(handle, size, []), "damaged: %s" % exc
     verdict, detail = plan.judge()
+    if kind == "rgt.ckpt":
+        problem = _arrays.commit_record_problem(full, size, digest)
+        verdict, detail = (BAD, problem) if problem else (verdict, detail)
     return kind, verdict, digest, detail
 
 
@@ -151,7 +156,7 @@ def _declared(
         )
     if want_sha is not None and digest != want_sha.lower():
         return BAD, "sha256 mismatch: %s… on disk, %s… declared" % (digest[:12], want_sha[:12])
-    if verdict == HASH_ONLY:
+    if verdict == HASH_ONLY or detail == "no structure to check":
         vouch = "sha256 matches the manifest" if want_sha else "no manifest sha256 to compare"
         return verdict, "%s; %s" % (detail, vouch)
     return verdict, detail

@@ -112,7 +112,7 @@ class Plan(object):
         parts = [self.what] if self.what else []
         if self.tensors:
             noun = "tensor" if self.tensors == 1 else "tensors"
-            parts.append("%d %s, %s values, finite" % (self.tensors, noun, human(self.values)))
+            parts.append("%d %s, %s values, all finite" % (self.tensors, noun, human(self.values)))
         else:
             parts.append("no tensors: %d numbers" % self.numbers)
         if self.meta_names:
