@@ -30,20 +30,26 @@ from __future__ import annotations
 
 import builtins
 import functools
-import json as jsonlib
 import logging
 import os
 import ssl
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
 
 import httpx
 
 from rgt.errors import KeyRefusedError, VendorError
+from rgt.vendors._answer import (
+    ACCEPT_ENCODING,
+    MAX_BODY_BYTES,
+    SHAPE_ERRORS,
+    Answer,
+    Garbled,
+    read_answer,
+)
 from rgt.vendors._keys import KEY_VARIABLES, redact
 from rgt.vendors._model import TERMINATED, CreateRequest, GpuSpec, Instance, Offer, matching
 
@@ -52,15 +58,6 @@ log = logging.getLogger("rgt.vendors")
 REQUEST_DEADLINE_S = 30.0
 MAX_ATTEMPTS = 5
 MAX_WAIT_S = 30.0
-# The most a vendor answer may hold. The largest documented answer rgt reads is a vast.ai
-# offer search (a few MB); a body past this is a hostile or broken answer, not data.
-MAX_BODY_BYTES = 16 * 2**20
-# What a parser may raise on a body that is not the documented shape.
-_SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
-
-
-class Garbled(ValueError):
-    """A 2xx answer that is not the vendor's documented JSON (internal: becomes a VendorError)."""
 
 
 class _Retry(Exception):
@@ -69,34 +66,6 @@ class _Retry(Exception):
     def __init__(self, text: str, code: str | None, answer: Answer | None = None) -> None:
         super().__init__(text)
         self.text, self.code, self.answer = text, code, answer
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One HTTP answer, its body read in full (within the size cap and the deadline)."""
-
-    status: int
-    headers: httpx.Headers
-    content: bytes
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", "replace")
-
-    def json(self) -> Any:
-        """The decoded JSON body, or ``None`` when there is none or it does not decode."""
-        try:
-            return jsonlib.loads(self.content) if self.content.strip() else None
-        except ValueError:
-            return None
-
-    def describe(self) -> str:
-        """What came instead of JSON, for an error: type, size and a clipped, printable start."""
-        kind = self.headers.get("Content-Type", "no content type").split(";")[0]
-        if not self.content.strip():
-            return f"an empty body ({kind})"
-        start = "".join(c if c.isprintable() else " " for c in self.text[:80]).strip()
-        return f"a body that is not JSON ({kind}, {len(self.content)} bytes: {start!r})"
 
 
 class VendorClient(ABC):
@@ -126,7 +95,11 @@ class VendorClient(ABC):
         )
 
     def auth_headers(self, key: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+        return {
+            "Authorization": f"Bearer {key}",
+            "Accept": "application/json",
+            "Accept-Encoding": ACCEPT_ENCODING,
+        }
 
     def close(self) -> None:
         self._http.close()
@@ -263,23 +236,12 @@ class VendorClient(ABC):
         raise _Retry(f"{self.vendor} answered {problem}", "garbled")
 
     def _send(self, method: str, url: str, json: Any, params: dict[str, Any] | None) -> Answer:
-        """The request, its body read up to ``max_body_bytes`` and within ``deadline_s``."""
         request = self._http.build_request(method, url, json=json, params=params)
-        started, chunks, size = time.monotonic(), [], 0
         response = self._http.send(request, stream=True)
         try:
-            for chunk in response.iter_bytes():
-                size += len(chunk)
-                if size > self.max_body_bytes:
-                    raise Garbled(
-                        f"a body over {self.max_body_bytes} bytes (stopped reading at {size})"
-                    )
-                if time.monotonic() - started > self.deadline_s:
-                    raise httpx.ReadTimeout("the body outlived the deadline", request=request)
-                chunks.append(chunk)
+            return read_answer(response, self.max_body_bytes, time.monotonic() + self.deadline_s)
         finally:
             response.close()
-        return Answer(response.status_code, response.headers, b"".join(chunks))
 
     def _decode(
         self,
@@ -322,7 +284,7 @@ class VendorClient(ABC):
             return body
         try:
             return expect(body)
-        except _SHAPE_ERRORS as exc:
+        except SHAPE_ERRORS as exc:
             raise Garbled(
                 f"JSON that is not {self.vendor}'s documented answer ({exc!r:.120})"
             ) from exc
@@ -366,30 +328,6 @@ def _tls() -> ssl.SSLContext:
 
 def _env_s(variable: str, default: float) -> float:
     return float(os.environ.get(variable) or default)
-
-
-def field(body: Any, key: str, kind: type | tuple[type, ...]) -> Any:
-    """``body[key]``, which the vendor documents as a ``kind``; else the answer is garbled."""
-    if not isinstance(body, dict) or key not in body:
-        raise Garbled(f"no {key!r} in the answer")
-    value = body[key]
-    if not isinstance(value, kind):
-        raise Garbled(f"{key!r} is a {type(value).__name__}")
-    return value
-
-
-def obj(value: Any) -> dict[str, Any]:
-    """A documented JSON object; anything else is garbled."""
-    if not isinstance(value, dict):
-        raise Garbled(f"a {type(value).__name__} where an object belongs")
-    return value
-
-
-def dicts(value: Any) -> builtins.list[dict[str, Any]]:
-    """A documented list of objects; anything else is garbled."""
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise Garbled(f"a {type(value).__name__} where a list of objects belongs")
-    return value
 
 
 def retry_after(response: Answer | httpx.Response) -> float | None:

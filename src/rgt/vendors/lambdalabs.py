@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from rgt.errors import UsageError
+from rgt.vendors._answer import dicts, field
 from rgt.vendors._model import (
     ERROR,
     PROVISIONING,
@@ -22,7 +23,7 @@ from rgt.vendors._model import (
     Instance,
     Offer,
 )
-from rgt.vendors._rest import VendorClient, dicts, field
+from rgt.vendors._rest import VendorClient
 
 _STATES = {
     "booting": PROVISIONING,

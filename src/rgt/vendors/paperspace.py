@@ -15,6 +15,7 @@ import builtins
 from collections.abc import Callable
 from typing import Any
 
+from rgt.vendors._answer import dicts, field, obj
 from rgt.vendors._model import (
     ERROR,
     PROVISIONING,
@@ -24,7 +25,7 @@ from rgt.vendors._model import (
     Instance,
     Offer,
 )
-from rgt.vendors._rest import VendorClient, dicts, field, obj
+from rgt.vendors._rest import VendorClient
 
 _STATES = {
     "provisioning": PROVISIONING,

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rgt.errors import VendorError
+from rgt.vendors._answer import dicts, field
 from rgt.vendors._model import (
     ERROR,
     PROVISIONING,
@@ -25,7 +26,7 @@ from rgt.vendors._model import (
     Instance,
     Offer,
 )
-from rgt.vendors._rest import VendorClient, dicts, field
+from rgt.vendors._rest import VendorClient
 
 REST_URL = "https://rest.runpod.io/v1"
 GRAPHQL_URL = "https://api.runpod.io/graphql"

@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from rgt.errors import VendorError
+from rgt.vendors._answer import dicts, field, obj
 from rgt.vendors._model import (
     ERROR,
     PROVISIONING,
@@ -25,7 +26,7 @@ from rgt.vendors._model import (
     Instance,
     Offer,
 )
-from rgt.vendors._rest import VendorClient, dicts, field, obj
+from rgt.vendors._rest import VendorClient
 
 _STATES = {
     "running": RUNNING,
