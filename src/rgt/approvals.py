@@ -186,18 +186,18 @@ def human_consent(term: Terminal, what: str, name: str) -> str:
     if state == "pin":
         check_pin(term.ask("Approval PIN: ", echo=False))
     elif state == "unset":
-        first_pin(term, name)
+        first_pin(term)
     return state
 
 
-def first_pin(term: Terminal, name: str) -> None:
+def first_pin(term: Terminal) -> None:
     """The first approval: the human sets the PIN every later approval asks for."""
     term.say(
         "No approval PIN is set yet. Without one, any program that drives a terminal can "
         "approve a release. Set one now (every later approval asks for it), or stop here "
-        f"(Ctrl-C) and run `rgt approve {name} --no-pin` to approve without one.\n"
+        "(Ctrl-C) and run `rgt approve --no-pin` to go without one.\n"
     )
-    _ask_new_pin(term, f"run `rgt approve {name}` again and type the same PIN twice")
+    _ask_new_pin(term, "run the command again and type the same PIN twice")
 
 
 def _ask_new_pin(term: Terminal, fix: str) -> None:
