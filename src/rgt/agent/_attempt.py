@@ -16,7 +16,7 @@ import subprocess
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from rgt.agent import _resume, _system, _workdir
+from rgt.agent import _pypath, _resume, _system, _workdir
 from rgt.agent._classify import REMEDY_PREEMPTED, AttemptFacts, Decision, decide
 from rgt.agent._record import JobRecorder
 from rgt.agent._sentinel import Sentinel
@@ -148,6 +148,7 @@ class AttemptRunner(object):
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        _pypath.add_to(env, self.paths.root)  # `import rgt.ckpt` without installing rgt
         return env, [name for name in declared if name not in self.secrets]
 
     def _work_dir(self) -> Optional[Decision]:

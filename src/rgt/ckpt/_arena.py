@@ -81,7 +81,7 @@ def stage(arena: Arena, layout: Layout) -> None:
     """Copy the state laid out in ``layout`` into the arena: the snapshot the writer persists."""
     arena.ensure(layout.total)
     view = arena.view
-    for piece, offset in zip(layout.pieces, layout.offsets, strict=True):
+    for piece, offset in zip(layout.pieces, layout.offsets):  # noqa: B905 - strict= is 3.10; equal lengths
         if isinstance(piece, bytes):
             view[offset : offset + len(piece)] = piece
         elif piece.nbytes:

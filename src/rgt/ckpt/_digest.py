@@ -136,7 +136,7 @@ def _feed_array(out: _Pieces, obj: object) -> bool:
     if torch is not None and isinstance(obj, torch.Tensor):
         shape = tuple(obj.shape)
         _array(out, ArrayRef(obj, str(obj.dtype), shape, obj.numel() * obj.element_size(), False))
-    elif torch is not None and isinstance(obj, torch.dtype | torch.device):
+    elif torch is not None and isinstance(obj, (torch.dtype, torch.device)):
         _frame(out, b"T", str(obj).encode())
     elif numpy is not None and isinstance(obj, numpy.ndarray):
         _array(out, ArrayRef(obj, obj.dtype.str, tuple(obj.shape), int(obj.nbytes), True))

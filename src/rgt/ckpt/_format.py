@@ -74,7 +74,7 @@ def _entry(ref: ArrayRef, offset: int) -> list[Any]:
 
 def _skeleton(obj: object, index_of: dict[int, int]) -> Any:
     """JSON for the structure: plain JSON for None/bool/int/str, a one-key object otherwise."""
-    if obj is None or isinstance(obj, bool | int | str):
+    if obj is None or isinstance(obj, (bool, int, str)):
         return obj
     if isinstance(obj, float):
         return {"f": obj.hex()}
@@ -145,7 +145,7 @@ def _array(view: memoryview, entry: list[Any], stream: int, map_location: Any) -
 def _tensor(raw: Any, dtype: str, shape: list[int], device: Any) -> Any:
     import torch
 
-    kind = getattr(torch, dtype.removeprefix("torch."), None)
+    kind = getattr(torch, dtype.split(".")[-1], None)
     if not isinstance(kind, torch.dtype):
         raise _damaged(f"unknown tensor dtype {dtype!r}")
     tensor = torch.empty(shape, dtype=kind)
@@ -157,7 +157,7 @@ def _tensor(raw: Any, dtype: str, shape: list[int], device: Any) -> Any:
 
 
 def _build(node: Any, arrays: list[Any]) -> Any:
-    if node is None or isinstance(node, bool | int | str):
+    if node is None or isinstance(node, (bool, int, str)):
         return node
     ((tag, value),) = node.items()
     if tag in ("d", "o"):
@@ -179,7 +179,7 @@ def _leaf(tag: str, value: Any, arrays: list[Any]) -> Any:
     import torch
 
     if tag == "dt":
-        return getattr(torch, value.removeprefix("torch."))
+        return getattr(torch, value.split(".")[-1])
     if tag == "dv":
         return torch.device(value)
     raise _damaged(f"unknown skeleton tag {tag!r}")
