@@ -35,7 +35,9 @@ def test_failure_exits_1_and_json_is_one_document(tmp_path: Path) -> None:
     failed = [f["path"] for f in data["files"] if not f["ok"]]
     assert (data["ok"], failed) == (False, ["metrics.json"])
     human = rgt("verify", "artifacts", str(tmp_path), "--manifest", str(manifest_path))
-    assert "FAILED: 1 of 9 files failed" in human.stdout
+    assert "FAILED: 1 of 9 files bad (8 ok, 0 hash_only, 1 bad)" in human.stdout
+    assert {f["verdict"] for f in data["files"]} == {"ok", "bad"}
+    assert data["summary"]["bad"] == 1 and data["units"] == []
 
 
 def test_bad_manifest_is_a_usage_level_error_naming_the_field(tmp_path: Path) -> None:

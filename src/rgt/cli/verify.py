@@ -46,9 +46,8 @@ def artifacts(directory: Path, manifest: Path | None, out: Output) -> None:
     declared = load_manifest(manifest) if manifest is not None else None
 
     def line(check: FileCheck) -> None:
-        mark = "[green]OK  [/]" if check.ok else "[red]FAIL[/]"
         what = escape(f"{check.kind:<11} {check.path}  {_size(check.bytes)}  {check.detail}")
-        out.line(f"{mark} {what}")
+        out.line(f"{_MARKS[check.verdict]} {what}")
 
     report = verify_tree(directory, declared, progress=None if out.json_mode else line)
     if not out.json_mode:
@@ -58,20 +57,32 @@ def artifacts(directory: Path, manifest: Path | None, out: Output) -> None:
         sys.exit(1)  # the report is printed; exit 1 says 'not verified' to scripts and gates
 
 
+_MARKS = {"ok": "[green]OK  [/]", "hash_only": "[yellow]HASH[/]", "bad": "[red]BAD [/]"}
+
+
 def _summary(out: Output, report: VerifyReport) -> None:
+    for unit in report.units:
+        mark = _MARKS[unit.verdict]
+        out.line(
+            f"{mark} {escape(f'{unit.layout} checkpoint {unit.path}/ ({unit.files} files): {unit.detail}')}"
+        )
     for rel in report.missing:
         out.line(f"[red]MISSING[/]  {escape(rel)}  (declared in the manifest, not on disk)")
     for rel in report.unexpected:
         out.line(f"[yellow]UNEXPECTED[/] {escape(rel)}  (on disk, not in the manifest)")
     total = _size(sum(f.bytes for f in report.files))
+    counts = report.counts()
+    said = f"{counts['ok']} ok, {counts['hash_only']} hash_only, {counts['bad']} bad"
     if report.ok:
-        out.line(f"[green]100 % OK[/]: {len(report.files)} files, {total}, all load-verified")
+        out.line(f"[green]100 % OK[/]: {len(report.files)} files, {total}: {said}")
+        if counts["hash_only"]:
+            out.line("  hash_only: the bytes match, the format names code rgt does not run")
         return
     if not report.files:
         out.line("[red]FAILED[/]: no files to verify")
         return
     out.line(
-        f"[red]FAILED[/]: {len(report.failures)} of {len(report.files)} files failed, "
+        f"[red]FAILED[/]: {counts['bad']} of {len(report.files)} files bad ({said}), "
         f"{len(report.missing)} missing, {len(report.unexpected)} unexpected"
     )
 
