@@ -130,7 +130,7 @@ def hub() -> Iterator[tuple[str, HubState]]:
     state = HubState()
     handler = type("Hub", (_Handler,), {"state": state})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", state
