@@ -35,7 +35,13 @@ def test_success_counts_the_verified_artifacts(make_job: Callable[..., Job]) -> 
     job = make_job().write("open('result.txt', 'w').write('1')\n")
     job.start()
     assert job.finish() == 0, job.agent_log()
-    assert job.status()["reason"] == "the job exited 0; 1 artifact(s) verified"
+    reason = job.status()["reason"]
+    assert reason == "the job exited 0; 1 artifact(s) checked: 1 ok, 0 hash_only, 0 bad"
+    (entry,) = manifest(job)["files"]
+    assert (entry["verdict"], manifest(job)["verdicts"]) == (
+        "ok",
+        {"ok": 1, "hash_only": 0, "bad": 0},
+    )
 
 
 EXCLUDING = """
