@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from rgt import fetch
 from rgt.fetch import downloader
 from rgt.fetch.fetch_aids import SameOrigin
 from tests import clirun
@@ -173,3 +177,23 @@ def test_the_token_is_nowhere_but_in_the_request(tmp_path: Path) -> None:
         for path in tree.rglob("*"):
             if path.is_file() and not path.is_symlink():
                 assert TOKEN.encode() not in path.read_bytes(), f"the token is in {path}"
+
+
+def test_the_shipped_downloader_confines_names_without_rgt_installed(tmp_path: Path) -> None:
+    """The fetch job's snapshot as the machine gets it (downloader.py, fetch_aids.py,
+    _confine.py side by side) under an interpreter that cannot import rgt (``-S``: no
+    site-packages): the stand-in error class refuses the name the same way."""
+    snapshot_dir = tmp_path / "snapshot"
+    snapshot_dir.mkdir()
+    for part in (fetch.DOWNLOADER, fetch.AIDS, fetch.CONFINE):
+        shutil.copy(part, snapshot_dir / part.name)
+    with hub() as (url, state):
+        state.names = ["config.json", "../../x"]
+        env = {"PATH": os.environ["PATH"], "HF_ENDPOINT": url, "RGT_FETCH_HUB": "0"}
+        done = subprocess.run(
+            [sys.executable, "-S", "-E", "downloader.py", "hf://org/repo", "--to", "d/e/f"],
+            cwd=snapshot_dir, env=env, capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the hub's file name '../../x' is refused" in done.stdout, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and not (snapshot_dir / "d" / "x").exists()
