@@ -76,11 +76,36 @@ class PullResult:
             f"{self.bytes} bytes → {self.dest}"
         ]
         for f in self.report.get("files", []):
-            lines.append(f"  {'OK ' if f['ok'] else 'BAD'} {f['path']}  {f['detail']}")
+            lines.append(f"  {_mark(f)} {f['path']}  {f['detail']}")
+        for u in self.report.get("units", []):
+            lines.append(
+                f"  {_MARKS.get(u['verdict'], '?   ')} {u['layout']} checkpoint {u['path']}/ "
+                f"({u['files']} files): {u['detail']}"
+            )
+        lines.append(verdict_counts(self.report))
         if self.ok:
             return [*lines, "100 % OK"]
         reasons = list(self.reasons) or ["no reason recorded"]
         return [*lines, f"verification FAILED: {reasons[0]}", *(f"  - {r}" for r in reasons[1:])]
+
+
+_MARKS = {"ok": "OK  ", "hash_only": "HASH", "bad": "BAD "}
+
+
+def _mark(f: dict[str, Any]) -> str:
+    # reports stored before verdicts existed have only "ok"
+    return _MARKS.get(str(f.get("verdict")), "OK  " if f.get("ok") else "BAD ")
+
+
+def verdict_counts(report: dict[str, Any]) -> str:
+    """ "66 artifacts: 60 ok, 6 hash_only (pickles naming code), 0 bad": the same counts the
+    agent's manifest and ``rgt watch`` give."""
+    files = report.get("files", [])
+    counts = {v: sum(1 for f in files if f.get("verdict") == v) for v in _MARKS}
+    said = f"{len(files)} artifacts: {counts['ok']} ok, {counts['hash_only']} hash_only"
+    if counts["hash_only"]:
+        said += " (bytes match the manifest; the format names code rgt never runs)"
+    return f"{said}, {counts['bad']} bad"
 
 
 def pull(store: Store, job_id: str, dest: Path, progress: PullProgress | None = None) -> PullResult:
