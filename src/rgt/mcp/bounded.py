@@ -71,7 +71,9 @@ def wire_size(result: Mapping[str, Any]) -> int:
 
 def compact(document: Any) -> str:
     """The text form of a document: compact (indenting costs a third more tokens)."""
-    return json.dumps(document, separators=(",", ":"), sort_keys=True, default=str)
+    return json.dumps(
+        document, separators=(",", ":"), sort_keys=True, ensure_ascii=False, default=str
+    )
 
 
 def shrink(value: Any, field: int, items: int, depth: int = clip.DEPTH) -> Any:
