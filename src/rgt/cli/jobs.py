@@ -83,7 +83,11 @@ PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
 @click.option(
     "--lint", "lint_first", is_flag=True, help="Refuse to launch if `rgt lint` finds a bug."
 )
-@click.option("--force", is_flag=True, help="Start despite errors of the machine's last audit.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Start despite errors of the machine's last audit, or a python without torch.",
+)
 @output_options
 def run(
     machine: str,
@@ -102,6 +106,7 @@ def run(
     out: Output,
 ) -> None:
     """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
+    from rgt.jobs import pythongate
     from rgt.jobs.launch import LaunchOptions, launch, probe
     from rgt.jobs.notify import resolve
     from rgt.jobs.resume_form import resume_spec
@@ -118,10 +123,13 @@ def run(
             out.warn(line)
     for note in check_gate(machine, force):
         out.warn(note)
+    env = env_pairs_of(env_pairs)
+    for note in pythongate.check(machine, command, Path.cwd(), env, force):
+        out.warn(note)  # a torch job refused (exit 3) when its python lacks torch
     store = Store.open()
     options = LaunchOptions(
         command=command,
-        env=env_pairs_of(env_pairs),
+        env=env,
         secret_env=secrets,
         artifacts=artifacts,
         exclude=excludes,
@@ -282,7 +290,8 @@ def pull(job_id: str, dest: Path | None, out: Output) -> None:
 @click.argument("job_id", callback=job_id_arg)
 @output_options
 def resume(job_id: str, out: Output) -> None:
-    """Start a job's agent again after it was lost (the job resumes from its checkpoint)."""
+    """Start a job's agent again after it was lost, or restart a failed job from its newest
+    valid checkpoint (a new attempt; exit 1 with the reason when there is none)."""
     from rgt.jobs.launch import resume as do_resume
 
     data = do_resume(Store.open(), job_id)

@@ -61,19 +61,58 @@ def identify(python: str, timeout: float = 30.0) -> Dict[str, Any]:
     return {"path": python, "executable": executable, "prefix": prefix, "version": version}
 
 
+# Whether an interpreter has torch, without importing it (an import takes seconds and may
+# touch the GPU): the package's spec, and its version.py (``__version__``, ``cuda``: the CUDA
+# it was built for, None for a CPU build). Python 3.8 syntax: it runs in the job's Python.
+TORCH_FIND = (
+    "import importlib.util, json, os, re, sys\n"
+    "spec = importlib.util.find_spec('torch')\n"
+    "out = {'installed': spec is not None and bool(spec.submodule_search_locations)}\n"
+    "out.update(executable=sys.executable, python=sys.version.split()[0])\n"
+    "if out['installed']:\n"
+    "    path = os.path.join(list(spec.submodule_search_locations)[0], 'version.py')\n"
+    "    try:\n"
+    "        text = open(path).read()\n"
+    "    except OSError:\n"
+    "        text = ''\n"
+    "    for key in ('__version__', 'cuda'):\n"
+    "        m = re.search(r'^' + key + r\"\\s*(?::[^=]*)?=\\s*['\\\"]([^'\\\"]+)\", text, re.M)\n"
+    "        out[key.strip('_')] = m.group(1) if m else None\n"
+    "print(json.dumps(out))\n"
+)
+
+
 def interpreters(expected: Optional[str], env: Mapping[str, str]) -> Dict[str, Any]:
-    """What ``python``/``python3`` resolve to on the job's PATH, and the expected one."""
+    """What ``python``/``python3`` resolve to on the job's PATH, and the expected one; each
+    with ``torch`` (installed, version, CUDA build) when it runs."""
     path = env.get("PATH", os.defpath)
     found = {}  # type: Dict[str, Any]
     for name in ("python", "python3"):
         where = shutil.which(name, path=path)
         found[name] = identify(where) if where else None
-    return {
-        "path_env": path,
-        "python": found["python"],
-        "python3": found["python3"],
-        "expected": identify(expected) if expected else None,
-    }
+    found["expected"] = identify(expected) if expected else None
+    seen = {}  # type: Dict[str, Dict[str, Any]]
+    for reading in found.values():
+        if reading and not reading.get("error"):
+            key = "%s|%s" % (reading["executable"], reading["prefix"])
+            reading["torch"] = seen.get(key) or seen.setdefault(key, torch_of(reading["path"]))
+    return dict(found, path_env=path)
+
+
+def torch_of(python: str, timeout: float = 30.0) -> Dict[str, Any]:
+    """``{"installed", "version", "cuda"}`` of torch in ``python`` (``error`` when the probe
+    could not run), without importing torch."""
+    try:
+        proc = subprocess.run(
+            [python, "-c", TORCH_FIND],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=timeout,
+            check=False,
+        )
+        return dict(json.loads(proc.stdout.decode("utf-8", "replace").strip().splitlines()[-1]))
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        return {"installed": False, "error": str(exc)[:300]}
 
 
 def job_python(readings: Dict[str, Any]) -> Optional[str]:

@@ -16,6 +16,7 @@ from typing import Any
 from rgt.backends import backend_for
 from rgt.backends.remote import machine_call
 from rgt.errors import RgtError
+from rgt.jobs import pythongate
 from rgt.state.store import Store
 from rgt.watch import envgate, routes
 
@@ -49,6 +50,7 @@ def audit(
         + _memory(readings, budget)
         + _gpu(readings)
         + _software(readings)
+        + pythongate.findings(readings, name)
         + envgate.interpreter_findings(readings)
         + envgate.cache_findings(readings)
         + route_findings
@@ -62,7 +64,10 @@ def audit(
         "findings": findings,
         "ok": not any(f["severity"] == "error" for f in findings),
     }
-    envgate.record(name, data)
+    # A Python without torch matters only to torch jobs: `rgt run` checks that by command
+    # (rgt.jobs.pythongate), so it is kept out of the gate every command passes.
+    envgate.record(name, {**data, "findings": [f for f in findings if f["check"] != "torch"]})
+    pythongate.record(name, readings.get("interpreters") or {})
     return data
 
 
@@ -245,14 +250,7 @@ def _software(r: dict[str, Any]) -> list[dict[str, str]]:
     torch = r.get("torch") or {}
     gpu = (r.get("gpu") or {}).get("available")
     if not torch.get("installed"):
-        return [
-            finding(
-                "info",
-                "torch",
-                f"torch not importable: {torch.get('error')}",
-                "the image is the environment: install into it once, don't conda create",
-            )
-        ]
+        return []  # said per interpreter (job_pythons)
     out = []
     if gpu and not torch.get("cuda_available"):
         out.append(
