@@ -28,9 +28,6 @@ from pathlib import Path
 
 import pytest
 
-from rgt._confine import confined
-from rgt.backends._k8s_exec import confined_member
-from rgt.errors import UnsafeNameError
 from rgt.vendors.kaggle import _inside
 from rgt.vendors.kaggle_api import OutputFile
 from tests.faults.harness import assert_refused_pull
@@ -91,6 +88,9 @@ def _machine_holds(job_dir: Path, name: str) -> None:
 
 @pytest.mark.parametrize("kind", IDS)
 def test_kaggle_output_names_stay_in_the_mirror(tmp_path: Path, kind: str) -> None:
+    from rgt._confine import confined
+    from rgt.errors import UnsafeNameError
+
     hostile = BY_ID[kind]
     area = make_area(tmp_path, hostile)
     area.dest.mkdir(exist_ok=True)
@@ -105,6 +105,9 @@ def test_kaggle_output_names_stay_in_the_mirror(tmp_path: Path, kind: str) -> No
 
 @pytest.mark.parametrize("kind", IDS)
 def test_k8s_tar_members_stay_in_the_destination(tmp_path: Path, kind: str) -> None:
+    from rgt.backends._k8s_exec import confined_member
+    from rgt.errors import UnsafeNameError
+
     hostile = BY_ID[kind]
     if kind == "nul":
         pytest.skip("a tar member's name cannot hold a NUL (the field ends at one)")

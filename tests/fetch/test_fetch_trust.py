@@ -26,7 +26,6 @@ import pytest
 
 from rgt import fetch
 from rgt.fetch import downloader
-from rgt.fetch.fetch_aids import SameOrigin
 from tests import clirun
 from tests.fetch.hostile_hub import BODY, HubState, hub
 from tests.fetch.names import IDS, NAMES, make_area, outside, snapshot
@@ -81,6 +80,8 @@ def test_a_redirect_on_the_same_origin_keeps_the_token(
     ],
 )
 def test_which_redirects_keep_credentials(start: str, target: str, kept: bool) -> None:
+    from rgt.fetch.fetch_aids import SameOrigin
+
     request = urllib.request.Request(start, headers={"Authorization": "Bearer x", "Cookie": "c"})
     request.add_header("X-Api-Key", "k")
     new = SameOrigin().redirect_request(request, None, 302, "Found", {}, target)
@@ -150,8 +151,9 @@ def test_every_hostile_hub_name_fails_the_fetch_inside_to(
     with hub() as (url, state):
         state.names = ["config.json", hostile.make(area.root)]
         monkeypatch.setenv("HF_ENDPOINT", url)
-        assert downloader.main(["hf://org/repo", "--to", str(area.dest)]) == 1
-    assert outside(before, area) == []
+        code = downloader.main(["hf://org/repo", "--to", str(area.dest)])
+    assert outside(before, area) == [], f"written outside --to (exit {code})"
+    assert code == 1
     out = capsys.readouterr().out
     assert "rgt-fetch: " in out and ("is refused" in out or "not followed" in out), out
 
