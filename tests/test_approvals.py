@@ -53,7 +53,7 @@ def box(tmp_path: Path) -> str:
 @pytest.fixture
 def first_use(rgt_home: Path) -> Path:
     """A home where no approval happened yet: no PIN, and no recorded `--no-pin`."""
-    (rgt_home / PIN_FILE).unlink()
+    (rgt_home / PIN_FILE).unlink(missing_ok=True)  # conftest recorded `--no-pin`
     return rgt_home
 
 
