@@ -104,6 +104,39 @@ def test_an_old_bad_rule_on_disk_cannot_shadow_host_oom(tmp_path: Path) -> None:
     assert classify(notice, rules=merged).rule_id == "learned.1"
 
 
+@pytest.mark.slow  # ~600 proposals, each vetted against every known log: ~4 s
+def test_no_rule_the_vetting_lets_through_makes_a_known_bug_retryable() -> None:
+    """Learn every known log as every other retry-widening label; store what the vetting lets
+    through, all together; no known log a built-in rule calls a bug becomes retryable."""
+    from rgt.triage.learned import propose
+    from rgt.triage.rules import parse_family
+    from rgt.triage.vetting import RuleRefused, known_logs, vet
+
+    built_in = load_rules()
+    accepted: list[dict[str, Any]] = []
+    tried = 0
+    for known in known_logs():
+        today = classify(known.tail, known.exit_code, known.signal, known.context, built_in)
+        for label in ("preempted", "ssh_drop", "gpu_hw"):
+            rule = propose(known.tail, label, today, built_in)
+            rule["id"] = f"learned.{len(accepted) + 1}"
+            tried += 1
+            try:
+                vet(rule, known.tail, known.exit_code, known.signal, known.context)
+            except RuleRefused:
+                continue
+            accepted.append(rule)
+    assert tried > 400 and accepted  # some learning still happens (logs no rule knows)
+    merged = built_in + parse_family({"family": "learned", "rules": accepted}, "test")
+    widened = []
+    for known in known_logs():
+        args = (known.tail, known.exit_code, known.signal, known.context)
+        before, after = classify(*args, rules=built_in), classify(*args, rules=merged)
+        if before.label != "unknown" and not before.retryable and after.retryable:
+            widened.append((known.name, after.rule_id))
+    assert widened == []
+
+
 KILLED_JOB = """
     import sys
     print("step 3 loss 0.91", flush=True)
