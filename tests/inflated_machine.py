@@ -5,7 +5,8 @@ on a real local machine, made megabytes long and full of orders to the reader.
 (under the real agent, through the real CLI), and once it has ended:
 
 - rewrites its status.json with a ``reason``, ``label``, ``detail`` and ``problem`` of
-  ``mb`` MB each, and appends event lines of ``mb`` MB to its events.jsonl;
+  ``mb`` MB each, and appends event lines of ``mb`` MB to its events.jsonl and a line of
+  ``mb`` MB to its log;
 - swaps the agent file on the machine for a program that runs the real agent and inflates
   every document it prints (each job's fields, ``events`` lists of many huge events, hundreds
   of extra keys, the machine's ``host``), as a rented box's owner could.
@@ -124,6 +125,8 @@ def inflate_files(job_dir: Path, mb: float) -> None:
     with (job_dir / "events.jsonl").open("a") as events:
         for _ in range(4):
             events.write(json.dumps(line) + "\n")
+    with (job_dir / "logs" / "attempt-1.log").open("a") as log:
+        log.write(text + "\n" + text[:5000] + "\n")
 
 
 def swap_agent(root: Path, mb: float, events: int) -> None:

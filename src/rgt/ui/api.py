@@ -195,11 +195,16 @@ def results(request: Request) -> JSONResponse:
 
 
 async def cancel(request: Request) -> Response:
-    """The one write: the library call of `rgt cancel`, behind the header token and a typed
-    confirmation (the job id again), so a stray link or form cannot stop a run."""
+    """The one write: the library call of `rgt cancel`, behind the header token, a JSON body
+    (another site's form or ``text/plain`` fetch cannot send one without a preflight this
+    server never grants) and a typed confirmation (the job id again), so a stray link or form
+    cannot stop a run. Host and Origin were checked before (``auth.LocalOnly``)."""
     ui, job_id = _ui(request), request.path_params["job_id"]
     if request.app.state.token_required and "x-rgt-token" not in request.headers:
         return error(403, "cancel needs the X-RGT-Token header", "use the page's cancel button")
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        return error(415, "cancel takes a JSON body", f'send {{"confirm": "{job_id}"}} as JSON')
     try:
         body = await request.json()
     except ValueError:

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rgt.errors import UnknownJobError
 from rgt.state.store import Store
 from rgt.ui import api, views
-from rgt.ui.auth import TokenGate
+from rgt.ui.auth import LocalOnly, TokenGate
 from rgt.ui.findings import Findings
 from rgt.ui.pages import not_found, render
 from rgt.ui.patrol import UiPatrol
@@ -70,6 +70,7 @@ def create_app(
     app.state.ui = ui
     app.state.token_required = token is not None
     app.add_middleware(TokenGate, token=token)
+    app.add_middleware(LocalOnly, token_required=token is not None)  # runs before the token
     app.add_middleware(ServerTiming)
     return app
 

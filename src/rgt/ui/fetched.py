@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from rgt import clip
 from rgt.errors import RgtError
 from rgt.state.store import Store, utcnow
 
@@ -90,7 +91,8 @@ def _fetch(store: Store, job_id: str, view: dict[str, Any], before: Fetched) -> 
         got = _log(backend, job_id, max(attempt, 1), before)
         paths = backend.job_paths(job_id)
         metrics = backend.transport.read_bytes(f"{paths.output_dir}/{METRICS_FILE}")
-        events = tuple(backend.events(job_id)[-50:])
+        # The machine writes events.jsonl: each string clipped, the whole bounded (rgt.clip).
+        events = tuple(clip.document({"events": backend.events(job_id)[-50:]})["events"])
     except (RgtError, OSError) as exc:  # an ended job is not asked again: its files are gone
         ended = str(view.get("state")) in ENDED
         return replace(before, error=getattr(exc, "message", str(exc)), final=ended)

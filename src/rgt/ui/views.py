@@ -12,6 +12,7 @@ from datetime import timedelta
 from functools import cache
 from typing import Any
 
+from rgt import clip
 from rgt.models import JobRecord, Machine
 from rgt.ui.patrol import UiPatrol
 from rgt.watch.events import parse_time
@@ -19,6 +20,8 @@ from rgt.watch.patrol import cost
 
 PER_PAGE = 50
 MAX_PER_PAGE = 500
+LOG_LINE_BYTES = clip.FIELD_BYTES  # a log line the machine wrote (tqdm's \r lines are long)
+LOG_BYTES = 64 * 1024  # the newest lines of a log tail that fit
 GATE_NAMES = {
     "known": "jobs_known",
     "ended": "jobs_ended",
@@ -218,11 +221,25 @@ def log_tail(patrol: UiPatrol, job_id: str, lines: int) -> dict[str, Any]:
     if fetched is None:
         return {"lines": [], "truncated": False, "attempt": None, "at": None, "pending": True}
     text = fetched.tail.decode("utf-8", "replace").splitlines()
-    cut = fetched.offset > len(fetched.tail) or len(text) > lines
+    shown = _newest(text[-lines:])
+    cut = fetched.offset > len(fetched.tail) or len(text) > len(shown)
     return {
-        "lines": text[-lines:],
+        "lines": shown,
         "truncated": cut,
         "attempt": fetched.attempt,
         "at": fetched.at,
         "error": fetched.error,
     }
+
+
+def _newest(lines: list[str]) -> list[str]:
+    """The newest lines that fit in ``LOG_BYTES``, each clipped to ``LOG_LINE_BYTES``."""
+    kept: list[str] = []
+    room = LOG_BYTES
+    for line in reversed(lines):
+        cut = clip.text(line, LOG_LINE_BYTES)
+        room -= clip.size(cut) + 1
+        if room < 0:
+            break
+        kept.append(cut)
+    return kept[::-1]
