@@ -132,8 +132,8 @@ def built_in_bugs_first(
     """
     if not any(not rule.retryable and not _learned(rule) for rule, _ in fired):
         return fired
-    widening = [pair for pair in fired if _learned(pair[0]) and pair[0].retryable]
-    return [pair for pair in fired if pair not in widening] + widening
+    widens = [_learned(rule) and rule.retryable for rule, _ in fired]
+    return [p for p, w in zip(fired, widens) if not w] + [p for p, w in zip(fired, widens) if w]
 
 
 def silencing_labels(fired: list[tuple[Rule, list[str]]]) -> set[str]:
