@@ -296,3 +296,16 @@ def test_a_problem_without_its_fields_is_no_crash(inflated: Inflated, tmp_path: 
     for words in (("watch", "--once", "--no-gpu"), ("watch", inflated.job_id, "--once")):
         out = rgt(inflated.home, *words, "--json", bound=60)
         assert out.code == 0 and "InternalError" not in out.stdout + out.stderr, str(out)
+
+
+@pytest.mark.slow
+def test_answers_of_the_wrong_types_are_no_crash(tmp_path: Path) -> None:
+    from tests.inflated_machine import inflated_machine
+
+    (tmp_path / "project").mkdir()
+    home = tmp_path / "home"
+    job_id = inflated_machine(home, tmp_path / "root", tmp_path / "project", garble=True)
+    for words in (("watch", "--once", "--no-gpu", "--full"), ("watch", job_id, "--once")):
+        out = rgt(home, *words, "--json", bound=60)
+        assert out.code == 0 and "InternalError" not in out.stdout + out.stderr, str(out)
+        assert all(isinstance(e, dict) for e in out.doc().get("events") or []), str(out)

@@ -212,18 +212,28 @@ KEEP = (
 def _remote_view(
     job: dict[str, Any], status: JobStatus, machine: str, now: datetime, known: bool
 ) -> dict[str, Any]:
-    progress = job.get("progress") or {}
+    progress = _mapping(job.get("progress"))
     shown = status.to_doc()
     view: dict[str, Any] = {"job_id": status.job_id, "machine": machine, "known": known}
     view.update({k: shown.get(k) for k in KEEP})
     view.update(reachable=True, heartbeat_age_s=ev.age_s(status.heartbeat, now))
     view.update({k: progress.get(k) for k in ("step", "epoch", "loss", "nonfinite")})
     view["progress_source"] = progress.get("source")
-    view["events"] = job.get("events") or []
+    view["events"] = _events(job.get("events"))
     view["_now"] = now.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     if status.state is None and not view["reason"]:  # e.g. an unknown job, status.json cut
         view["reason"] = problem_reason(view)
     return view
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _events(value: Any) -> list[dict[str, Any]]:
+    """The machine's events for this job: objects only (a machine may send anything; its
+    strings were clipped where they were read, ``backends.remote.machine_call``)."""
+    return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
 
 
 def _absent_view(record: JobRecord, shown: JobStatus) -> dict[str, Any]:
