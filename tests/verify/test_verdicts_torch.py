@@ -183,3 +183,14 @@ def test_hf_checkpoint_folder_is_one_unit_and_index_shards_must_exist(tmp_path: 
     (folder / "model-00002-of-00002.safetensors").unlink()
     (unit,) = check_tree(tmp_path).units
     assert unit.verdict == "bad" and "absent shard" in unit.detail
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
+def test_nan_past_the_first_read_chunk_is_found(tmp_path: Path, dtype: torch.dtype) -> None:
+    from rgt.verdicts._stream import CHUNK
+
+    weights = torch.zeros(CHUNK // 2 + 3, dtype=dtype)  # more than one read of either dtype
+    weights[-1] = float("nan")
+    torch.save({"w": weights}, tmp_path / "big.pt", _use_new_zipfile_serialization=False)
+    verdict = check_file(tmp_path / "big.pt")
+    assert verdict.verdict == "bad" and "w" in verdict.detail

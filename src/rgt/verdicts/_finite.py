@@ -15,7 +15,7 @@ of floats of half their size.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple, Union
 
 _ALL = bytes(range(256))
 
@@ -63,7 +63,7 @@ def item_size(dtype: str) -> int:
     return SPECS[COMPLEX.get(dtype, dtype)][0]
 
 
-def count_nonfinite(chunk: bytes, dtype: str, little: bool = True) -> int:
+def count_nonfinite(chunk: Union[bytes, bytearray], dtype: str, little: bool = True) -> int:
     """How many values of ``dtype`` in ``chunk`` are NaN or +-inf (0 in the common case, fast).
 
     ``chunk`` holds whole values: its length is a multiple of the item size."""

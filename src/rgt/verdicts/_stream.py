@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from typing import Any, BinaryIO, List, Optional, Tuple
+from typing import BinaryIO, List, Optional, Tuple
 
 from rgt.verdicts import _finite
 
@@ -39,43 +39,53 @@ class Span(object):
 def stream(handle: BinaryIO, size: int, spans: List[Span], little: bool = True) -> str:
     """Hash ``size`` bytes of ``handle`` from offset 0, scanning each span (sorted, disjoint)
     on the way; fills each span's ``nonfinite`` and ``crc_ok``. Returns the sha256 hex."""
-    digest = hashlib.sha256()
+    reader = _Reader(handle)
     handle.seek(0)
     at = 0
     for span in sorted(spans, key=lambda s: s.offset):
         if span.offset < at or span.offset + span.length > size:
             raise ValueError("span %s overlaps another or passes the end" % span.label)
-        _hash(handle, span.offset - at, digest)
-        _scan(handle, span, digest, little)
+        reader.skip(span.offset - at)
+        reader.scan(span, little)
         at = span.offset + span.length
-    _hash(handle, size - at, digest)
-    return digest.hexdigest()
+    reader.skip(size - at)
+    return reader.digest.hexdigest()
 
 
-def _hash(handle: BinaryIO, count: int, digest: Any) -> None:
-    while count > 0:
-        chunk = handle.read(min(CHUNK, count))
-        if not chunk:
+class _Reader(object):
+    """Reads into one reusable buffer (no fresh memory per chunk: at GB sizes the page faults
+    of new buffers cost as much as the hash) and feeds it to sha256 through a memoryview."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.buffer = bytearray(CHUNK)
+        self.view = memoryview(self.buffer)
+        self.digest = hashlib.sha256()
+
+    def _read(self, count: int) -> int:
+        got = self.handle.readinto(self.view[:count])  # type: ignore[attr-defined]
+        if not got:
             raise EOFError("file ended early")
-        digest.update(chunk)
-        count -= len(chunk)
+        self.digest.update(self.view[:got])
+        return int(got)
 
+    def skip(self, count: int) -> None:
+        while count > 0:
+            count -= self._read(min(CHUNK, count))
 
-def _scan(handle: BinaryIO, span: Span, digest: Any, little: bool) -> None:
-    kind = _finite.scan_dtype(span.dtype) if span.dtype else None
-    step = _finite.item_size(kind) if kind else 1
-    crc, left, carry = 0, span.length, b""
-    while left > 0:
-        chunk = handle.read(min(CHUNK, left))
-        if not chunk:
-            raise EOFError("file ended early")
-        left -= len(chunk)
-        digest.update(chunk)
-        if span.crc is not None:
-            crc = zlib.crc32(chunk, crc)
-        if kind:
-            data = carry + chunk if carry else chunk
-            whole = len(data) - len(data) % step
-            span.nonfinite += _finite.count_nonfinite(data[:whole], kind, little)
-            carry = data[whole:]
-    span.crc_ok = span.crc is None or crc == span.crc
+    def scan(self, span: Span, little: bool) -> None:
+        kind = _finite.scan_dtype(span.dtype) if span.dtype else None
+        step = _finite.item_size(kind) if kind else 1
+        left, crc, carry = span.length, 0, b""
+        while left > 0:
+            got = self._read(min(CHUNK, left))
+            left -= got
+            if span.crc is not None:
+                crc = zlib.crc32(self.view[:got], crc)
+            if kind:
+                data = self.buffer if got == CHUNK and not carry else carry + self.view[:got]
+                whole = len(data) - len(data) % step
+                whole_values = data[:whole] if whole < len(data) else data
+                span.nonfinite += _finite.count_nonfinite(whole_values, kind, little)
+                carry = bytes(data[whole:])
+        span.crc_ok = span.crc is None or crc == span.crc
