@@ -104,7 +104,21 @@ def test_an_old_bad_rule_on_disk_cannot_shadow_host_oom(tmp_path: Path) -> None:
     assert classify(notice, rules=merged).rule_id == "learned.1"
 
 
-@pytest.mark.slow  # ~600 proposals, each vetted against every known log: ~4 s
+def test_the_cli_names_an_old_bad_rule_and_does_not_obey_it(tmp_path: Path, rgt_home: Path) -> None:
+    (rgt_home / "rules").mkdir()
+    (rgt_home / "rules" / "learned.json").write_text(
+        json.dumps({"family": "learned", "rules": [OLD_BAD_RULE]})
+    )
+    rows = json.loads(rgt("triage", "--rules", "--json").stdout)["rules"]
+    old = next(row for row in rows if row["rule_id"] == "learned.1")
+    assert "bare one-word literal" in old["refused_today"] and "fix:" in old["refused_today"]
+    log = tmp_path / "job.log"
+    log.write_text(KILLED)
+    verdict = json.loads(rgt("triage", str(log), "--exit-code", "137", "--json").stdout)
+    assert (verdict["label"], verdict["retryable"]) == ("host_oom", False)
+
+
+@pytest.mark.slow  # 450 proposals, each vetted against every known log: ~5 s
 def test_no_rule_the_vetting_lets_through_makes_a_known_bug_retryable() -> None:
     """Learn every known log as every other retry-widening label; store what the vetting lets
     through, all together; no known log a built-in rule calls a bug becomes retryable."""

@@ -120,7 +120,7 @@ def list_rules(out: Output) -> None:
     from rgt.triage import default_rules
 
     counts = fire_counts()
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "rule_id": rule.id,
             "label": rule.label,
@@ -131,6 +131,10 @@ def list_rules(out: Output) -> None:
         }
         for rule in default_rules()
     ]
+    refused = refused_today()
+    for row in rows:
+        if row["learned"]:
+            row["refused_today"] = refused.get(row["rule_id"])
     data = {"rules": rows, "learned_dir": str(rules_dir())}
 
     def render(o: Output) -> None:
@@ -140,5 +144,24 @@ def list_rules(out: Output) -> None:
                 f"{row['rule_id']:<34} {row['label']:<18} {origin:<8} "
                 f"priority {row['priority']:>3}  fired {row['fired']}"
             )
+            if row.get("refused_today"):
+                o.line(f"  [yellow]would be refused today[/]: {escape(row['refused_today'])}")
 
     out.result(data, render)
+
+
+def refused_today() -> dict[str, str]:
+    """Learned rules stored by an older rgt that today's vetting refuses, with the reason (the
+    engine already ranks them below built-in bugs; this tells the user to fix or delete them)."""
+    from rgt.triage.learned import user_rule_dir
+    from rgt.triage.vetting import RuleRefused, vet
+
+    directory = Path(user_rule_dir() or rules_dir())
+    found: dict[str, str] = {}
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        for raw in json.loads(path.read_text(encoding="utf-8")).get("rules", []):
+            try:
+                vet(raw)
+            except RuleRefused as exc:
+                found[str(raw.get("id"))] = f"{exc} (fix: {exc.fix})"
+    return found
