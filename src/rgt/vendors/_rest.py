@@ -58,6 +58,7 @@ log = logging.getLogger("rgt.vendors")
 REQUEST_DEADLINE_S = 30.0
 MAX_ATTEMPTS = 5
 MAX_WAIT_S = 30.0
+RETRY_FIX = "retry later; `rgt machines --orphans` shows anything the vendor bills"
 
 
 class _Retry(Exception):
@@ -265,6 +266,8 @@ class VendorClient(ABC):
             return None
         if status >= 400:
             code, message = self.error_detail(body)
+            if message is None and status < 500:  # a proxy's page, not the vendor's error
+                raise Garbled(f"no {self.vendor} error: {answer.describe()}")
             text = message or (answer.text[:300] if body is None else str(body)[:300])
             error = self._error(status, text, code or ("ambiguous" if status >= 500 else None))
             error.instance_id = self.error_instance(body)
@@ -297,8 +300,11 @@ class VendorClient(ABC):
         if response is not None:
             code, message = self.error_detail(response.json())
             text = f"HTTP {response.status} after {attempt} tries: {message or ''}".strip()
-            raise self._error(response.status, text, code or "retries_exhausted")
-        raise self._error(None, f"{text} (after {attempt} tries)", code)
+            error = self._error(response.status, text, code or "retries_exhausted")
+        else:
+            error = self._error(None, f"{text} (after {attempt} tries)", code)
+        error.fix = error.fix or RETRY_FIX
+        raise error
 
     def _sleep(self, attempt: int, response: Answer | None) -> None:
         wait = retry_after(response) if response is not None else None
@@ -312,7 +318,7 @@ class VendorClient(ABC):
             backend=self.vendor,
             status=status,
             code=code,
-            fix="retry later; `rgt machines --orphans` shows anything the vendor bills"
+            fix=RETRY_FIX
             if code in ("ambiguous", "retries_exhausted", "timeout", "connect", "garbled")
             else None,
         )

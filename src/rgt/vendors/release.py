@@ -27,12 +27,13 @@ from rgt.vendors._model import STOPPED, TERMINATED, Instance
 from rgt.vendors._rest import VendorClient
 from rgt.vendors.lifecycle import poll_interval
 
+CONFIRM_TIMEOUT_S = 600.0
 PROGRESS_EVERY_S = 15.0
 Say = Callable[[str], None]
 
 
 def confirm_timeout() -> float:
-    return float(os.environ.get("RGT_VENDOR_CONFIRM_S") or 600.0)
+    return float(os.environ.get("RGT_VENDOR_CONFIRM_S") or CONFIRM_TIMEOUT_S)
 
 
 def _stderr(message: str) -> None:

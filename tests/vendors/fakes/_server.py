@@ -1,6 +1,12 @@
 """The loopback HTTP server under every vendor fake: routing, the Bearer-key check, injected
 faults (429 with Retry-After, 500, a hang past the client's deadline) and the request log.
 
+Hostile mode (``hostile.py`` names the answers): a fault may send ``raw`` bytes instead of JSON
+(an HTML page, nothing, JSON cut short), stream a body of ``stream_bytes`` with no length (it
+stops when the client hangs up), repeat for ``times`` requests (0: every one, a vendor that
+stays broken), and match one exact path. ``liar = True`` makes the vendor accept every
+terminate and keep the instance running (and billing).
+
 An instance's life is the same state machine everywhere: it is created ``provisioning``, turns
 ``running`` (with the ssh address of a real sshd the test started) after ``boot_polls`` reads
 and ``boot_seconds``; once deleted it stays visible for ``gone_polls`` reads and ``gone_seconds``,
@@ -47,6 +53,19 @@ class Fault:
     method: str = ""
     hang_s: float = 0.0
     act: bool = False  # do the work first, then answer with the fault (a lost answer)
+    raw: bytes | None = None  # sent as is instead of JSON: HTML, nothing, JSON cut short
+    content_type: str = "application/json"
+    stream_bytes: int = 0  # a body of this many bytes, no Content-Length (a flood)
+    times: int = 1  # requests it answers; 0: every one (a vendor that stays broken)
+    exact: str = ""  # only requests to exactly this path
+    taken: int = 0  # how many requests it answered
+
+    def matches(self, method: str, path: str) -> bool:
+        return (
+            self.path in path
+            and (not self.exact or self.exact == path)
+            and (not self.method or self.method == method)
+        )
 
 
 class FakeVendor:
@@ -77,6 +96,8 @@ class FakeVendor:
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = []
         self.server: ThreadingHTTPServer | None = None
         self.confirmed_at: dict[str, float] = {}  # instance id → when reads first said "gone"
+        self.liar = False  # accept every terminate, keep the instance running and billing
+        self.lied: list[str] = []
 
     # -- the state machine ---------------------------------------------------------------
 
@@ -124,6 +145,9 @@ class FakeVendor:
         inst = self.instances.get(instance_id)
         if inst is None or inst.wanted == "deleted":
             return False
+        if self.liar:  # "terminated", says the answer; the instance runs on
+            self.lied.append(instance_id)
+            return True
         inst.wanted, inst.deleted_at = "deleted", time.monotonic()
         return True
 
@@ -155,7 +179,9 @@ class FakeVendor:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def stop(self) -> None:
@@ -172,16 +198,19 @@ class FakeVendor:
         with self.lock:
             self.requests.append((req.command, parts.path, body))
             fault = self._take_fault(req.command, parts.path)
-        if fault is not None and not fault.act:
-            time.sleep(fault.hang_s)
-            return self._send(req, fault.status, fault.body, fault.headers)
-        if req.headers.get("Authorization") != f"Bearer {self.key}":
-            return self._send(req, *self.unauthorized())
-        status, payload = self._dispatch(req.command, parts.path, body, query)
-        if fault is not None:  # the vendor acted, but its answer is lost or an error
-            time.sleep(fault.hang_s)
-            status, payload = fault.status, fault.body
-        self._send(req, status, payload, fault.headers if fault else None)
+        try:
+            if fault is not None and not fault.act:
+                time.sleep(fault.hang_s)
+                return self._send_fault(req, fault)
+            if req.headers.get("Authorization") != f"Bearer {self.key}":
+                return self._send(req, *self.unauthorized())
+            status, payload = self._dispatch(req.command, parts.path, body, query)
+            if fault is not None:  # the vendor acted, but its answer is lost or an error
+                time.sleep(fault.hang_s)
+                return self._send_fault(req, fault)
+            self._send(req, status, payload)
+        except (BrokenPipeError, ConnectionResetError):
+            req.close_connection = True  # the client hung up (a deadline, a size cap)
 
     def _dispatch(self, method: str, path: str, body: Any, query: dict[str, str]) -> Reply:
         for verb, pattern, handler in self.routes:
@@ -193,10 +222,39 @@ class FakeVendor:
 
     def _take_fault(self, method: str, path: str) -> Fault | None:
         for fault in list(self.faults):
-            if fault.path in path and (not fault.method or fault.method == method):
-                self.faults.remove(fault)
+            if fault.matches(method, path):
+                fault.taken += 1
+                if fault.times and fault.taken >= fault.times:
+                    self.faults.remove(fault)
                 return fault
         return None
+
+    def _send_fault(self, req: BaseHTTPRequestHandler, fault: Fault) -> None:
+        if fault.stream_bytes:
+            return self._flood(req, fault)
+        if fault.raw is None:
+            return self._send(req, fault.status, fault.body, fault.headers)
+        req.send_response(fault.status)
+        headers = {"Content-Type": fault.content_type, "Content-Length": str(len(fault.raw))}
+        for key, value in {**headers, **fault.headers}.items():
+            req.send_header(key, value)
+        req.end_headers()
+        req.wfile.write(fault.raw)
+
+    def _flood(self, req: BaseHTTPRequestHandler, fault: Fault) -> None:
+        """A body with no length that goes on for ``stream_bytes`` (valid JSON if read whole)."""
+        req.send_response(fault.status)
+        req.send_header("Content-Type", fault.content_type)
+        req.send_header("Connection", "close")
+        for key, value in fault.headers.items():
+            req.send_header(key, value)
+        req.end_headers()
+        req.close_connection = True
+        head, tail, chunk = b'{"pad": "', b'"}', b"x" * 65536
+        req.wfile.write(head)
+        for _ in range(max(0, fault.stream_bytes - len(head) - len(tail)) // len(chunk)):
+            req.wfile.write(chunk)
+        req.wfile.write(tail)
 
     def _send(
         self,
