@@ -199,3 +199,20 @@ def test_the_shipped_downloader_confines_names_without_rgt_installed(tmp_path: P
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the hub's file name '../../x' is refused" in done.stdout, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and not (snapshot_dir / "d" / "x").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("https://h.example/f", "--sha256", "abc"), "is not 64 hex digits"),
+        (("hf://org/repo", "--sha256", "a" * 64), "--sha256 is for a URL"),
+        (("https://h.example/f", "--max-bytes", "0"), "0 is not in the range x>=1"),
+    ],
+)
+def test_the_cli_refuses_a_bad_sha256_or_cap_before_anything_starts(
+    args: tuple[str, ...], words: str
+) -> None:
+    proc = clirun.rgt("fetch", "nobox", *args, "--json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert words in proc.stdout + proc.stderr

@@ -212,9 +212,10 @@ def hub_names(siblings: List[Any], includes: List[str], to: str) -> List[str]:
     safe relative name, and no link on its way under ``to`` (the library then writes by path;
     older releases check none of it, 2.x refuses ``..`` and anchored names itself)."""
     names = []
+    patterns = [p + "*" if p.endswith("/") else p for p in includes]  # the library's rule
     for sibling in siblings:
         name = getattr(sibling, "rfilename", None)
-        if includes and not any(fnmatch.fnmatch(str(name), p) for p in includes):
+        if patterns and not any(fnmatch.fnmatch(str(name), p) for p in patterns):
             continue
         name = safe_name(name, what="the hub's file name", dest=to)
         with contextlib.suppress(FileNotFoundError):  # nothing on its way yet
