@@ -78,8 +78,9 @@ def _candidates(pattern: Optional[str], dirs: List[Tuple[str, str]]) -> List[Tup
     for where, base in dirs:
         if not os.path.isdir(base):
             continue
-        if pattern:
+        if pattern:  # a pattern ending in "/" matches folders only
             matches = glob.glob(os.path.join(glob.escape(base), pattern), recursive=True)
+            matches = [m.rstrip(os.sep) or m for m in matches]
         elif where == "ckpt_dir":
             matches = _whole_ckpt_dir(base)
         else:
@@ -187,6 +188,36 @@ def natural_key(path: str) -> List[Tuple[int, int, str]]:
     """``checkpoint-10`` after ``checkpoint-9``: numbers compare as numbers."""
     parts = re.split(r"(\d+)", path)
     return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts]
+
+
+# Where frameworks write checkpoints when the script names no place: Lightning's default
+# ModelCheckpoint (under ``default_root_dir``, the working directory unless the script sets it),
+# the HF Trainer's ``output_dir/checkpoint-N``, accelerate's ``save_state`` folders as its
+# examples name them (``step_N``/``epoch_N``, or ``checkpoints/checkpoint_N`` with automatic
+# naming). Folders count only as folders, and only files newer than the run.
+FRAMEWORK_GLOBS = (
+    ("lightning", "**/lightning_logs/version_*/checkpoints/*.ckpt", False),
+    ("lightning", "**/checkpoints/*.ckpt", False),
+    ("hf_trainer", "**/checkpoint-*/", True),
+    ("accelerate", "**/step_*/", True),
+    ("accelerate", "**/epoch_*/", True),
+    ("accelerate", "**/checkpoints/checkpoint_*/", True),
+)
+
+
+def framework_newest(work: str, since: Optional[float]) -> Tuple[Found, Optional[str]]:
+    """The newest complete checkpoint a framework wrote by default under ``work``, and which
+    framework's layout it has (None when there is none)."""
+    best = Found(None, None, [])  # type: Found
+    kind = None  # type: Optional[str]
+    for name, pattern, folder in FRAMEWORK_GLOBS:
+        found = newest(pattern, [("work", work)], since)
+        path = found.path
+        if path is None or os.path.isdir(path) != folder:
+            continue
+        if best.path is None or newest_mtime(path) > newest_mtime(best.path):
+            best, kind = found, name
+    return best, kind
 
 
 # The step a checkpoint holds, by what its writer puts in names and side files: rgt.ckpt's

@@ -12,7 +12,9 @@
                     ``step_source`` (``rgt.ckpt record``, ``trainer_state.json``,
                     ``torch:iter_num``…, ``log: last step before the kill``), ``resumed_step``
                     (the first step the resumed run logged), ``command`` (what resumed),
-                    ``how_to_enable`` (when not checked: what would make it checkable)
+                    ``how_to_enable`` (when not checked: what would make it checkable);
+                    when not exact, ``first_difference`` (the first tensor or key of the
+                    final states that differs) and ``likely_causes`` (cause, where, fix)
     uninterrupted   the first run: ``returncode``, ``stopped_by`` (exit · checkpoint ·
                     seconds · lines · step_seen), ``step``, ``state_digest``, ``log_tail``
     killed          rgt.ckpt scripts: the run killed after its first commit
@@ -22,6 +24,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +60,8 @@ class ResumeVerdict:
     resumed_step: int | None = None
     command: list[str] | None = None
     how_to_enable: str | None = None
+    first_difference: str | None = None  # not exact: the first tensor or key that differs
+    likely_causes: list[dict[str, str]] | None = None  # {"cause", "where", "fix"}
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,7 @@ class SmokeResult:
         return asdict(self)
 
 
+LIGHTNING_RESTORED = "Restored all states from the checkpoint"
 HOW_TO_ENABLE = (
     "give --ckpt GLOB where the script writes its checkpoints (e.g. 'out/ckpt.pt') and "
     "--resume-with ARGS that make it load one; or have it save early when RGT_SMOKE=1; or "
@@ -125,6 +131,8 @@ def continuation(
     """Did the resumed run start at (or after) the checkpoint's step?"""
     steps = log_steps(watched.log, ckpt.unit if ckpt else "step")
     resumed_step = steps[0] if steps else None
+    if ckpt is not None and LIGHTNING_RESTORED in watched.log:
+        resumed_step = ckpt.step  # Lightning's own word that fit(ckpt_path=…) loaded it
     base = ResumeVerdict(
         True,
         ckpt=_rel(found, work),
@@ -159,9 +167,36 @@ def continuation(
     reason = (
         f"the resumed run started over at {ckpt.unit} {resumed_step}, but the checkpoint "
         f"{_rel(found, work)} holds {ckpt.step} ({ckpt.source}): the resume form does not "
-        "load it (give --resume-with the script's resume flag)"
+        f"load it ({resume_hint(found)})"
     )
     return result(False, reason, copied, _with(base, False), first, None, second)
+
+
+# How each framework's checkpoint is loaded, for a script whose restart ignored it.
+RESUME_HINTS = (
+    (
+        re.compile(r"\.ckpt$"),
+        "a Lightning script resumes with trainer.fit(model, ckpt_path=PATH): when it takes "
+        "the path as a flag (LightningCLI: --ckpt_path), give --resume-with '--ckpt_path {ckpt}'",
+    ),
+    (
+        re.compile(r"checkpoint-\d+/?$"),
+        "the HF Trainer resumes with trainer.train(resume_from_checkpoint=PATH); its example "
+        "scripts take --resume-with '--resume_from_checkpoint {ckpt}'",
+    ),
+    (
+        re.compile(r"(step|epoch|checkpoint)_\d+/?$"),
+        "accelerate resumes with accelerator.load_state(PATH); its example scripts take "
+        "--resume-with '--resume_from_checkpoint {ckpt}'",
+    ),
+)
+
+
+def resume_hint(found: str) -> str:
+    for pattern, hint in RESUME_HINTS:
+        if pattern.search(found):
+            return hint
+    return "give --resume-with the script's resume flag"
 
 
 def _unknown(ckpt: StepReading | None, resumed_step: int | None) -> str | None:

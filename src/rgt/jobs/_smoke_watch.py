@@ -87,13 +87,16 @@ class Watch:
 
     def newest(self, since: float | None) -> str | None:
         """The newest complete checkpoint the run wrote (rgt.ckpt commits excluded when no
-        glob is given: those are checked for exact resume)."""
+        glob is given: those are checked for exact resume); without a glob, what it put in
+        RGT_CKPT_DIR, else where its framework writes by default (Lightning, HF Trainer,
+        accelerate: ``_ckpt_find.FRAMEWORK_GLOBS``)."""
         dirs = [("work", str(self.cwd)), ("ckpt_dir", str(self.ckpt_dir))]
-        if self.ckpt_glob is None:
-            if _ckpt_find.rgt_ckpt_newest(str(self.ckpt_dir)):
-                return None
-            dirs = dirs[1:]
-        return _ckpt_find.newest(self.ckpt_glob, dirs, since).path
+        if self.ckpt_glob is not None:
+            return _ckpt_find.newest(self.ckpt_glob, dirs, since).path
+        if _ckpt_find.rgt_ckpt_newest(str(self.ckpt_dir)):
+            return None
+        found = _ckpt_find.newest(None, dirs[1:], since).path
+        return found or _ckpt_find.framework_newest(str(self.cwd), since)[0].path
 
 
 def _reason(text: str, started: float, limits: Limits, stop_at_step: str | None) -> str | None:

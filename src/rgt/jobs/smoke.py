@@ -34,6 +34,7 @@ from pathlib import Path
 
 from rgt._smoke_input import input_reading
 from rgt.errors import JobError
+from rgt.jobs._smoke_diff import explain
 from rgt.jobs._smoke_step import StepReading, checkpoint_step, log_steps
 from rgt.jobs._smoke_verdict import (
     ResumeVerdict,
@@ -184,10 +185,11 @@ def resume_command(command: list[str], form: str | None, ckpt: str) -> list[str]
 
 
 def _newest(glob: str | None, work: Path, ckpt_dir: Path, since: float) -> str | None:
-    from rgt.agent._ckpt_find import newest
+    from rgt.agent._ckpt_find import framework_newest, newest
 
     dirs = [("work", str(work)), ("ckpt_dir", str(ckpt_dir))]
-    return newest(glob, dirs if glob else dirs[1:], since).path
+    found = newest(glob, dirs if glob else dirs[1:], since).path
+    return found or (None if glob else framework_newest(str(work), since)[0].path)
 
 
 def _ckpt_step(found: str, first_log: str) -> StepReading | None:
@@ -228,6 +230,9 @@ def _exact(
         else "the resumed run's final state differs from the uninterrupted "
         "run's: something (RNG, data order, optimizer or scheduler state) is not restored"
     )
+    differs = None if exact else explain(base / "a" / "ckpt", ckpt_b, command, source)
+    if differs is not None:
+        reason += "; " + differs.sentence()
     verdict = ResumeVerdict(
         True,
         exact,
@@ -235,6 +240,8 @@ def _exact(
         ckpt_step=killed.step,
         step_source="rgt.ckpt record",
         resumed_step=resumed.step,
+        first_difference=differs.first if differs else None,
+        likely_causes=list(differs.causes) if differs else None,
     )
     return result(exact, reason, copied, verdict, first, killed, resumed)
 
