@@ -181,10 +181,19 @@ def test_the_token_is_nowhere_but_in_the_request(tmp_path: Path) -> None:
                 assert TOKEN.encode() not in path.read_bytes(), f"the token is in {path}"
 
 
-def test_the_shipped_downloader_confines_names_without_rgt_installed(tmp_path: Path) -> None:
+PY38 = sorted(Path.home().glob(".pyenv/versions/3.8*/bin/python3.8"))
+
+
+@pytest.mark.parametrize(
+    "python", [sys.executable, *PY38[-1:]], ids=["this-python", "python3.8"][: 1 + len(PY38[-1:])]
+)
+def test_the_shipped_downloader_confines_names_without_rgt_installed(
+    tmp_path: Path, python: str
+) -> None:
     """The fetch job's snapshot as the machine gets it (downloader.py, fetch_aids.py,
     _confine.py side by side) under an interpreter that cannot import rgt (``-S``: no
-    site-packages): the stand-in error class refuses the name the same way."""
+    site-packages), and on a real Python 3.8 where one is installed: the stand-in error class
+    refuses the name the same way."""
     snapshot_dir = tmp_path / "snapshot"
     snapshot_dir.mkdir()
     for part in (fetch.DOWNLOADER, fetch.AIDS, fetch.CONFINE):
@@ -193,12 +202,20 @@ def test_the_shipped_downloader_confines_names_without_rgt_installed(tmp_path: P
         state.names = ["config.json", "../../x"]
         env = {"PATH": os.environ["PATH"], "HF_ENDPOINT": url, "RGT_FETCH_HUB": "0"}
         done = subprocess.run(
-            [sys.executable, "-S", "-E", "downloader.py", "hf://org/repo", "--to", "d/e/f"],
+            [python, "-S", "-E", "downloader.py", "hf://org/repo", "--to", "d/e/f"],
             cwd=snapshot_dir, env=env, capture_output=True, text=True, timeout=30, check=False,
         )  # fmt: skip
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "the hub's file name '../../x' is refused" in done.stdout, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr and not (snapshot_dir / "d" / "x").exists()
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "the hub's file name '../../x' is refused" in done.stdout, done.stdout
+        assert "Traceback" not in done.stderr and not (snapshot_dir / "d" / "x").exists()
+        state.names = ["config.json", "sub/w.bin"]  # and a good fetch, through the same code
+        done = subprocess.run(
+            [python, "-S", "-E", "downloader.py", "hf://org/repo", "--to", "good"],
+            cwd=snapshot_dir, env=env, capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (snapshot_dir / "good" / "sub" / "w.bin").read_bytes() == BODY
+    assert (snapshot_dir / "good" / ".rgt-fetch.json").is_file()
 
 
 @pytest.mark.slow
