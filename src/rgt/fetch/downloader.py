@@ -333,7 +333,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         _check_args(args)
         accelerate("hf" if args.source.startswith("hf://") else "url")
-        job = hub_fetch(args.source, args.include, args.to, token) or _stdlib(args, token)
+        # --max-bytes is the stdlib path's (the library checks sizes against its own metadata)
+        library = None if args.max_bytes else hub_fetch(args.source, args.include, args.to, token)
+        job = library or _stdlib(args, token)
         _record(args, job)
     except (Fatal, UnsafeNameError) as exc:
         fix = getattr(exc, "fix", "")
