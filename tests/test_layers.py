@@ -22,6 +22,7 @@ RANKS = {
     "profiles": 0,
     "probes": 0,
     "triage": 0,
+    "verdicts": 0,
     "deliver": 0,
     "verify": 1,
     "agent": 1,
