@@ -123,7 +123,7 @@ def causes(
                 yield {
                     "cause": "a DataLoader shuffles with the global RNG (no generator=), so "
                     "the resumed epoch draws another order",
-                    "where": f"{name}:{node.lineno}",
+                    "where": f"{name}:{getattr(node, 'lineno', '?')}",
                     "fix": "give it its own: DataLoader(..., shuffle=True, "
                     "generator=torch.Generator().manual_seed(SEED)); rgt saves and restores "
                     "a loader's own generator",

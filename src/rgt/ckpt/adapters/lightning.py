@@ -238,7 +238,7 @@ def _warn_second_writer(trainer: pl.Trainer) -> None:
     its own; one the script adds itself still writes its ``.ckpt`` files (a second copy of the
     state, outside the commit protocol). Said once, with the fix; never removed behind the
     script's back (it may be there for best-k by a monitored metric)."""
-    for callback in trainer.callbacks:
+    for callback in getattr(trainer, "callbacks", []):  # a property Lightning types loosely
         if isinstance(callback, pl.callbacks.ModelCheckpoint):
             log.warning(
                 "a ModelCheckpoint (dirpath %s) is in callbacks too: Lightning writes its .ckpt "
