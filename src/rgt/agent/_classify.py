@@ -4,11 +4,14 @@ The agent knows facts no log contains, so it decides on them first:
 
 1. a CANCEL request          -> ``cancelled``, never retried;
 2. the host restarted        -> ``preempted``, retryable (the boot id changed under the attempt);
-3. a kill the agent did not send (SIGKILL/SIGTERM/SIGHUP): if the cgroup ``oom_kill`` counter
-   rose meanwhile it was the kernel OOM killer (``host_oom``: the same config dies the same
-   way, so no retry); otherwise something outside killed it (spot preemption, the platform,
-   a user's ``kill -9``) -> ``preempted``, retryable. A job that SIGKILLs itself looks exactly
-   like this from outside; the retry budget is what bounds it;
+3. a kill the agent did not send (SIGKILL/SIGTERM/SIGHUP), of the job's process or of the
+   first failing rank a launcher (torchrun, accelerate launch, deepspeed) names in its summary:
+   if the cgroup ``oom_kill`` counter rose meanwhile it was the kernel OOM killer (``host_oom``:
+   the same config dies the same way, so no retry); otherwise something outside killed it
+   (spot preemption, the platform, a user's ``kill -9``) -> ``preempted``, retryable. The other
+   ranks' SIGTERMs and collective errors are the launcher's cascade, never the cause
+   (``rgt.triage.launchers``). A job that SIGKILLs itself looks exactly like this from
+   outside; the retry budget is what bounds it;
 4. everything else is read from the log tail by ``rgt.triage`` (the same rule base as
    ``rgt triage``); when no rule fires the verdict is ``unknown`` and nothing is retried. An
    uncaught exception in the user's own code is ``code_error``: the same code fails the same
@@ -20,7 +23,10 @@ The agent knows facts no log contains, so it decides on them first:
 from __future__ import annotations
 
 import signal
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+if TYPE_CHECKING:
+    from rgt.triage.launchers import RankFailure
 
 EXTERNAL_KILLS = (int(signal.SIGKILL), int(signal.SIGTERM), int(signal.SIGHUP))
 
@@ -110,7 +116,34 @@ def decide(facts: AttemptFacts) -> Decision:
         return Decision("host_oom", False, cause, REMEDY_HOST_OOM, evidence)
     if facts.signal_num in EXTERNAL_KILLS and not facts.agent_sent_signal:
         return _external_kill(facts.signal_num)
+    from rgt.triage.launchers import root_cause
+
+    rank = root_cause(facts.log_tail)
+    if rank is not None and rank.signal in EXTERNAL_KILLS and not facts.agent_sent_signal:
+        return _rank_killed(rank, facts)
     return triage(facts)
+
+
+def _rank_killed(rank: "RankFailure", facts: AttemptFacts) -> Decision:
+    """A launcher's first failing rank was killed by a signal nobody in the job sent. The OOM
+    counter did not rise (``decide`` checked it first), so this is the same case as one process
+    killed from outside: retryable, with the rank named. The log alone cannot tell an OOM kill
+    from a ``kill -9`` (``rgt triage`` on a bare log says host_oom); the counter can."""
+    name = _signal_name(rank.signal)
+    cause = "%s was killed by %s from outside (spot preemption, the platform or a user)" % (
+        _rank_words(rank),
+        name,
+    )
+    if facts.oom_before is None or facts.oom_after is None:
+        reading = "no cgroup oom_kill counter readable here"
+    else:
+        reading = "cgroup oom_kill unchanged (%d) during the attempt" % facts.oom_after
+    evidence = [rank.describe(), reading]
+    return Decision("preempted", True, cause, REMEDY_PREEMPTED, evidence)
+
+
+def _rank_words(rank: "RankFailure") -> str:
+    return "rank %s" % rank.rank if rank.rank is not None else "a rank (pid %s)" % rank.pid
 
 
 def _external_kill(signal_num: Optional[int]) -> Decision:

@@ -17,6 +17,7 @@ from re import Match, Pattern
 from typing import Any
 
 from rgt.triage.exception import Uncaught, uncaught_exception
+from rgt.triage.launchers import focus
 from rgt.triage.prefilter import Haystack, Requirement, requirements
 from rgt.triage.rules import Rule, load_rules
 
@@ -84,6 +85,7 @@ def classify(
 ) -> Verdict:
     """One verdict for a failed job; ``label`` is ``unknown`` when no rule fires."""
     ranked = sorted(rules, key=lambda r: -r.priority) if rules is not None else default_rules()
+    log_tail = focus(log_tail)  # a launcher's cascade (other ranks, its SIGTERMs) is no cause
     fired = fired_rules(log_tail, exit_code, signal, context or {}, ranked)
     exit_code, signal = normalize_status(exit_code, signal)
     silencing = silencing_labels(fired)

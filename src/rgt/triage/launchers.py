@@ -1,0 +1,153 @@
+"""What a launcher says about its ranks: the first rank that failed, and the cascade after it.
+
+``torchrun`` (and ``accelerate launch`` and ``python -m torch.distributed.run``, which are the
+same elastic agent) ends a failed group with a ``ChildFailedError`` summary: a ``Failures:``
+list of every other rank and a ``Root Cause (first observed failure)`` block naming the first
+rank that ended, its exit code (negative for a signal), its pid and, when the script was wrapped
+in ``@record``, an error file. Once one rank has died, torchrun SIGTERMs the others ("Sending
+process N closing signal SIGTERM") and they fail with collective errors (gloo "Connection closed
+by peer", NCCL watchdog timeouts): that cascade is never the root cause. A rule that reads the
+whole tail sees the survivors' SIGTERM first and calls the job "preempted" although one rank was
+SIGKILLed; ``focus`` removes the cascade so the rules read the first failure, and ``root_cause``
+hands the agent the failed rank so it can decide from its own evidence (the cgroup OOM counter).
+
+Deepspeed's launcher reports each child as "process N exits with return code = C".
+
+This module is bundled into the agent zipapp: stdlib only, Python >= 3.8.
+"""
+
+from __future__ import annotations
+
+import re
+import signal as signals
+
+_ROOT = re.compile(r"Root Cause \(first observed failure\)\s*:", re.IGNORECASE)
+_FAILURES = re.compile(r"^\s*Failures\s*:\s*$", re.IGNORECASE | re.MULTILINE)
+_RANK = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank\s*:\s*(\d+)\)", re.IGNORECASE)
+_EXIT = re.compile(r"\bexitcode\s*:\s*(-?\d+)(?:\s*\(pid\s*:\s*(\d+)\))?", re.IGNORECASE)
+_ERROR_FILE = re.compile(r"\berror[ _]file\s*:\s*(\S+)", re.IGNORECASE)
+_TRACEBACK = re.compile(r"\btraceback\s*:\s*(.+)", re.IGNORECASE)
+# The elastic agent's log line for the first child it saw end, printed before the summary.
+_FAILED_LINE = re.compile(
+    r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\) of binary", re.IGNORECASE
+)
+_DEEPSPEED = re.compile(r"process (\d+) exits with return code = (-?\d+)")
+# torchrun's own SIGTERM to the surviving ranks once one has failed.
+_CLOSING = re.compile(r"Sending process \d+ closing signal SIG\w+")
+_BLOCK_END = re.compile(r"^\s*={5,}\s*$", re.MULTILINE)
+
+
+class RankFailure:
+    """The first failing rank, as the launcher reported it."""
+
+    def __init__(
+        self,
+        launcher: str,
+        rank: int | None,
+        local_rank: int | None,
+        exit_code: int | None,
+        pid: int | None,
+        error_file: str = "",
+        traceback: str = "",
+    ) -> None:
+        self.launcher = launcher
+        self.rank = rank
+        self.local_rank = local_rank
+        self.exit_code = exit_code
+        self.pid = pid
+        self.error_file = error_file
+        self.traceback = traceback
+
+    @property
+    def signal(self) -> int | None:
+        """The signal that ended the rank (a negative exit code), or None."""
+        if self.exit_code is not None and self.exit_code < 0:
+            return -self.exit_code
+        return None
+
+    def describe(self) -> str:
+        who = f"rank {'?' if self.rank is None else self.rank}"
+        if self.local_rank is not None and self.local_rank != self.rank:
+            who += f" (local rank {self.local_rank})"
+        if self.pid is not None:
+            who += f", pid {self.pid}"
+        if self.signal is not None:
+            how = f"killed by {signal_name(self.signal)}"
+        else:
+            how = f"exit code {self.exit_code}"
+        return f"{self.launcher}: first failing {who}, {how}"
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signals.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def root_cause(text: str) -> RankFailure | None:
+    """The first failing rank named in a launcher's output, or None when no launcher spoke."""
+    found = _from_summary(text)
+    if found is not None:
+        return found
+    line = _FAILED_LINE.search(text)
+    if line is not None:
+        code, local, pid = (int(group) for group in line.groups())
+        return RankFailure("torchrun", None, local, code, pid)
+    return _from_deepspeed(text)
+
+
+def _from_summary(text: str) -> RankFailure | None:
+    starts = list(_ROOT.finditer(text))
+    if not starts:
+        return None
+    block = text[starts[-1].end() :]
+    end = _BLOCK_END.search(block)
+    block = block[: end.start()] if end else block[:2000]
+    exit_match = _EXIT.search(block)
+    if exit_match is None:
+        return None
+    rank = _RANK.search(block)
+    error_file = _ERROR_FILE.search(block)
+    traceback = _TRACEBACK.search(block)
+    return RankFailure(
+        "torchrun",
+        int(rank.group(1)) if rank else None,
+        int(rank.group(2)) if rank else None,
+        int(exit_match.group(1)),
+        int(exit_match.group(2)) if exit_match.group(2) else None,
+        _known(error_file.group(1)) if error_file else "",
+        traceback.group(1).strip() if traceback else "",
+    )
+
+
+def _known(value: str) -> str:
+    return "" if value.strip("<>").upper() == "N/A" else value
+
+
+def _from_deepspeed(text: str) -> RankFailure | None:
+    for match in _DEEPSPEED.finditer(text):
+        code = int(match.group(2))
+        if code != 0:
+            return RankFailure("deepspeed", None, None, code, int(match.group(1)))
+    return None
+
+
+def focus(text: str) -> str:
+    """The log without the launcher's cascade: the other ranks' entries of the ``Failures:``
+    list and torchrun's own "closing signal" lines. Text without a launcher summary is
+    returned unchanged."""
+    if not _ROOT.search(text) and not _CLOSING.search(text):
+        return text
+    kept: list[str] = []
+    in_failures = False
+    for line in text.splitlines(True):
+        if _FAILURES.match(line):
+            in_failures = True
+            continue
+        if in_failures and (_ROOT.search(line) or _BLOCK_END.match(line)):
+            in_failures = False
+        if in_failures or _CLOSING.search(line):
+            continue
+        kept.append(line)
+    return "".join(kept)

@@ -1,0 +1,85 @@
+"""A launcher's summary names the first failing rank; the ranks it then SIGTERMs are not the cause.
+
+``torchrun-2.13-gloo-rank1-sigkill.log`` is real output: ``torchrun --nproc_per_node=2`` of a
+gloo DDP loop (torch 2.13.0 CPU) whose rank 1 got ``kill -9`` at step 30, the venv path
+replaced by /opt/venv. torchrun then SIGTERMed rank 0, so the summary lists rank 0 (-15,
+SIGTERM) under ``Failures:`` and rank 1 (-9, SIGKILL) as the root cause.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rgt.agent._classify import AttemptFacts, decide
+from rgt.triage import classify
+from rgt.triage.launchers import focus, root_cause
+
+HERE = Path(__file__).parent / "launchers"
+TORCHRUN = (HERE / "torchrun-2.13-gloo-rank1-sigkill.log").read_text()
+# The squeezed summary of an older torch, as quoted in a public issue (tests/triage/public).
+SQUEEZED = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+experiments/supervised HO3D V2.py FAILED
+Failures:
+<NO OTHER FAILURES>
+Root Cause (first observed failure) :
+rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>
+traceback : signal 9 (SIGKILL) received by PID 36071
+"""
+DEEPSPEED = """[launch.py:319:sigkill_handler] Killing subprocess 4100
+[launch.py:315:sigkill_handler] process 4101 exits with return code = -9
+"""
+
+
+def test_the_root_cause_is_the_first_failing_rank_not_the_survivors() -> None:
+    rank = root_cause(TORCHRUN)
+    assert rank is not None
+    assert (rank.rank, rank.local_rank, rank.exit_code, rank.signal) == (1, 1, -9, 9)
+    assert rank.describe().startswith("torchrun: first failing rank 1, pid ")
+    assert rank.describe().endswith("killed by SIGKILL")
+
+
+@pytest.mark.parametrize(
+    ("text", "rank", "code"), [(SQUEEZED, 2, -9), (DEEPSPEED, None, -9)], ids=["old", "deepspeed"]
+)
+def test_other_spellings_of_the_summary(text: str, rank: int | None, code: int) -> None:
+    found = root_cause(text)
+    assert found is not None
+    assert (found.rank, found.exit_code) == (rank, code)
+
+
+def test_no_launcher_no_root_cause() -> None:
+    assert root_cause("Traceback (most recent call last):\nValueError: x\n") is None
+    assert focus("plain log\n") == "plain log\n"
+
+
+def test_focus_drops_the_cascade_and_keeps_the_root_cause() -> None:
+    focused = focus(TORCHRUN)
+    assert "(SIGTERM)" not in focused and "exitcode  : -15" not in focused
+    assert "exitcode  : -9" in focused and "Signal 9 (SIGKILL)" in focused
+
+
+def test_offline_triage_reads_the_root_cause_not_the_survivors_sigterm() -> None:
+    # Before focus, rank 0's SIGTERM (sent by torchrun itself) won: "preempted by SIGTERM".
+    verdict = classify(TORCHRUN, exit_code=1)
+    assert verdict.rule_id == "memory.torchrun_sigkill"
+    assert all("-15" not in line for line in verdict.evidence)
+
+
+def test_the_agent_retries_a_rank_killed_from_outside_without_oom_evidence() -> None:
+    decision = decide(AttemptFacts(1, None, TORCHRUN, oom_before=4, oom_after=4))
+    assert (decision.label, decision.retryable) == ("preempted", True)
+    assert "rank 1" in decision.cause and "SIGKILL" in decision.cause
+    assert decision.evidence[0].startswith("torchrun: first failing rank 1")
+    assert decision.evidence[1] == "cgroup oom_kill unchanged (4) during the attempt"
+
+
+def test_the_agent_says_host_oom_only_with_the_counter_as_evidence() -> None:
+    decision = decide(AttemptFacts(1, None, TORCHRUN, oom_before=4, oom_after=5))
+    assert (decision.label, decision.retryable) == ("host_oom", False)
+
+
+def test_a_kill_the_agent_sent_itself_is_left_to_the_rule_base() -> None:
+    decision = decide(AttemptFacts(1, None, TORCHRUN, agent_sent_signal=True))
+    assert decision.label == classify(TORCHRUN, exit_code=1).label == "host_oom"
