@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from rgt import fetch
-from rgt.fetch import downloader
+from rgt.fetch import downloader, fetch_body
 from tests import clirun
 from tests.fetch.hostile_hub import BODY, HubState, hub
 from tests.fetch.names import IDS, NAMES, make_area, outside, snapshot
@@ -109,7 +109,7 @@ def test_a_body_without_a_length_stops_at_the_default_cap(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(downloader, "UNSIZED_CAP", 2 << 20)  # 16 GiB does not fit a test
+    monkeypatch.setattr(fetch_body, "UNSIZED_CAP", 2 << 20)  # 16 GiB does not fit a test
     a, _state_a, _b, _ = hubs
     assert downloader.main([f"{a}/endless", "--to", str(tmp_path)]) == 1
     out = capsys.readouterr().out
@@ -196,7 +196,7 @@ def test_the_shipped_downloader_confines_names_without_rgt_installed(
     refuses the name the same way."""
     snapshot_dir = tmp_path / "snapshot"
     snapshot_dir.mkdir()
-    for part in (fetch.DOWNLOADER, fetch.AIDS, fetch.CONFINE):
+    for part in (fetch.DOWNLOADER, fetch.AIDS, fetch.BODY, fetch.CONFINE):
         shutil.copy(part, snapshot_dir / part.name)
     with hub() as (url, state):
         state.names = ["config.json", "../../x"]

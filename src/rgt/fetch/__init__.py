@@ -1,7 +1,7 @@
 """`rgt fetch NAME hf://ORG/MODEL[@REV] | https://…`: a download that runs ON the machine.
 
-A fetch is a job: its snapshot holds only ``downloader.py``, ``fetch_aids.py`` and
-``rgt/_confine.py`` (stdlib, Python 3.8, shipped in rgt) and its
+A fetch is a job: its snapshot holds only ``downloader.py``, ``fetch_aids.py``,
+``fetch_body.py`` and ``rgt/_confine.py`` (stdlib, Python 3.8, shipped in rgt) and its
 command runs it with the machine's interpreter, so it is detached, survives ssh drops, gets the
 network plan's ``HF_ENDPOINT``/``no_proxy`` like every job, shows in `rgt watch`, and its token
 travels as a secret over stdin. The downloader retries with backoff itself; the job does not
@@ -23,6 +23,7 @@ from rgt.state.store import Store
 HF_SOURCE = re.compile(r"\Ahf://([A-Za-z0-9][\w.-]*)/([A-Za-z0-9][\w.-]*)(@[\w./-]+)?\Z")
 DOWNLOADER = Path(__file__).with_name("downloader.py")
 AIDS = Path(__file__).with_name("fetch_aids.py")  # imported by the downloader, shipped with it
+BODY = Path(__file__).with_name("fetch_body.py")  # the caps and checks of a file's bytes
 CONFINE = Path(__file__).parents[1] / "_confine.py"  # the check of every name from the hub
 SHA256 = re.compile(r"\A[0-9a-fA-F]{64}\Z")
 
@@ -60,7 +61,7 @@ def start_fetch(store: Store, name: str, req: FetchRequest) -> tuple[JobRecord, 
     to = req.to or default_to(req.source, backend.machine.durable_root)
     command = [backend.python, DOWNLOADER.name, req.source, "--to", to, *_options(req)]
     with tempfile.TemporaryDirectory(prefix="rgt-fetch-") as snapshot:
-        for part in (DOWNLOADER, AIDS, CONFINE):
+        for part in (DOWNLOADER, AIDS, BODY, CONFINE):
             shutil.copy(part, Path(snapshot) / part.name)
         options = LaunchOptions(
             command=tuple(command),

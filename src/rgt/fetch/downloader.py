@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import errno
 import fnmatch
-import hashlib
 import http.client
 import json
 import os
@@ -46,23 +45,31 @@ from typing import Any, Dict, List, Optional
 
 if __package__:
     from rgt._confine import UnsafeNameError, Within, safe_name, within
-    from rgt.fetch.fetch_aids import CHUNK, Fatal, Hashed, SameOrigin, accelerate, hub_fetch, say
+    from rgt.fetch.fetch_aids import Fatal, Hashed, SameOrigin, accelerate, hub_fetch, say
+    from rgt.fetch.fetch_body import (
+        Overflow,
+        check_cap,
+        complete,
+        copy_capped,
+        published_size,
+        verify,
+    )
 else:  # run as a script from the fetch job's snapshot, where its parts lie next to it
     from _confine import UnsafeNameError, Within, safe_name, within  # type: ignore
-    from fetch_aids import CHUNK, Fatal, Hashed, SameOrigin, accelerate, hub_fetch, say  # type: ignore
+    from fetch_aids import Fatal, Hashed, SameOrigin, accelerate, hub_fetch, say  # type: ignore
+    from fetch_body import (  # type: ignore
+        Overflow,
+        check_cap,
+        complete,
+        copy_capped,
+        published_size,
+        verify,
+    )
 
 RETRIES = int(os.environ.get("RGT_FETCH_RETRIES", "5"))
 BACKOFF_S = float(os.environ.get("RGT_FETCH_BACKOFF_S", "2"))
 RESULT = ".rgt-fetch.json"
-PROGRESS_S = 10.0  # a progress line in the job's log (`rgt logs`, `rgt watch`)
-# A body that declares no length (no Content-Length, no size from the hub) is cut here unless
-# ``--max-bytes`` says otherwise: an endless answer must not fill the machine's disk.
-UNSIZED_CAP = 16 << 30
 LISTING_CAP = 64 << 20  # a hub's JSON file list (a 100k-file repo's is about 20 MB)
-
-
-class Overflow(Fatal):
-    """The body ran past its cap; the partial file is removed (it cannot be resumed)."""
 
 
 def request(url: str, token: str, start: int = 0, method: str = "GET") -> Any:
@@ -154,10 +161,10 @@ def fetch_file(f: Dict[str, Any], to: str, token: str) -> Dict[str, Any]:
 
 
 def _fetch_at(f: Dict[str, Any], place: Within, leaf: str, token: str) -> Dict[str, Any]:
-    if _complete(place, leaf, f):
+    if complete(place, leaf, f):
         say("have %s (%s bytes, verified)" % (f["name"], f.get("size")))
         return {"name": f["name"], "size": place.size(leaf), "downloaded": 0}
-    _check_cap(f, f.get("size"))
+    check_cap(f, f.get("size"))
     part, got, tries = leaf + ".part", 0, 0
     hashed = Hashed(lambda: place.open(part, "rb"), bool(f.get("sha256")))
     while True:
@@ -179,7 +186,7 @@ def _fetch_at(f: Dict[str, Any], place: Within, leaf: str, token: str) -> Dict[s
             say("retry %d/%d of %s in %.1fs at byte %d: %s"
                 % (tries, RETRIES, f["name"], wait, place.size(part), exc))  # fmt: skip
             time.sleep(wait)
-    _verify(f, place, part, hashed)
+    verify(f, place, part, hashed)
     place.replace(part, leaf)
     say("done %s (%d bytes)" % (f["name"], place.size(leaf)))
     return {"name": f["name"], "size": place.size(leaf), "downloaded": got}
@@ -210,105 +217,17 @@ def _transfer(f: Dict[str, Any], place: Within, part: str, token: str, hashed: H
             raise Fatal("%s answered an HTML page instead of %s: a mirror's error or login page"
                         % (_strip(f["url"]), f["name"]))  # fmt: skip
         if f.get("size") is None:
-            f["size"] = _published_size(response, start)
-            _check_cap(f, f["size"])
+            f["size"] = published_size(response, start)
+            check_cap(f, f["size"])
         offset = start if start and response.status == 206 else 0
         hashed.catch_up(offset)
-        got = _copy(response, place.open(part, "ab" if offset else "wb", 0), offset, f, hashed)
+        got = copy_capped(
+            response, place.open(part, "ab" if offset else "wb", 0), offset, f, hashed
+        )
     if f.get("size") is not None and place.size(part) < int(f["size"]):
         have = place.size(part)
         raise ConnectionResetError("connection closed at byte %d of %s" % (have, f["size"]))
     return got
-
-
-def _copy(response: Any, out: Any, offset: int, f: Dict[str, Any], hashed: Hashed) -> int:
-    """The body into ``out`` (at ``offset``), cut at the file's cap (:func:`_cap`)."""
-    cap, why = _cap(f)
-    got, shown = 0, time.monotonic()
-    with out:
-        hashed.start(out)  # written (and hashed) by a thread from here
-        try:
-            for chunk in iter(lambda: response.read(CHUNK), b""):
-                if offset + got + len(chunk) > cap:
-                    raise Overflow("%s: the server sent more than %d bytes (%s); the partial "
-                                   "file was removed" % (f["name"], cap, why))  # fmt: skip
-                hashed.update(chunk)
-                got += len(chunk)
-                if time.monotonic() - shown >= PROGRESS_S:
-                    shown = time.monotonic()
-                    say("progress %s %d/%s bytes" % (f["name"], hashed.count, f.get("size")))
-        finally:
-            hashed.stop()
-    return got
-
-
-def _cap(f: Dict[str, Any]) -> Any:
-    """The most bytes a file may have, and why: its published size, ``--max-bytes``, or the
-    cap of a body that declares no length (:data:`UNSIZED_CAP`)."""
-    if f.get("size") is not None:
-        size = int(f["size"])
-        return size, ("the hub publishes %d: the mirror served another file" % size
-                      if "blob_id" in f else "its declared length")  # fmt: skip
-    if f.get("max_bytes"):
-        return int(f["max_bytes"]), "--max-bytes"
-    return UNSIZED_CAP, "it declared no length; `rgt fetch … --max-bytes N` sets another cap"
-
-
-def _check_cap(f: Dict[str, Any], size: Optional[int]) -> None:
-    if size is not None and f.get("max_bytes") and int(size) > int(f["max_bytes"]):
-        raise Fatal("%s is %s bytes, over --max-bytes %s: not downloaded"
-                    % (f["name"], size, f["max_bytes"]))  # fmt: skip
-
-
-def _published_size(response: Any, start: int) -> Optional[int]:
-    linked = response.headers.get("X-Linked-Size")
-    if linked:
-        return int(linked)
-    whole = response.headers.get("Content-Range", "").rpartition("/")[2]
-    if whole.isdigit():
-        return int(whole)
-    length = response.headers.get("Content-Length")
-    return int(length) + (start if response.status == 206 else 0) if length else None
-
-
-def _verify(f: Dict[str, Any], place: Within, part: str, hashed: Hashed) -> None:
-    size, want = place.size(part), f.get("size")
-    if want is not None and size != int(want):
-        raise Fatal("%s is %d bytes, the hub publishes %s: the mirror served another file; %s "
-                    "kept for inspection" % (f["name"], size, want, part))  # fmt: skip
-    if f.get("sha256") and _sha256(place, part, hashed, size) != f["sha256"].lower():
-        place.remove(part)  # wrong bytes cannot be resumed
-        whose = "hub's" if "blob_id" in f else "one given by --sha256"
-        raise Fatal("%s: sha256 differs from the %s; removed, run the fetch again"
-                    % (f["name"], whose))  # fmt: skip
-    with place.open(part, "rb") as head:
-        first = head.read(64).lstrip().lower()
-    if first.startswith((b"<!doctype html", b"<html")) and not f["name"].endswith(".html"):
-        raise Fatal("%s is an HTML page, not the file: the mirror answered with an error page"
-                    % f["name"])  # fmt: skip
-
-
-def _sha256(place: Within, part: str, hashed: Hashed, size: int) -> str:
-    return hashed.h.hexdigest() if hashed.count == size else _digest(place, part)
-
-
-def _complete(place: Within, leaf: str, f: Dict[str, Any]) -> bool:
-    """Already there whole: its published size, and its sha256 when one is known."""
-    if not place.is_file(leaf):
-        return False
-    if f.get("size") is not None and place.size(leaf) != int(f["size"]):
-        return False
-    if f.get("sha256"):
-        return _digest(place, leaf) == str(f["sha256"]).lower()
-    return f.get("size") is not None
-
-
-def _digest(place: Within, leaf: str) -> str:
-    h = hashlib.sha256()
-    with place.open(leaf, "rb") as src:
-        for block in iter(lambda: src.read(CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _stdlib(args: Any, token: str) -> Dict[str, Any]:
