@@ -103,13 +103,24 @@ def fetch(
     source: str,
     includes: list[str] | None = None,
     to: str | None = None,
+    sha256: str | None = None,
+    max_bytes: int | None = None,
     wait_s: float = 0,
 ) -> dict[str, Any]:
     """Download hf://ORG/MODEL[@REV] or an https:// URL ON machine NAME (a job; resumable,
-    sizes and hashes checked), into `to` (default: the durable models folder), over files
-    already there. A gated or private repo needs the human's token: ask them to run
-    `rgt fetch NAME SOURCE --token-stdin` in their terminal."""
-    return invoke(["fetch"], [name, source], include=includes or [], to=to, wait=wait_s)
+    sizes and hashes checked; `sha256`: a URL's expected hash; `max_bytes`: refuse a larger
+    file) into `to` (default: the durable models folder), over files already there. A gated or
+    private repo needs the human's token: ask them to run `rgt fetch NAME SOURCE
+    --token-stdin` in their terminal."""
+    return invoke(
+        ["fetch"],
+        [name, source],
+        include=includes or [],
+        to=to,
+        sha256=sha256,
+        max_bytes=max_bytes,
+        wait=wait_s,
+    )
 
 
 def smoke(
