@@ -1,7 +1,8 @@
 """What RgtCheckpoint leaves on disk: no second checkpoint from Lightning (its default
 ModelCheckpoint is not added while a Checkpoint callback is in ``callbacks``), a warning when
 the script adds one itself, and checkpoints that `rgt verify artifacts` passes (``ok`` or
-``hash_only``), the ModelCheckpoint's ``inf`` kth score in the callback state included."""
+``hash_only``), the ModelCheckpoint's ``inf`` kth score in the callback state included; and the
+same for ``accelerate_loop``'s checkpoints (model, AdamW moments, scheduler, generator, RNG)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,18 @@ def test_a_model_checkpoint_of_the_script_still_writes_and_is_named(tmp_path: Pa
     assert list((tmp_path / "own").glob("*.ckpt"))  # documented: the script's own writer
     verdicts = _verdicts(tmp_path / "ckpt")  # callback state holds kth_value = inf: normal
     assert len(verdicts) == 4 and set(verdicts.values()) <= {"ok", "hash_only"}, verdicts
+
+
+@pytest.mark.skipif(importlib.util.find_spec("accelerate") is None, reason="no accelerate")
+def test_accelerate_loop_checkpoints_pass_the_verifier(tmp_path: Path) -> None:
+    script = Path(__file__).with_name("_accelerate_files.py")
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "ckpt")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    verdicts = _verdicts(tmp_path / "ckpt")
+    assert len(verdicts) >= 4 and set(verdicts.values()) <= {"ok", "hash_only"}, verdicts
