@@ -2,7 +2,8 @@
 ModelCheckpoint is not added while a Checkpoint callback is in ``callbacks``), a warning when
 the script adds one itself, and checkpoints that `rgt verify artifacts` passes (``ok`` or
 ``hash_only``), the ModelCheckpoint's ``inf`` kth score in the callback state included; and the
-same for ``accelerate_loop``'s checkpoints (model, AdamW moments, scheduler, generator, RNG)."""
+same for ``accelerate_loop``'s checkpoints (model, AdamW moments, scheduler, generator, RNG) and
+``RgtTrainerCheckpoint``'s (the Trainer's state and log history included)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,21 @@ def test_accelerate_loop_checkpoints_pass_the_verifier(tmp_path: Path) -> None:
     script = Path(__file__).with_name("_accelerate_files.py")
     proc = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "ckpt")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    verdicts = _verdicts(tmp_path / "ckpt")
+    assert len(verdicts) >= 4 and set(verdicts.values()) <= {"ok", "hash_only"}, verdicts
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="no transformers")
+def test_hf_trainer_checkpoints_pass_the_verifier(tmp_path: Path) -> None:
+    script = Path(__file__).with_name("_hf_files.py")
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "ckpt"), str(tmp_path / "out")],
         cwd=tmp_path,
         capture_output=True,
         text=True,
