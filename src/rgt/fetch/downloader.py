@@ -55,6 +55,9 @@ if __package__:
         verify,
     )
 else:  # run as a script from the fetch job's snapshot, where its parts lie next to it
+    HERE = os.path.dirname(os.path.abspath(__file__))
+    if not os.path.exists(os.path.join(HERE, "_confine.py")):  # run from rgt's source tree
+        sys.path.append(os.path.dirname(HERE))
     from _confine import UnsafeNameError, Within, safe_name, within  # type: ignore
     from fetch_aids import Fatal, Hashed, SameOrigin, accelerate, hub_fetch, say  # type: ignore
     from fetch_body import (  # type: ignore
