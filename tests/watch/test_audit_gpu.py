@@ -22,14 +22,14 @@ def detail(name: str) -> dict[str, Any]:
 
 
 def checks(card: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(f["severity"], f["check"]) for f in _gpu(reading(card))]
+    return [(f["severity"], f["check"]) for f in _gpu(reading(card), "box")]
 
 
 def test_a_pending_row_remap_is_an_error_that_says_reset() -> None:
     (card,) = gpu.parse_gpus((GOLDEN / "h100-load.csv").read_text())["gpus"]
     assert ("error", "ecc") not in checks(card)  # the healthy H100 under load
     gpu_detail.merge(card, detail("a100-row-remap-pending.q.txt"))
-    (finding,) = [f for f in _gpu(reading(card)) if f["check"] == "ecc"]
+    (finding,) = [f for f in _gpu(reading(card), "box") if f["check"] == "ecc"]
     assert "remapping pending" in finding["finding"]
     assert "reset" in finding["fix"]
 
@@ -44,6 +44,6 @@ def test_a_power_cap_slowdown_matters_only_under_load() -> None:
 def test_uncorrected_sram_errors_say_rent_another_machine() -> None:
     report = detail("sram-uncorrectable.q.txt")
     card = {"index": 0, "ecc_uncorrected": report["ecc_uncorrected"], "slowdowns": []}
-    (finding,) = _gpu(reading(card))
+    (finding,) = _gpu(reading(card), "box")
     assert finding["check"] == "ecc" and "1 uncorrected" in finding["finding"]
     assert "rent another machine" in finding["fix"]

@@ -48,7 +48,7 @@ def audit(
     findings = (
         _disk(readings, budget)
         + _memory(readings, budget)
-        + _gpu(readings)
+        + _gpu(readings, name)
         + _software(readings)
         + pythongate.findings(readings, name)
         + envgate.interpreter_findings(readings)
@@ -176,7 +176,7 @@ def _memory(r: dict[str, Any], budget: Budget) -> list[dict[str, str]]:
     return out
 
 
-def _gpu(r: dict[str, Any]) -> list[dict[str, str]]:
+def _gpu(r: dict[str, Any], name: str) -> list[dict[str, str]]:
     gpu, out = r.get("gpu") or {}, []
     if not gpu.get("available"):
         return [
@@ -226,7 +226,7 @@ def _gpu(r: dict[str, Any]) -> list[dict[str, str]]:
                     "warn",
                     "vram",
                     f"GPU {g['index']} has {g['mem_used_mib']:.0f} MiB used by no visible process",
-                    "a zombie holds VRAM: `rgt reap NAME`",
+                    f"a zombie holds VRAM: `rgt reap {name}`",
                 )
             )
     return out
