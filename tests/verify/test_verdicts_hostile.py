@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from rgt.ui.views import disclosed
 from rgt.verdicts import check_file, check_tree
 from tests.clirun import rgt
 
@@ -131,4 +132,12 @@ def test_agent_finalize_and_pull_never_run_the_pickle(tmp_path: Path) -> None:
     assert_hash_only({Path(f["path"]).name: f for f in report["files"]}, marker)
     human = rgt("pull", job_id, "--to", str(tmp_path / "pulled"))
     assert "4 artifacts: 0 ok, 4 hash_only" in human.stdout, human.stdout
+    down = rgt("down", "box", "--check", "--json")
+    gate = json.loads(down.stdout)
+    assert down.returncode == 3 and gate["error"] == "GateRefused"  # only the approval lacks
+    verified = next(c for c in gate["verdict"]["checks"] if c["name"] == "verified")
+    assert verified["ok"] and "hash_only" in verified["detail"], verified  # disclosed, passing
+    assert "legacy.pt" in verified["detail"] and f"job {job_id}: 4 file(s)" in verified["detail"]
+    (line,) = disclosed(verified)  # the dashboard's gate card shows it under the check
+    assert line.startswith("hash_only (bytes match the manifest") and job_id in line
     assert not marker.exists()

@@ -126,10 +126,22 @@ def gate(verdict: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
                 "ok": check["ok"],
                 "detail": check["detail"],
                 "missing": missing,
+                "disclosed": disclosed(check),
                 "fix": None if check["ok"] else _fix(check, verdict, name),
             }
         )
     return {"ok": bool(verdict.get("ok")), "checks": checks, "error": verdict.get("error")}
+
+
+def disclosed(check: dict[str, Any]) -> list[str]:
+    """What a passing check satisfies but must not keep silent: ``hash_only`` artifacts (bytes
+    match the manifest, the format names code rgt never runs), one line per job."""
+    detail = str(check["detail"])
+    marker = "; hash_only ("
+    if marker not in detail:
+        return []
+    head, _, jobs = detail[detail.index(marker) + 2 :].partition("): ")
+    return [f"{head}): {job.strip()}" for job in re.split(r"; (?=job )", jobs) if job.strip()]
 
 
 def _fix(check: dict[str, Any], verdict: dict[str, Any], name: str) -> str:
