@@ -215,3 +215,16 @@ def test_a_flood_is_cut_at_the_cap(fake_for: StartFake, vendor: str, kind: str) 
     read = int(re.findall(r"stopped reading at (\d+)", caught.value.message)[0])
     assert CAP < read <= CAP + 2**20, read  # the most any answer holds in memory
     print(f"largest body read: {read} bytes")
+
+
+def test_a_parsed_empty_catalogue_says_nothing_is_offered(fake_for: StartFake) -> None:
+    """Lambda sells no spot capacity: that is "nothing offered", not "unknown GPU 'A100'"."""
+    fake_for("lambda")
+    client = client_for("lambda")
+    try:
+        with pytest.raises(VendorError) as caught:
+            client.offers("A100:1", spot=True)
+    finally:
+        client.close()
+    assert caught.value.code == "no_capacity"
+    assert caught.value.message == "lambda offers nothing spot with 1 GPU(s) now"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rgt.cli.vendors import _machine_rows, _released
 from rgt.errors import GateRefused
 from rgt.state.store import Store
 from rgt.teardown import teardown
@@ -47,6 +48,8 @@ def test_a_kept_volume_stays_visible_and_a_later_down_terminates_it(
     assert kept["kept"] == "instance stopped, volume kept (bills ≈0.33/day)"
     assert fake.instances[pod].wanted == "stopped" and not store.machine("box").active
 
+    (row,) = [r for r in _machine_rows(store) if r["name"] == "box"]
+    assert _released(row) == "no: instance stopped, volume kept (`rgt down box`)"
     view = summary(store)
     assert [(k["machine"], k["instance_id"]) for k in view["kept"]] == [("box", pod)]
     assert any("`rgt down box` terminates it" in line for line in view["lines"])

@@ -196,7 +196,7 @@ def _human_machines(rows: list[dict[str, Any]]) -> Callable[[Output], None]:
                 [
                     r["name"],
                     r["profile"],
-                    r["released"] or "",
+                    _released(r),
                     ", ".join(v["instance_id"] for v in r["vendor_instances"]),
                     sum(v["cost_so_far"] or 0 for v in r["vendor_instances"]) or "",
                 ]
@@ -205,6 +205,14 @@ def _human_machines(rows: list[dict[str, Any]]) -> Callable[[Output], None]:
         )
 
     return human
+
+
+def _released(row: dict[str, Any]) -> str:
+    """When it was released; a machine whose instance `down --keep-volume` kept is not."""
+    kept = [v for v in row["vendor_instances"] if v["released"] is None]
+    if row["released"] and kept:
+        return f"no: instance {kept[0]['state']}, volume kept (`rgt down {row['name']}`)"
+    return str(row["released"] or "")
 
 
 def _human_orphans(data: dict[str, Any]) -> Callable[[Output], None]:

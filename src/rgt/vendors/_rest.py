@@ -157,7 +157,16 @@ class VendorClient(ABC):
     ) -> builtins.list[Offer]:
         """Offers of ``gpu`` (``NAME[:COUNT]``), cheapest first. Unknown names list valid ones."""
         spec = GpuSpec.parse(gpu)
-        found = matching(self.catalog(spec.count, spot), spec)
+        catalog = self.catalog(spec.count, spot)
+        if not catalog:  # a parsed, empty catalogue: nothing to match a name against
+            raise VendorError(
+                f"{self.vendor} offers nothing{' spot' if spot else ''} with {spec.count} "
+                "GPU(s) now",
+                backend=self.vendor,
+                code="no_capacity",
+                fix="try another GPU count, another vendor, or later (`rgt offers`)",
+            )
+        found = matching(catalog, spec)
         if region:
             found = [o for o in found if (o.region or "").lower() == region.lower()]
         return sorted(found, key=lambda o: (o.price_per_hour, o.id))
