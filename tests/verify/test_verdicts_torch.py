@@ -194,3 +194,10 @@ def test_nan_past_the_first_read_chunk_is_found(tmp_path: Path, dtype: torch.dty
     torch.save({"w": weights}, tmp_path / "big.pt", _use_new_zipfile_serialization=False)
     verdict = check_file(tmp_path / "big.pt")
     assert verdict.verdict == "bad" and "w" in verdict.detail
+
+
+def test_an_empty_log_is_ok_an_empty_checkpoint_is_bad(tmp_path: Path) -> None:
+    (tmp_path / "stderr.log").write_bytes(b"")
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    assert check_file(tmp_path / "stderr.log").verdict == "ok"
+    assert check_file(tmp_path / "model.safetensors").verdict == "bad"

@@ -9,7 +9,7 @@ from typing import Any, BinaryIO, Callable, Dict, Optional, Tuple
 
 from rgt.verdicts import _arrays, _dcp, _text, _torch
 from rgt.verdicts._plan import Plan
-from rgt.verdicts._records import BAD, HASH_ONLY, Bad, FileVerdict, HashOnly
+from rgt.verdicts._records import BAD, HASH_ONLY, OK, Bad, FileVerdict, HashOnly
 from rgt.verdicts._stream import stream
 
 SUFFIX_KINDS = {
@@ -30,14 +30,18 @@ SUFFIX_KINDS = {
     ".parquet": "parquet",
     ".distcp": "dcp",
 }
-for _suffix in (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp"):
-    SUFFIX_KINDS[_suffix] = "image"
+for _image in (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp"):
+    SUFFIX_KINDS[_image] = "image"
 _PICKLE_HEADS = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
+
+
+def _suffix(name: str) -> str:
+    return name.lower() if name.startswith(".") else os.path.splitext(name)[1].lower()
 
 
 def kind_of(name: str, head: bytes) -> str:
     """The format: rgt.ckpt, torch zip/legacy and npy by their magic, the rest by suffix."""
-    suffix = name.lower() if name.startswith(".") else os.path.splitext(name)[1].lower()
+    suffix = _suffix(name)
     by_suffix = SUFFIX_KINDS.get(suffix, "other")
     if head.startswith(_arrays.ARENA_PREFIX):
         return "rgt.ckpt"
@@ -121,7 +125,11 @@ def _judge(handle: BinaryIO, size: int, full: str) -> Tuple[str, str, str, str]:
     kind = kind_of(os.path.basename(full), handle.read(64))
     handle.seek(0)
     if size == 0:
-        return kind, BAD, stream(handle, 0, []), "empty file (0 bytes)"
+        # an empty log or marker file is what it is; an empty checkpoint or table is broken
+        empty = stream(handle, 0, [])
+        if _suffix(os.path.basename(full)) in SUFFIX_KINDS:
+            return kind, BAD, empty, "empty file (0 bytes)"
+        return kind, OK, empty, "empty file (0 bytes): no structure to check"
     plan: Any = None
     try:
         plan = _plan(kind, handle, size, full)
@@ -156,7 +164,7 @@ def _declared(
         )
     if want_sha is not None and digest != want_sha.lower():
         return BAD, "sha256 mismatch: %s… on disk, %s… declared" % (digest[:12], want_sha[:12])
-    if verdict == HASH_ONLY or detail == "no structure to check":
+    if verdict == HASH_ONLY or detail.endswith("no structure to check"):
         vouch = "sha256 matches the manifest" if want_sha else "no manifest sha256 to compare"
         return verdict, "%s; %s" % (detail, vouch)
     return verdict, detail
