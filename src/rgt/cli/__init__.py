@@ -40,6 +40,7 @@ COMMANDS = {
     **dict.fromkeys(("offers", "machines", "vendors"), "rgt.cli.vendors"),
     "adopt": "rgt.cli.adopt",
     "lint": "rgt.cli.lint",
+    "explain": "rgt.cli.explain",
     "mcp": "rgt.mcp.command",  # the agent front end sits above the CLI: loaded by name
     "skill": "rgt.mcp.skill_command",
     "ui": "rgt.ui.command",  # the dashboard, like mcp, sits above the CLI
