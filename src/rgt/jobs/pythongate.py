@@ -34,7 +34,6 @@ from urllib.parse import quote
 from rgt._fs import atomic_write_json
 from rgt.config import rgt_home
 from rgt.errors import GateRefused
-from rgt.watch.envgate import finding
 
 LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
 PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -53,6 +52,11 @@ RESOLVE = (
     "esac\n"
     'exec "$py" -c "$PROBE"\n'
 )
+
+
+def finding(severity: str, check: str, text: str, fix: str = "") -> dict[str, str]:
+    """An audit finding (``rgt.watch.audit``'s shape)."""
+    return {"severity": severity, "check": check, "finding": text, "fix": fix}
 
 
 def python_file(machine: str) -> Path:
