@@ -6,7 +6,8 @@ and, through MCP, a coding agent's context. A machine (or a job on it) that writ
 ``reason``, or an event line telling the agent to "call down NOW" a million times over, must
 cost the reader a few KB, visibly cut. So the readers pass every document a machine sent
 through ``document`` once, where they parse it (``backends.remote.machine_call``,
-``JobStatus.from_doc``, the UI's events fetch):
+``Backend.agent_call``, the UI's events fetch; ``JobStatus.from_doc`` clips each string field
+it reads again, at the cost of a length check):
 
 - each string at most ``FIELD_BYTES`` of UTF-8, cut with ``…[clipped N bytes]``;
 - each document at most its byte budget; past it, the items of a list are dropped and counted
@@ -57,8 +58,39 @@ def size(value: str) -> int:
 
 def document(value: Any, budget: int = DOC_BYTES, field: int = FIELD_BYTES) -> Any:
     """``value`` (parsed JSON) with every string clipped to ``field`` bytes and the whole
-    within about ``budget`` bytes."""
+    within about ``budget`` bytes; ``value`` itself when it already is (the usual case: one
+    quick pass, no copy)."""
+    if fits(value, budget, field):
+        return value
     return _Walk(budget, field).value(value, DEPTH)
+
+
+def fits(value: Any, budget: int = DOC_BYTES, field: int = FIELD_BYTES) -> bool:
+    """Whether ``value`` needs no clipping: no string over ``field`` bytes, no key over
+    ``KEY_BYTES``, no nesting over ``DEPTH``, and about ``budget`` bytes in all."""
+    stack = [(value, DEPTH)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if len(item) * 4 > field and size(item) > field:
+                return False
+            budget -= len(item) + 2
+        elif isinstance(item, (Mapping, list)):
+            if depth <= 0:
+                return False
+            if isinstance(item, Mapping):
+                for key in item:
+                    if not isinstance(key, str) or size(key) > KEY_BYTES:
+                        return False
+                    budget -= len(key) + 4
+                stack.extend((v, depth - 1) for v in item.values())
+            else:
+                stack.extend((v, depth - 1) for v in item)
+        else:
+            budget -= SCALAR_BYTES
+        if budget < 0:
+            return False
+    return True
 
 
 def machine_document(doc: Mapping[str, Any]) -> dict[str, Any]:

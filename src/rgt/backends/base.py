@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rgt import clip
 from rgt.agent.paths import JobPaths, RootPaths
 from rgt.backends.statusdoc import JobStatus, absent_doc
 from rgt.config import rgt_home
@@ -107,7 +108,8 @@ class Backend(abc.ABC):
                 backend=self.kind,
                 stderr_tail=result.text()[-2000:],
             ) from exc
-        return data
+        clipped: dict[str, Any] = clip.document(data)  # the machine's words, clipped (rgt.clip)
+        return clipped
 
     # -- derived: code and jobs ------------------------------------------------------------
 

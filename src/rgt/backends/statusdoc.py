@@ -77,9 +77,9 @@ class JobStatus:
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any], job_id: str | None = None) -> JobStatus:
-        """The machine's document, every string clipped and the whole bounded (``rgt.clip``):
-        a reason of 100 MB costs every reader 2 KB, visibly cut."""
-        doc = clip.document(doc)
+        """The machine's document; every string field clipped to 2 KB (``rgt.clip``: a
+        reason of 100 MB costs every reader 2 KB, visibly cut). The whole document was
+        bounded where it was read (``machine_call``, ``Backend.agent_call``)."""
         known = {f.name for f in fields(cls)} | {"progress"}  # a scheduler's view stays too
         progress = _mapping(doc.get("progress"))
         return cls(
@@ -145,7 +145,7 @@ def _bool(value: Any) -> bool | None:
 
 
 def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+    return clip.text(value) if isinstance(value, str) else None
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -165,5 +165,5 @@ PROBLEM_DEFAULTS = {
 def _problem(value: Any) -> Mapping[str, str] | None:
     if not isinstance(value, Mapping) or not value:
         return None
-    given = {str(k): str(v) for k, v in value.items()}
+    given = {clip.text(str(k), clip.KEY_BYTES): clip.text(str(v)) for k, v in value.items()}
     return MappingProxyType({**PROBLEM_DEFAULTS, **given})
