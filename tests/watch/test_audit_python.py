@@ -53,6 +53,11 @@ def test_which_commands_are_torch_jobs(project: Path) -> None:
         assert pythongate.needs_torch(command, project), command
     for command in (["python3", "plain.py"], ["python3", "-c", "print(1)"], ["python3", "x.py"]):
         assert not pythongate.needs_torch(command, project), command
+    # A script in a subfolder imports its siblings (its folder is sys.path[0]).
+    (project / "src").mkdir()
+    (project / "src" / "run.py").write_text("from net import M\n")
+    (project / "src" / "net.py").write_text("from torch import nn\nM = nn.Linear\n")
+    assert pythongate.needs_torch(["python3", "src/run.py"], project)
 
 
 @pytest.mark.slow

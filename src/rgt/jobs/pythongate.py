@@ -174,7 +174,8 @@ def needs_torch(command: Sequence[str], cwd: Path) -> bool:
         return words[1].split(".")[0] in TORCH_MODULES or _imports_torch(
             [_module_tree(cwd, words[1])], cwd
         )
-    return bool(words) and _imports_torch([_file_tree(cwd / words[0])], cwd)
+    script = cwd / words[0] if words else cwd
+    return bool(words) and _imports_torch([_file_tree(script)], script.parent)  # its sys.path[0]
 
 
 def _imports_torch(trees: list[ast.AST | None], cwd: Path) -> bool:
