@@ -175,18 +175,26 @@ def _kill_resume_pull_down(box: Box, script: Script, tmp_path: Path) -> None:
     assert step and script.kill_after <= int(step.group(1)) <= killed_at, (ckpt, killed_at)
     assert resuming["detail"]["command"][-1] == ckpt, resuming
     assert script.resumed_says in box.log(job, 2), box.log(job, 2)[-3000:]
-    _assert_pulled_without_bad(job, tmp_path / "pulled")
+    _assert_pulled_without_bad(job, tmp_path / "pulled", watched["reason"])
     _assert_down_lacks_only_the_approval()
 
 
-def _assert_pulled_without_bad(job: str, dest: Path) -> None:
+def _assert_pulled_without_bad(job: str, dest: Path, said: str) -> None:
+    """Zero BAD, and the agent (its watch line), pull and verify count the same files the same
+    way: "N verified" means one thing everywhere."""
     pulled = rgt("pull", job, "--to", str(dest), "--json")
     assert pulled.returncode == 0, pulled.stdout[-3000:] + pulled.stderr[-3000:]
-    assert json.loads(pulled.stdout)["ok"] is True
+    pull_doc = json.loads(pulled.stdout)
+    assert pull_doc["ok"] is True and pull_doc["verify"]["summary"]["bad"] == 0, pull_doc
     checked = rgt("verify", "artifacts", str(dest), "--json")
     doc = json.loads(checked.stdout)
     bad = [f for f in doc["files"] if f["verdict"] == "bad"]
     assert checked.returncode == 0 and not bad and doc["summary"]["bad"] == 0, bad or doc
+    agent = re.search(r"(\d+) artifact\(s\) checked: (\d+) ok, (\d+) hash_only, (\d+) bad", said)
+    assert agent, said
+    for summary in (pull_doc["verify"]["summary"], doc["summary"]):
+        counts = (summary["files"], summary["ok"], summary["hash_only"], summary["bad"])
+        assert counts == tuple(int(n) for n in agent.groups()), (said, summary)
 
 
 def _assert_down_lacks_only_the_approval() -> None:
