@@ -77,3 +77,19 @@ def test_deepspeed_latest_must_name_a_tag_with_model_states(tmp_path: Path) -> N
     (folder / "latest").write_text("global_step20")
     (unit,) = check_tree(tmp_path).units
     assert unit.verdict == "bad" and "global_step20" in unit.detail
+
+
+def test_a_dcp_folder_inside_an_accelerate_unit_must_be_complete(tmp_path: Path) -> None:
+    import torch.distributed.checkpoint as dcp
+
+    folder = tmp_path / "step_5"  # accelerate + FSDP: the model as DCP shards
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save({"w": torch.randn(4)}, checkpoint_id=str(folder / "pytorch_model_fsdp_0"))
+    torch.save({"python": 1}, folder / "random_states_0.pkl")
+    (unit,) = check_tree(tmp_path).units
+    assert (unit.path, unit.layout, unit.verdict) == ("step_5", "accelerate", "ok"), unit
+    for shard in (folder / "pytorch_model_fsdp_0").glob("*.distcp"):
+        shard.unlink()
+    (unit,) = check_tree(tmp_path).units
+    assert unit.verdict == "bad" and "pytorch_model_fsdp_0/__0_0.distcp is missing" in unit.detail

@@ -37,8 +37,8 @@ def layout_of(names: List[str], dirname: str) -> Optional[str]:
     has = set(names)
     if _HF_DIR.match(dirname) and "trainer_state.json" in has:
         return "hf-trainer"
-    if "latest" in has and any(n.startswith("global_step") for n in has):
-        return "deepspeed"
+    if "latest" in has and any(n.startswith("global_step") or n == "checkpoint" for n in has):
+        return "deepspeed"  # Lightning's DeepSpeed strategy names its tag "checkpoint"
     if _dcp.METADATA in has and any(n.endswith(".distcp") for n in has):
         return "dcp"
     if any(_RANDOM.match(n) for n in has) or (
@@ -96,6 +96,9 @@ def _completeness(folder: str, layout: str) -> List[str]:
         problems += _deepspeed_problems(folder)
     if layout == "dcp":
         problems += _dcp_problems(folder)
+    for name in names:  # accelerate's FSDP state: a DCP folder inside the unit
+        if os.path.isfile(os.path.join(folder, name, _dcp.METADATA)):
+            problems += ["%s/%s" % (name, p) for p in _dcp_problems(os.path.join(folder, name))]
     return problems
 
 
