@@ -243,7 +243,7 @@ class VendorClient(ABC):
                 problem = f"HTTP {answer.status} with {exc}"
         if not idempotent:  # the vendor may have acted: never repeat it blindly
             raise self._error(200, f"answered {problem}", "ambiguous")
-        raise _Retry(f"{self.vendor} answered {problem}", "garbled")
+        raise _Retry(f"answered {problem}", "garbled")
 
     def _send(self, method: str, url: str, json: Any, params: dict[str, Any] | None) -> Answer:
         request = self._http.build_request(method, url, json=json, params=params)
@@ -297,9 +297,8 @@ class VendorClient(ABC):
         try:
             return expect(body)
         except SHAPE_ERRORS as exc:
-            raise Garbled(
-                f"JSON that is not {self.vendor}'s documented answer ({exc!r:.120})"
-            ) from exc
+            detail = str(exc) if isinstance(exc, Garbled) else repr(exc)
+            raise Garbled(f"JSON that is not its documented answer ({detail[:120]})") from exc
 
     def _give_up_if(
         self, attempt: int, response: Answer | None, text: str, code: str | None
