@@ -140,6 +140,11 @@ def _judge(handle: BinaryIO, size: int, full: str) -> Tuple[str, str, str, str]:
         return kind, HASH_ONLY, stream(handle, size, []), str(exc)
     except (EOFError, ValueError) as exc:
         return kind, BAD, stream(handle, size, []), "damaged: %s" % exc
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a crafted file must not crash pull: whatever breaks is a finding
+        why = "unreadable structure (%s: %s)" % (type(exc).__name__, str(exc)[:200])
+        return kind, BAD, stream(handle, size, []), why
     verdict, detail = plan.judge()
     if kind == "rgt.ckpt":
         problem = _arrays.commit_record_problem(full, size, digest)
