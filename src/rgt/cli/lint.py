@@ -32,7 +32,10 @@ def lint(
     from rgt.lint import lint_paths
 
     report = lint_paths(paths, select, ignore, cache=not no_cache)
-    out.result(report.to_json(), lambda o: render(o, report.to_json()))
+    data = report.to_json()
+    for finding in data["findings"]:  # per printed finding, never per file: lint stays fast
+        finding["explain"] = f"rgt explain {finding['code']}"
+    out.result(data, lambda o: render(o, data))
     if report.exit_code:
         sys.exit(report.exit_code)
 
@@ -46,7 +49,7 @@ def render(o: Output, data: dict[str, Any]) -> None:
             f"{escape(f['path'])}:{cell}{f['line']}:{f['col']}: [{colour}]{f['code']} "
             f"{f['severity']}[/] {escape(f['why'])}"
         )
-        o.line(f"    fix: {escape(f['fix'])}")
+        o.line(f"    fix: {escape(f['fix'])}  [dim]({escape(f['explain'])})[/]")
     for note in data["skipped"]:
         o.line(f"{escape(note['path'])}: [dim]{escape(note['reason'])}[/]")
     counts = data["counts"]

@@ -110,6 +110,7 @@ def _human(data: dict[str, Any]) -> Any:
         o.line(f"cause:     {escape(data['cause'])}")
         o.line(f"remedy:    {escape(data['remedy'])}")
         o.line(f"retry:     {retry}")
+        o.line(f"read:      {escape(data['explain_entry'])}  (why, and fixes in order of cost)")
         if data["secondary"]:
             o.line(f"secondary: {', '.join(data['secondary'])}")
         o.line("evidence:")
@@ -188,6 +189,9 @@ def triage(
     verdict = _verdict(target, job, full)
     _triage_learn.record_fire(verdict.rule_id)
     data = {**verdict.to_dict(), "failure": True, "job_id": job.job_id, "state": job.state}
+    # The catalog entry on this label: why it happens, fixes in order of cost ("explain" is
+    # taken by --explain's document, hence the longer key).
+    data["explain_entry"] = f"rgt explain {verdict.label}"
     if explain:
         why = explain_verdict(job.log_tail, job.exit_code, job.signal, job.context)
         data["explain"] = why.to_dict()
