@@ -78,9 +78,9 @@ def test_lookup_is_case_blind_and_takes_aliases() -> None:
 
 
 def test_a_broken_front_matter_names_the_file_and_line() -> None:
-    with pytest.raises(EntryError, match="x.md: no front matter"):
+    with pytest.raises(EntryError, match=r"x\.md: no front matter"):
         parse("# no block\n", "x.md")
-    with pytest.raises(EntryError, match="x.md:3: cannot read"):
+    with pytest.raises(EntryError, match=r"x\.md:3: cannot read"):
         parse("---\nid: a\n  stray\n---\nbody\n", "x.md")
     with pytest.raises(EntryError, match="kind 'recipe'"):
         parse("---\nid: a\nkind: recipe\ntitle: t\n---\nbody\n", "x.md")
