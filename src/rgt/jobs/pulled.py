@@ -81,6 +81,11 @@ def failure_reasons(report: dict[str, Any]) -> list[str]:
         "directory)"
         for p in report.get("unexpected", [])
     ]
+    reasons += [  # a checkpoint folder whose files are fine but which is incomplete
+        f"{u['path']}/: {u['detail']}"
+        for u in report.get("units", [])
+        if u.get("verdict") == "bad" and str(u.get("detail", "")).startswith("incomplete")
+    ]
     if not reasons and not report.get("ok"):
         reasons.append("nothing was verified")
     return reasons
