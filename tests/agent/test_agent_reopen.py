@@ -4,6 +4,8 @@ attempt logs and records "resumed from step N (checkpoint …)"."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 # Saves out/step_N folders (accelerate's names) and then fails with a bug (not retried),
@@ -75,3 +77,26 @@ def test_without_a_request_a_failed_job_stays_ended(make_job) -> None:
     job.start()
     assert job.finish() == 1 and job.status()["attempt"] == 1
     assert not job.events("reopened")
+
+
+# Writes where Lightning's default ModelCheckpoint would, then is killed (no --ckpt given).
+LIGHTNING_PLACE = """
+    import os, time
+    if os.environ["RGT_ATTEMPT"] == "1":
+        os.makedirs("lightning_logs/version_0/checkpoints", exist_ok=True)
+        open("lightning_logs/version_0/checkpoints/epoch=0-step=8.ckpt", "w").write("x")
+        open(os.path.join(os.environ["RGT_OUTPUT_DIR"], "ready"), "w").write("1")
+        time.sleep(600)
+"""
+
+
+def test_a_restart_from_zero_names_the_checkpoint_a_framework_wrote(make_job) -> None:
+    job = make_job().write(LIGHTNING_PLACE)
+    job.start()
+    job.wait_file("outputs/ready")
+    os.kill(job.trainer_pid(), signal.SIGKILL)
+    assert job.finish() == 0, job.agent_log()
+    [event] = job.events("restart_from_zero")
+    said = event["next"]
+    assert "lightning_logs/version_0/checkpoints/epoch=0-step=8.ckpt (lightning's" in said
+    assert "--ckpt 'lightning_logs/version_*/checkpoints/*.ckpt'" in said

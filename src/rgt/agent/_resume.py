@@ -12,6 +12,7 @@ job's), never from files that came with the code snapshot.
 
 from __future__ import annotations
 
+import os
 import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -59,7 +60,7 @@ def choose(
     if found.path is None:
         if not restart:
             return Choice(command)
-        return _from_zero(command, resume, found, dirs)
+        return _from_zero(command, resume, found, dirs, _ckpt_find.epoch(started))
     form = resume.get("with")
     detail = {
         "ckpt": found.path,
@@ -98,7 +99,11 @@ def resume_command(command: List[str], form: str, ckpt: str) -> List[str]:
 
 
 def _from_zero(
-    command: List[str], resume: Dict[str, Any], found: _ckpt_find.Found, dirs: List[Any]
+    command: List[str],
+    resume: Dict[str, Any],
+    found: _ckpt_find.Found,
+    dirs: List[Any],
+    since: Optional[float],
 ) -> Choice:
     pattern = resume.get("ckpt")
     looked = [path for _, path in dirs]
@@ -118,8 +123,30 @@ def _from_zero(
         hint = (
             "no --ckpt given and RGT_CKPT_DIR is empty: if the script saves elsewhere, "
             "give --ckpt GLOB (and --resume-with) so a restart resumes"
-        )
+        ) + _framework_hint(dirs, since)
     return Choice(command, None, "restart_from_zero", detail, FROM_ZERO + "; " + hint, "warning")
+
+
+# The --ckpt that matches a framework's default place (``_ckpt_find.FRAMEWORK_GLOBS``).
+FRAMEWORK_CKPT = {
+    "lightning": "lightning_logs/version_*/checkpoints/*.ckpt",
+    "hf_trainer": "OUTPUT_DIR/checkpoint-*",
+    "accelerate": "OUTPUT_DIR/step_*",
+}
+
+
+def _framework_hint(dirs: List[Any], since: Optional[float]) -> str:
+    """A checkpoint the job's framework wrote in its default place names the --ckpt to give
+    (the agent never resumes from it unasked: only the script knows how to load it)."""
+    work = [path for where, path in dirs if where == "work"]
+    found, kind = _ckpt_find.framework_newest(work[0], since) if work else (None, None)
+    if found is None or found.path is None or kind is None:
+        return ""
+    return "; the job wrote %s (%s's default place): --ckpt '%s'" % (
+        os.path.relpath(found.path, work[0]),
+        kind,
+        FRAMEWORK_CKPT[kind],
+    )
 
 
 def announce(rec: Any, choice: Choice) -> None:
