@@ -35,6 +35,16 @@ def _options(events: int, no_gpu: bool) -> Any:
 @click.option("--events", type=int, default=8, show_default=True, help="Events per job.")
 @click.option("--no-gpu", is_flag=True, help="Skip nvidia-smi on the machines.")
 @click.option("--full", is_flag=True, help="With --json: every field, not the compact form.")
+@click.option(
+    "--every",
+    metavar="DURATION",
+    help="Patrol: one compact report per DURATION (10m, 30s, 1h), for an agent's periodic check.",
+)
+@click.option(
+    "--until-ended",
+    is_flag=True,
+    help="Patrol until every job has ended: exit 0 if all succeeded, 1 if any did not.",
+)
 @output_options
 def watch(
     target: str | None,
@@ -43,15 +53,23 @@ def watch(
     events: int,
     no_gpu: bool,
     full: bool,
+    every: str | None,
+    until_ended: bool,
     out: Output,
 ) -> None:
-    """Machines and jobs, live. With a JOB: follow it until it ends (exit 0 if it succeeded)."""
+    """Machines and jobs, live. With a JOB: follow it until it ends (exit 0 if it succeeded).
+
+    Example:  rgt watch --every 10m --until-ended --json   (one bounded report per round)
+    """
     from rgt.watch import compact
     from rgt.watch.patrol import patrol, select
 
     store, options = Store.open(), _options(events, no_gpu)
     cut = _identity if full else compact.watch_report
     target = machine_or_job(store, target)
+    if every is not None or until_ended:
+        _patrol_rounds(store, target, _every(every, interval, once), until_ended, options, out)
+        return
     job_id = select(store, target)[1] if target else None
     if job_id is not None:
         _follow(store, job_id, once, interval, options, out, full)
@@ -159,6 +177,53 @@ def _live(
                 time.sleep(interval)
     except KeyboardInterrupt:
         out.info("stopped watching (the jobs go on)")
+
+
+def _every(every: str | None, interval: float, once: bool) -> float:
+    from rgt.errors import UsageError
+    from rgt.watch.rounds import parse_every
+
+    if once:
+        raise UsageError(
+            "--once prints one report; --every/--until-ended patrol in rounds",
+            fix="drop --once, or drop --every/--until-ended",
+        )
+    return interval if every is None else parse_every(every)
+
+
+def _patrol_rounds(
+    store: Store, target: str | None, seconds: float, until_ended: bool, options: Any, out: Output
+) -> None:
+    """One bounded report per round (``rgt.watch.rounds``); with ``until_ended``, stop once
+    every job has ended, exit 0 if all succeeded and 1 otherwise."""
+    from rgt.watch.patrol import patrol
+    from rgt.watch.rounds import round_report
+
+    number = 0
+    try:
+        while True:
+            number += 1
+            doc = round_report(patrol(store, target, options), number)
+            _print_round(out, doc)
+            if until_ended and doc["all_ended"]:
+                sys.exit(0 if doc["ok"] else 1)
+            time.sleep(seconds)
+    except KeyboardInterrupt:
+        out.info("stopped patrolling (the jobs go on)")
+
+
+def _print_round(out: Output, doc: dict[str, Any]) -> None:
+    """JSON Lines with --json (one document per round), else a few plain lines."""
+    import json
+
+    from rgt.cli._text import printable
+    from rgt.watch.rounds import round_lines
+
+    if out.json_mode:
+        sys.stdout.write(json.dumps(doc, separators=(",", ":"), default=str) + "\n")
+    else:  # a machine's words are data: its escape sequences must not drive this terminal
+        sys.stdout.write("".join(printable(line) + "\n" for line in round_lines(doc)))
+    sys.stdout.flush()
 
 
 @click.command()
