@@ -36,7 +36,7 @@ def test_success_counts_the_verified_artifacts(make_job: Callable[..., Job]) -> 
     job.start()
     assert job.finish() == 0, job.agent_log()
     reason = job.status()["reason"]
-    assert reason == "the job exited 0; 1 artifact(s) checked: 1 ok, 0 hash_only, 0 bad"
+    assert reason == "the job exited 0; 1 artifact(s): 1 ok, 0 hash_only, 0 bad"
     (entry,) = manifest(job)["files"]
     assert (entry["verdict"], manifest(job)["verdicts"]) == (
         "ok",

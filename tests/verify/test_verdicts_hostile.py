@@ -131,7 +131,9 @@ def test_agent_finalize_and_pull_never_run_the_pickle(tmp_path: Path) -> None:
     report = json.loads(pulled.stdout)["verify"]
     assert_hash_only({Path(f["path"]).name: f for f in report["files"]}, marker)
     human = rgt("pull", job_id, "--to", str(tmp_path / "pulled"))
-    assert "4 artifacts: 0 ok, 4 hash_only" in human.stdout, human.stdout
+    said = "4 artifact(s): 0 ok, 4 hash_only (pickles naming code: posix.system), 0 bad"
+    assert said in human.stdout, human.stdout
+    assert said in watched.stdout, watched.stdout  # what `rgt watch` showed: the same sentence
     down = rgt("down", "box", "--check", "--json")
     gate = json.loads(down.stdout)
     assert down.returncode == 3 and gate["error"] == "GateRefused"  # only the approval lacks

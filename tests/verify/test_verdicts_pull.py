@@ -47,7 +47,7 @@ def test_an_incomplete_checkpoint_folder_fails_the_pull_with_its_reason(tmp_path
     assert (unit["layout"], unit["verdict"]) == ("hf-trainer", "bad")
     pulled = rgt("pull", job_id, "--to", str(tmp_path / "pulled"))
     assert pulled.returncode != 0
-    assert "3 artifacts: 3 ok, 0 hash_only, 0 bad" in pulled.stdout  # the agent's counts
+    assert "3 artifact(s): 3 ok, 0 hash_only, 0 bad" in pulled.stdout  # the agent's counts
     assert (
         "names 1 absent shard(s): model-00002-of-00002.safetensors" in pulled.stdout + pulled.stderr
     )

@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional
 from rgt import _fs
 from rgt.agent import _artifacts, _system
 from rgt.agent.paths import JobPaths
-from rgt.verdicts import check_tree
+from rgt.verdicts import check_tree, say_counts
 
 MANIFEST_SCHEMA = "rgt.manifest/1"
 Entry = Dict[str, Any]
@@ -50,8 +50,8 @@ class ManifestResult(object):
         self.left_out = left_out or {"count": 0, "bytes": 0, "paths": []}
         self.missing = []  # type: List[str]  # declared artifact globs that matched nothing
         self.verdicts = {"ok": 0, "hash_only": 0, "bad": 0}  # type: Dict[str, int]
-        self.hash_only = []  # type: List[str]  # "path: why", first few
         self.bad = []  # type: List[str]
+        self.entries = []  # type: List[Entry]
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -125,13 +125,12 @@ def judge(job_dir: str, entries: List[Entry]) -> "tuple[Optional[str], List[Entr
 
 
 def _count(result: ManifestResult, entries: List[Entry]) -> None:
+    result.entries = entries
     for entry in entries:
         verdict = entry.get("verdict", "ok")
         result.verdicts[verdict] = result.verdicts.get(verdict, 0) + 1
         said = "%s: %s" % (entry["path"], entry.get("detail", ""))
-        if verdict == "hash_only":
-            result.hash_only.append(said)
-        elif verdict == "bad":
+        if verdict == "bad":
             result.bad.append(said)
 
 
@@ -200,16 +199,7 @@ def artifacts_said(reason: str, state: str, result: ManifestResult) -> str:
     """Never "its artifacts verified" for 0 files: a job that produced nothing says so."""
     if not result.files:
         return "%s; no artifacts (nothing in outputs/ or ckpt/, nothing new in work/)" % reason
-    counts = result.verdicts
-    said = "%s; %d artifact(s) checked: %d ok, %d hash_only, %d bad" % (
-        reason,
-        result.files,
-        counts.get("ok", 0),
-        counts.get("hash_only", 0),
-        counts.get("bad", 0),
-    )
-    if result.hash_only:
-        said += " (hash_only: %s)" % _first(result.hash_only)
+    said = "%s; %s" % (reason, say_counts(result.entries))
     if result.bad:
         said += " (bad: %s)" % _first(result.bad)
     if result.left_out.get("count"):

@@ -32,6 +32,7 @@ from rgt.jobs._pull_space import check_free_space, need_of
 from rgt.jobs.pulled import failure_reasons, file_records
 from rgt.models import TERMINAL, JobState
 from rgt.state.store import Store
+from rgt.verdicts import say_counts
 
 # progress(file_path, bytes_done_total, bytes_total)
 PullProgress = Callable[[str, int, int], None]
@@ -98,14 +99,8 @@ def _mark(f: dict[str, Any]) -> str:
 
 
 def verdict_counts(report: dict[str, Any]) -> str:
-    """ "66 artifacts: 60 ok, 6 hash_only (pickles naming code), 0 bad": the same counts the
-    agent's manifest and ``rgt watch`` give."""
-    files = report.get("files", [])
-    counts = {v: sum(1 for f in files if f.get("verdict") == v) for v in _MARKS}
-    said = f"{len(files)} artifacts: {counts['ok']} ok, {counts['hash_only']} hash_only"
-    if counts["hash_only"]:
-        said += " (bytes match the manifest; the format names code rgt never runs)"
-    return f"{said}, {counts['bad']} bad"
+    """The counts line, word for word what the agent's manifest reason (``rgt watch``) says."""
+    return say_counts(report.get("files", []))
 
 
 def pull(store: Store, job_id: str, dest: Path, progress: PullProgress | None = None) -> PullResult:

@@ -19,6 +19,7 @@ from rgt.verdicts._records import (
     FileVerdict,
     TreeVerdict,
     UnitVerdict,
+    say_counts,
 )
 from rgt.verdicts._tree import check_tree
 
@@ -32,4 +33,5 @@ __all__ = [
     "UnitVerdict",
     "check_file",
     "check_tree",
+    "say_counts",
 ]

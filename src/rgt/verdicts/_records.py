@@ -10,7 +10,7 @@ and ``hash_only`` both satisfy the teardown gate; ``hash_only`` is always disclo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 OK = "ok"
 HASH_ONLY = "hash_only"
@@ -80,3 +80,32 @@ def worst(verdicts: "list[str]") -> str:
     if BAD in verdicts:
         return BAD
     return HASH_ONLY if HASH_ONLY in verdicts else OK
+
+
+def say_counts(files: "list[Any]") -> str:
+    """The one sentence the agent (``rgt watch``) and ``pull`` both print for a set of verdicts:
+    ``66 artifact(s): 60 ok, 6 hash_only (pickles naming code: …TrainingArguments), 0 bad``.
+    ``files``: FileVerdicts or their dicts (a manifest's entries, a pull report's files)."""
+    counts = dict.fromkeys(VERDICTS, 0)
+    code: List[str] = []
+    for f in files:
+        verdict = f.get("verdict") if isinstance(f, dict) else getattr(f, "verdict", None)
+        detail = f.get("detail") if isinstance(f, dict) else getattr(f, "detail", "")
+        counts[verdict if verdict in counts else OK] += 1
+        if verdict == HASH_ONLY:
+            code.append(_named_code(str(detail or "")))
+    said = "%d artifact(s): %d ok, %d hash_only" % (len(files), counts[OK], counts[HASH_ONLY])
+    names = sorted(set(filter(None, code)))
+    if names:
+        said += " (pickles naming code: %s%s)" % (
+            ", ".join(names[:3]),
+            " …" if len(names) > 3 else "",
+        )
+    return "%s, %d bad" % (said, counts[BAD])
+
+
+def _named_code(detail: str) -> str:
+    marker = "the pickle names code: "
+    if marker not in detail:
+        return ""
+    return detail.split(marker, 1)[1].split(" ", 1)[0].rstrip(";")
