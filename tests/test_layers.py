@@ -19,6 +19,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rgt"
 RANKS = {
     "ckpt": 0,
     "lint": 0,
+    "knowledge": 0,
     "profiles": 0,
     "probes": 0,
     "triage": 0,
