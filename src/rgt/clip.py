@@ -134,16 +134,16 @@ class _Walk:
         """Short fields first, then each long one with an equal share of what is left (so
         padding in one field cannot push the events out)."""
         out: dict[str, Any] = {}
+        short = [k for k in value if _short(value[k])]
         long = [k for k in value if not _short(value[k])]
         dropped = 0
-        for key in [k for k in value if _short(value[k])] + long:
+        for i, key in enumerate(short + long):
             if self.left <= 0:
                 dropped += 1
                 continue
-            share = self.left // max(len(long), 1) if key in long else self.left
+            waiting = len(short) + len(long) - i  # the long ones not read yet, this one too
+            share = self.left if i < len(short) else self.left // waiting
             self.put(out, str(key), value[key], depth, share)
-            if key in long:
-                long.remove(key)
         if dropped:
             out["_clipped"] = f"{dropped} more keys past the size limit"
         return out
