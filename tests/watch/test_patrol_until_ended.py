@@ -101,6 +101,7 @@ def test_a_round_is_bounded_whatever_the_jobs_and_the_machine_say() -> None:
     assert doc["jobs"][0]["job_id"] == "z-failed"  # what needs attention comes first
     assert doc["jobs"][0]["explain"] == "rgt explain cuda_oom"
     assert len(doc["events"]) <= EVENTS and doc["all_ended"] is False
+    assert doc["events"][-1]["explain"] == "rgt explain gpu_idle"  # events link to their entry
     lines = round_lines(doc)
     assert len(lines) <= 1 + JOB_LINES + 2 + EVENTS
     assert all(len(line) <= 2 * FIELD_CHARS for line in lines)

@@ -29,6 +29,7 @@ __all__ = [
     "entries",
     "entries_dir",
     "explain_command",
+    "link",
     "lookup",
     "suggest",
 ]
@@ -37,3 +38,14 @@ __all__ = [
 def explain_command(key: str) -> str:
     """The command a triage verdict or a lint finding names as its link (``rgt explain X``)."""
     return f"rgt explain {key}"
+
+
+def link(key: str) -> str | None:
+    """``rgt explain ID`` when the catalog has an entry for ``key`` (a label, a code, an
+    event kind), else None: a link is only shown where it leads somewhere."""
+    try:
+        return explain_command(lookup(key).id)
+    except EntryError:
+        raise
+    except ValueError:  # UsageError: no such entry
+        return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rgt import clip
+from rgt import clip, knowledge
 from rgt.agent.jobfiles import TERMINAL
 from rgt.errors import UsageError
 
@@ -66,7 +66,7 @@ def round_report(report: dict[str, Any], number: int) -> dict[str, Any]:
         "summary": report.get("summary"),
         "jobs": [_job(j) for j in jobs[:JOB_LINES]],
         "jobs_left_out": max(0, len(jobs) - JOB_LINES),
-        "events": compact.events(report.get("events") or [])[-EVENTS:],
+        "events": [_event(e) for e in compact.events(report.get("events") or [])[-EVENTS:]],
         "unreachable": [m["name"] for m in report.get("machines") or [] if not m.get("reachable")],
         "all_ended": done,
         "ok": ok if done else None,
@@ -86,9 +86,16 @@ def _job(row: dict[str, Any]) -> dict[str, Any]:
     view = compact.job(row)
     if ended(row) and row.get("state") not in TERMINAL:
         view["ended"] = "stuck"  # the agent is gone: it will not end by itself
-    if row.get("label"):
-        view["explain"] = f"rgt explain {row['label']}"
+    found = knowledge.link(str(row["label"])) if row.get("label") else None
+    if found:
+        view["explain"] = found
     return view
+
+
+def _event(event: dict[str, Any]) -> dict[str, Any]:
+    """An event with the catalog entry on its kind, where there is one."""
+    found = knowledge.link(str(event.get("kind") or ""))
+    return {**event, "explain": found} if found else event
 
 
 def round_lines(doc: dict[str, Any]) -> list[str]:
@@ -104,6 +111,7 @@ def round_lines(doc: dict[str, Any]) -> list[str]:
         lines.append(_clip_line(f"  unreachable: {', '.join(doc['unreachable'])}"))
     for event in doc["events"]:
         words = f"  event {event.get('job_id')}: {event.get('kind')} {event.get('next') or ''}"
+        words += f" ({event['explain']})" if event.get("explain") else ""
         lines.append(_clip_line(words))
     return lines
 
