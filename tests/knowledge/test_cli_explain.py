@@ -64,3 +64,32 @@ def test_lint_links_each_finding_to_its_code(tmp_path: Path) -> None:
     (finding,) = doc["findings"]
     assert finding["explain"] == "rgt explain RGT101"
     assert "(rgt explain RGT101)" in rgt("lint", str(script)).stdout
+
+
+def test_at_a_terminal_the_entry_is_rendered_markdown_and_nothing_is_cut() -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "COLUMNS": "80", "TERM": "xterm"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rgt.cli", "explain", "RGT301"],
+        stdout=follower, stderr=follower, stdin=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    text = b"".join(chunks).decode()
+    assert proc.wait(timeout=60) == 0
+    assert "\x1b[" in text and "## Symptom" not in text  # rendered, not the raw Markdown
+    assert "reseeding" in text and "per worker)" in text  # a long list item wraps, never cut

@@ -49,9 +49,12 @@ def _entry_human(o: Output, data: dict[str, Any]) -> None:
     if not sys.stdout.isatty():  # piped: the Markdown itself, for grep, less and agents
         sys.stdout.write(text)
         return
+    from rich.console import Console
     from rich.markdown import Markdown
 
-    o.out.print(Markdown(text))
+    # Not the sink's soft-wrapping console: Markdown lays out its own lines (list items
+    # would be cut at the terminal's edge).
+    Console(highlight=False).print(Markdown(text))
 
 
 def register(cli: click.Group) -> None:
