@@ -23,18 +23,17 @@ import pytest
 
 from rgt.models import ACTION_DOWN, Machine
 from rgt.state.store import Store, utcnow
-from rgt.vendors.lambdalabs import LambdaClient
-from rgt.vendors.paperspace import PaperspaceClient
-from rgt.vendors.runpod import RunpodClient
-from rgt.vendors.vastai import VastaiClient
 from tests.faults.harness import Outcome, assert_clear_error, rgt, rng
 from tests.vendors.fakes import FAKES, KEY_VARIABLES, URL_VARIABLES
 from tests.vendors.fakes._server import FakeInstance, FakeVendor
 from tests.vendors.fakes.hostile import ANSWERS, ENDPOINTS, hostile
 
 VENDORS = sorted(FAKES)
-FAKE_CONSOLES = {
-    c.vendor: c.console_url for c in (RunpodClient, VastaiClient, LambdaClient, PaperspaceClient)
+CONSOLES = {  # where a human sees (and can terminate) the account's instances
+    "runpod": "https://www.runpod.io/console/pods",
+    "vastai": "https://cloud.vast.ai/instances/",
+    "lambda": "https://cloud.lambda.ai/instances",
+    "paperspace": "https://console.paperspace.com/machines",
 }
 KNOBS = {  # short waits, so a trial takes seconds: the rules are the same at any length
     "RGT_VENDOR_POLL_S": "0.05",
@@ -84,7 +83,7 @@ def _no_false_release(out: Outcome, fake: FakeVendor, inst: FakeInstance, vendor
         )
         return
     assert doc.get("released") is not True, f"exit {out.code} yet released:\n{out}"
-    console = FAKE_CONSOLES[vendor]
+    console = CONSOLES[vendor]
     assert_clear_error(out, names=["NOT released", "meter may still run", console])
     store = Store.open()
     assert store.machine("box").active, f"box was marked released:\n{out}"
