@@ -27,6 +27,14 @@ def test_every_triage_label_has_a_full_entry(label: str) -> None:
     _assert_full(knowledge.lookup(label), label, "label")
 
 
+def test_every_label_a_bundled_triage_rule_names_is_in_the_catalog() -> None:
+    from rgt.triage.rules import load_rules
+
+    labels = {rule.label for rule in load_rules()}
+    assert labels and labels <= set(LABELS)
+    assert all(knowledge.lookup(label).kind == "label" for label in labels)
+
+
 @pytest.mark.parametrize("code", sorted(RULES))
 def test_every_lint_code_has_a_full_entry(code: str) -> None:
     _assert_full(knowledge.lookup(code), code, "lint")
