@@ -7,8 +7,10 @@ import json
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
+import rgt as rgt_package
 from tests.clirun import rgt
 
 JOB = """
@@ -43,6 +45,8 @@ def test_an_incomplete_checkpoint_folder_fails_the_pull_with_its_reason(tmp_path
         "hash_only": 0,
         "bad": 0,
     }  # NaN in trainer_state: noted
+    schema = Path(rgt_package.__file__).parent / "schemas" / "manifest.schema.json"
+    jsonschema.validate(manifest, json.loads(schema.read_text()))
     (unit,) = manifest["units"]
     assert (unit["layout"], unit["verdict"]) == ("hf-trainer", "bad")
     pulled = rgt("pull", job_id, "--to", str(tmp_path / "pulled"))
