@@ -53,8 +53,8 @@ def kind_of(name: str, head: bytes) -> str:
         return "torch-legacy"
     if head[:2] in _PICKLE_HEADS and by_suffix in ("torch", "pickle"):
         return "pickle"
-    if by_suffix == "torch" and suffix == ".bin":
-        return "other"  # a .bin that is no torch file: raw data of some other tool
+    if (by_suffix == "torch" and suffix == ".bin") or suffix == ".metadata":
+        return "other"  # a .bin or .metadata that is no pickle: some other tool's data
     return by_suffix
 
 
