@@ -114,7 +114,7 @@ def check_path(
     try:
         with open(full, "rb") as handle:
             kind, verdict, digest, detail = _judge(handle, st.st_size, full)
-    except OSError as exc:
+    except (OSError, EOFError) as exc:  # EOFError: it shrank while being read
         return FileVerdict(rel, "other", BAD, st.st_size, "", "cannot read: %s" % exc, unit)
     verdict, detail = _declared(st.st_size, digest, size, sha256, verdict, detail)
     return FileVerdict(rel, kind, verdict, st.st_size, digest, detail, unit)
