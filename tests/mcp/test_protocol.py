@@ -125,7 +125,7 @@ def test_the_lifecycle_and_json_rpc_errors_over_raw_pipes(raw: Raw) -> None:
     raw.send({"jsonrpc": "1.0", "id": 9, "method": "ping"})
     assert raw.read()["error"]["code"] == -32600
     tools = raw.request(10, "tools/list")["result"]["tools"]
-    assert len(tools) == 26 and all(t["inputSchema"]["type"] == "object" for t in tools)
+    assert len(tools) == 27 and all(t["inputSchema"]["type"] == "object" for t in tools)
 
 
 def test_a_tool_call_over_raw_pipes_carries_only_protocol_on_stdout(raw: Raw) -> None:

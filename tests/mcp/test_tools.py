@@ -19,17 +19,19 @@ from tests.mcp.client import SRC, McpRgt
 
 VERBS = {
     "profiles", "offers", "up", "audit", "push", "fetch", "smoke", "run", "status", "logs", "watch",
-    "triage", "pull", "cancel", "down", "ckpt_list",
+    "triage", "explain", "pull", "cancel", "down", "ckpt_list",
     "verify_compare", "verify_artifacts", "verify_leakage", "verify_selection", "verify_collapse",
     "deliver_init", "deliver_record", "deliver_render", "deliver_reconcile", "deliver_gate",
 }  # fmt: skip
-READ_ONLY = {"profiles", "offers", "audit", "status", "logs", "watch", "triage", "ckpt_list"}
+READ_ONLY = {"profiles", "offers", "audit", "status", "logs", "watch", "triage", "ckpt_list",
+             "explain"}  # fmt: skip
 # Renting (a meter), running code here, writing over files, stopping or releasing.
 DESTRUCTIVE = {"up", "smoke", "push", "fetch", "deliver_render", "cancel", "down"}
 # Only this machine's files: nothing rented, no vendor, no network.
-CLOSED_WORLD = {"profiles", "ckpt_list", "verify_compare", "verify_artifacts", "verify_leakage",
-                "verify_selection", "verify_collapse", "deliver_init", "deliver_record",
-                "deliver_render", "deliver_reconcile", "deliver_gate"}  # fmt: skip
+CLOSED_WORLD = {"profiles", "ckpt_list", "explain", "verify_compare", "verify_artifacts",
+                "verify_leakage", "verify_selection", "verify_collapse", "deliver_init",
+                "deliver_record", "deliver_render", "deliver_reconcile",
+                "deliver_gate"}  # fmt: skip
 
 
 @pytest.fixture

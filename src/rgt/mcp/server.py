@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from rgt import __version__
-from rgt.mcp import release, tools_check, tools_run
+from rgt.mcp import release, tools_check, tools_explain, tools_run
 from rgt.mcp.bounded import DEFAULT_MAX_BYTES
 from rgt.mcp.protocol import Session, Tool
 from rgt.mcp.schema import input_schema
@@ -78,6 +78,7 @@ TOOLS: dict[Callable[..., dict[str, Any]], ToolKind] = {
     tools_run.logs: READ,
     tools_run.watch: READ,
     tools_run.triage: READ,
+    tools_explain.explain: READ_HERE,
     tools_run.pull: WRITE,
     tools_run.cancel: STOP,
     release.down: DESTROY,
