@@ -62,10 +62,8 @@ _MARKS = {"ok": "[green]OK  [/]", "hash_only": "[yellow]HASH[/]", "bad": "[red]B
 
 def _summary(out: Output, report: VerifyReport) -> None:
     for unit in report.units:
-        mark = _MARKS[unit.verdict]
-        out.line(
-            f"{mark} {escape(f'{unit.layout} checkpoint {unit.path}/ ({unit.files} files): {unit.detail}')}"
-        )
+        said = f"{unit.layout} checkpoint {unit.path}/ ({unit.files} files): {unit.detail}"
+        out.line(f"{_MARKS[unit.verdict]} {escape(said)}")
     for rel in report.missing:
         out.line(f"[red]MISSING[/]  {escape(rel)}  (declared in the manifest, not on disk)")
     for rel in report.unexpected:
