@@ -79,8 +79,11 @@ def inflated_machine(
     events: int = 10,
     name: str = "box",
     garble: bool = False,
+    sleeper: bool = False,
 ) -> str:
-    """Register ``name`` (local, durable root ``root``), run a failing job, inflate; its id."""
+    """Register ``name`` (local, durable root ``root``), run a failing job, inflate; its id.
+    With ``sleeper``, a second job keeps running for two minutes (a live job's status is read
+    from the machine on every `rgt status`, an ended one's from the cache)."""
     up = rgt(home, "up", "local", "--name", name, "--root", str(root), "--json")
     assert up.returncode == 0, up.stderr
     run = rgt(home, "run", name, "--retries", "0", "--probe-seconds", "5", "--json", "--",
@@ -88,6 +91,10 @@ def inflated_machine(
     job_id = str(json.loads(run.stdout)["job_id"])
     job_dir = root / ".rgt" / "jobs" / job_id
     _wait_ended(job_dir)
+    if sleeper:
+        live = rgt(home, "run", name, "--probe-seconds", "1", "--json", "--",
+                   sys.executable, "-c", "import time; time.sleep(120)", cwd=cwd)  # fmt: skip
+        assert live.returncode == 0, live.stderr
     inflate_files(job_dir, mb)
     swap_agent(root, mb, events, garble)
     return job_id

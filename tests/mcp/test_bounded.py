@@ -62,7 +62,7 @@ def hostile() -> Iterator[Hostile]:
     base = Path(tempfile.mkdtemp(prefix="rgt-mcp-evil-"))
     home, project = base / "home", base / "project"
     project.mkdir()
-    job_id = inflated_machine(home, base / "root", project)
+    job_id = inflated_machine(home, base / "root", project, sleeper=True)
     client = start(home, project, base / "wire.jsonl")
     yield Hostile(client, job_id, base / "wire.jsonl", home, project)
     client.stop()
@@ -71,14 +71,19 @@ def hostile() -> Iterator[Hostile]:
 
 def results(wire: Path) -> dict[Any, int]:
     """Bytes of each answer to a ``tools/call`` on the wire, by request id."""
-    asked = wire.with_suffix(".asked").read_bytes().splitlines()
+    asked = _lines(wire.with_suffix(".asked"))
     calls = {m.get("id") for m in map(json.loads, asked) if m.get("method") == "tools/call"}
     sizes = {}
-    for line in wire.read_bytes().splitlines():
+    for line in _lines(wire):
         message = json.loads(line)
         if message.get("id") in calls:
             sizes[message["id"]] = len(line)
     return sizes
+
+
+def _lines(path: Path) -> list[bytes]:
+    """The whole lines of ``path`` (tee may be writing the last one)."""
+    return path.read_bytes().split(b"\n")[:-1]
 
 
 def answered(wire: Path, before: set[Any], timeout: float = 10) -> set[Any]:
