@@ -56,3 +56,14 @@ def test_a_flipped_bare_pickle_gets_a_verdict(
     data = pickle.dumps({"a": [1.5, float("inf")], "b": {"c": (1, "x")}, "d": {3, 4}}, protocol)
     (tmp_path / "x.pkl").write_bytes(flipped(data, changes))
     assert check_file(tmp_path / "x.pkl").verdict in VERDICTS
+
+
+def test_a_huge_length_field_is_bad_without_allocating_it(tmp_path: Path) -> None:
+    # BINUNICODE8 claiming 1 TiB of text in a 14-byte file (found by the fuzz test above)
+    (tmp_path / "x.pkl").write_bytes(b"\x80\x04\x8d" + (2**40).to_bytes(8, "little") + b"abc")
+    torch.save({"w": torch.ones(1)}, tmp_path / "y.pt", _use_new_zipfile_serialization=False)
+    data = bytearray((tmp_path / "y.pt").read_bytes())
+    data[2:3] = b"\x8d" + (2**40).to_bytes(8, "little")  # the legacy header's first pickle
+    (tmp_path / "y.pt").write_bytes(bytes(data))
+    for name in ("x.pkl", "y.pt"):
+        assert check_file(tmp_path / name).verdict == "bad"

@@ -139,11 +139,29 @@ def _lightning(plan: Plan, skeleton: Any) -> None:
         plan.what = "Lightning checkpoint (%s)" % skeleton["pytorch-lightning_version"]
 
 
-def read_pickle(handle: BinaryIO) -> bytes:
+class _Bounded(object):
+    """``read(n)`` never asks for more than the file has left: a crafted length field in a
+    pickle must not make the reader allocate gigabytes before finding the file too short."""
+
+    def __init__(self, handle: BinaryIO, size: int) -> None:
+        self.handle, self.size = handle, size
+
+    def read(self, count: int = -1) -> bytes:
+        left = max(0, self.size - self.handle.tell())
+        return self.handle.read(left if count is None or count < 0 else min(count, left))
+
+    def readline(self) -> bytes:
+        return self.handle.readline(max(0, self.size - self.handle.tell()))
+
+    def tell(self) -> int:
+        return self.handle.tell()
+
+
+def read_pickle(handle: BinaryIO, size: int) -> bytes:
     """The bytes of the one pickle that starts at the handle's position (left after it)."""
     start = handle.tell()
     try:
-        for _ in pickletools.genops(handle):
+        for _ in pickletools.genops(_Bounded(handle, size)):  # type: ignore[arg-type]
             pass
     except ValueError as exc:
         raise Bad("truncated or malformed pickle at byte %d: %s" % (start, exc)) from exc
@@ -155,7 +173,7 @@ def read_pickle(handle: BinaryIO) -> bytes:
 def plan_pickle(handle: BinaryIO, size: int, name: str) -> Plan:
     """A bare pickle file: every value inline, nothing after its STOP."""
     handle.seek(0)
-    data = read_pickle(handle)
+    data = read_pickle(handle, size)
     if handle.tell() != size:
         raise Bad("%d bytes follow the pickle's end (not a single pickle)" % (size - len(data)))
     plan = Plan("pickle", _places.metadata_file(name))
@@ -172,13 +190,13 @@ def is_legacy(handle: BinaryIO) -> bool:
 
 def plan_legacy(handle: BinaryIO, size: int, name: str) -> Plan:
     handle.seek(0)
-    header = [_pickle.skeleton(read_pickle(handle)) for _ in range(3)]
+    header = [_pickle.skeleton(read_pickle(handle, size)) for _ in range(3)]
     if header[0] != LEGACY_MAGIC or header[1] != 1001:
         raise Bad("not a torch file: the legacy format's magic number is wrong")
     little = not isinstance(header[2], dict) or header[2].get("little_endian", True)
     storages = _Storages()
-    skeleton = _pickle.skeleton(read_pickle(handle), _legacy(storages))
-    keys = _pickle.skeleton(read_pickle(handle))
+    skeleton = _pickle.skeleton(read_pickle(handle, size), _legacy(storages))
+    keys = _pickle.skeleton(read_pickle(handle, size))
     if not isinstance(keys, list):
         raise Bad("legacy torch file: the storage key list is missing")
     plan = Plan("torch", _places.metadata_file(name))
