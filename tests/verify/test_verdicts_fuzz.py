@@ -67,3 +67,10 @@ def test_a_huge_length_field_is_bad_without_allocating_it(tmp_path: Path) -> Non
     (tmp_path / "y.pt").write_bytes(bytes(data))
     for name in ("x.pkl", "y.pt"):
         assert check_file(tmp_path / name).verdict == "bad"
+
+
+def test_a_compressed_data_pkl_larger_than_its_archive_is_bad(tmp_path: Path) -> None:
+    with zipfile.ZipFile(tmp_path / "bomb.pt", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("bomb/data.pkl", b"\x80\x02(" + b"N" * 20_000_000 + b"l.")
+    verdict = check_file(tmp_path / "bomb.pt")
+    assert verdict.verdict == "bad" and "zip bomb" in verdict.detail

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO, Dict, List, Optional, Tuple
 from rgt.verdicts import _finite, _pickle, _places
 from rgt.verdicts._plan import Plan
 from rgt.verdicts._records import Bad
-from rgt.verdicts._stream import Span
+from rgt.verdicts._stream import CHUNK, Span
 
 SAFETENSORS_DTYPES = {
     "F64": ("float64", 8),
@@ -42,6 +42,7 @@ NUMPY_FLOATS = {"f2": "float16", "f4": "float32", "f8": "float64", "c8": "comple
 NUMPY_FLOATS["c16"] = "complex128"
 NPY_MAGIC = b"\x93NUMPY"
 ARENA_PREFIX = b"rgt.state_digest/1"
+_PICKLED_ARRAY_LIMIT = 1 << 30  # an object array's pickle beyond this is not read
 _ARENA_TRAILER = struct.Struct("<Q8s")
 
 
@@ -165,16 +166,23 @@ def plan_npz(handle: BinaryIO) -> Plan:
 
 
 def _npz_member(plan: Plan, name: str, member: Any) -> None:
+    """One member, decompressed a chunk at a time (a zip bomb never sits in memory whole)."""
     descr, numel, _ = npy_header(member)
     dtype, item = _item(descr)
-    data = member.read()
     if descr.lstrip("<>=|").startswith("O"):
-        plan.census(_pickle.skeleton(data), None)
+        plan.census(_pickle.skeleton(member.read(_PICKLED_ARRAY_LIMIT)), None)
         return
-    if item and len(data) != numel * item:
-        raise Bad("npz member %s: %d bytes, its shape needs %d" % (name, len(data), numel * item))
+    seen, bad = 0, 0
+    for chunk in iter(lambda: member.read(CHUNK), b""):  # CHUNK: a multiple of every item size
+        seen += len(chunk)
+        if dtype:
+            bad += _finite.count_nonfinite(
+                chunk[: len(chunk) - len(chunk) % item], dtype, not descr.startswith(">")
+            )
+    if item and seen != numel * item:
+        raise Bad("npz member %s: %d bytes, its shape needs %d" % (name, seen, numel * item))
     plan.add_tensor([name], numel)
-    if dtype and _finite.count_nonfinite(data, dtype, not descr.startswith(">")):
+    if bad:
         plan.finding([name[:-4] if name.endswith(".npy") else name], numel)
 
 

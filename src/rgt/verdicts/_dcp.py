@@ -88,7 +88,7 @@ def _item(plan: Plan, handle: BinaryIO, offset: int, length: int, fqn: str) -> N
         plan.notes.append("item %s: raw bytes" % fqn) if len(plan.notes) < 1 else None
         return
     window.seek(0)
-    sub = _torch.plan_zip(window, fqn, base=offset, path=fqn.split("."))  # type: ignore[arg-type]
+    sub = _torch.plan_zip(window, fqn, length, offset, fqn.split("."))  # type: ignore[arg-type]
     plan.spans.extend(sub.spans)
     plan.tensors += sub.tensors
     plan.values += sub.values

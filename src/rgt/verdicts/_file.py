@@ -63,7 +63,7 @@ def _plan(kind: str, handle: BinaryIO, size: int, full: str) -> Plan:
     if kind == "dcp":
         return _dcp.plan_shard(handle, size, name, os.path.dirname(full))
     if kind == "torch":
-        return _torch.plan_zip(handle, name)
+        return _torch.plan_zip(handle, name, size)
     if kind == "torch-legacy":
         return _torch.plan_legacy(handle, size, name)
     if kind == "pickle":

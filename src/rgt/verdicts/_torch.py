@@ -77,7 +77,9 @@ class Window(io.RawIOBase):
         return data
 
 
-def plan_zip(handle: BinaryIO, name: str, base: int = 0, path: Optional[List[str]] = None) -> Plan:
+def plan_zip(
+    handle: BinaryIO, name: str, size: int, base: int = 0, path: Optional[List[str]] = None
+) -> Plan:
     """Read a torch zip archive's structure; ``Bad`` when the archive is damaged. ``base``:
     where the archive starts in the file (DCP shards hold many); ``path`` prefixes key paths."""
     try:
@@ -86,6 +88,8 @@ def plan_zip(handle: BinaryIO, name: str, base: int = 0, path: Optional[List[str
         if len(pickles) != 1:
             raise Bad("a zip archive, but not one torch.save wrote (no single */data.pkl)")
         prefix = pickles[0][: -len("data.pkl")]
+        if archive.getinfo(pickles[0]).file_size > size:
+            raise Bad("data.pkl claims more bytes than the whole archive (a zip bomb?)")
         data = archive.read(pickles[0])
         order = _byteorder(archive, prefix)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
