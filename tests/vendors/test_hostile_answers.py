@@ -228,3 +228,20 @@ def test_a_parsed_empty_catalogue_says_nothing_is_offered(fake_for: StartFake) -
         client.close()
     assert caught.value.code == "no_capacity"
     assert caught.value.message == "lambda offers nothing spot with 1 GPU(s) now"
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+def test_a_terminate_whose_answer_was_lost_is_released_by_the_next_down(
+    fake_for: StartFake, vendor: str
+) -> None:
+    """The vendor terminated, but each answer to it was an HTML page (a proxy, every try):
+    the first `down` is not released; the next one finds the instance gone and is."""
+    fake, inst = _running(fake_for, vendor)
+    store = _recorded(vendor, inst)
+    _aim(fake, "html_200", ENDPOINTS[vendor].terminate, inst, act=True)
+    with pytest.raises(VendorError):
+        release(store, "box")
+    fake.faults.clear()
+    done = release(store, "box")
+    assert done is not None and "confirms it is gone" in done["meter"]
+    assert [r["released"] is not None for r in store.vendor_instances("box")] == [True]

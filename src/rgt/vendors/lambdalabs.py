@@ -115,6 +115,7 @@ class LambdaClient(VendorClient):
             "POST",
             "/instance-operations/terminate",
             json={"instance_ids": [instance_id]},
+            missing_ok=True,  # already gone (an earlier terminate whose answer was lost)
             expect=lambda b: field(field(b, "data", dict), "terminated_instances", list),
         )
 
