@@ -109,6 +109,8 @@ def plan_zip(
 
 def _byteorder(archive: zipfile.ZipFile, prefix: str) -> str:
     try:
+        if archive.getinfo(prefix + "byteorder").file_size > 16:
+            raise Bad("the byteorder record is not 'little' or 'big'")
         order = archive.read(prefix + "byteorder").decode("ascii", "replace").strip()
     except KeyError:
         return "little"  # written before torch recorded it: always little-endian
