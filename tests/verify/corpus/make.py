@@ -183,7 +183,7 @@ def make_lightning(root: Path) -> None:
 # torch.distributed.checkpoint: dcp.save from 2 gloo ranks on 127.0.0.1.
 
 
-def _dcp_rank(rank: int, out: str, port: int, poison: bool) -> None:
+def _dcp_rank(rank: int, root: str, port: int) -> None:
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -193,10 +193,12 @@ def _dcp_rank(rank: int, out: str, port: int, poison: bool) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     model(torch.randn(4, 8)).sum().backward()
     opt.step()
-    if poison:
-        _poison(model)
-    weights, optim = get_state_dict(model, opt)
-    dcp.save({"model": weights, "optim": optim}, checkpoint_id=out)
+    for variant in ("good", "nan"):
+        if variant == "nan":
+            _poison(model)
+        weights, optim = get_state_dict(model, opt)
+        out = f"{root}/{variant}/out/dcp_step_2"
+        dcp.save({"model": weights, "optim": optim}, checkpoint_id=out)
     dist.destroy_process_group()
 
 
@@ -209,9 +211,7 @@ def _free_port() -> int:
 def make_dcp(root: Path) -> None:
     import torch.multiprocessing as mp
 
-    for variant in ("good", "nan"):
-        out = str(root / variant / "out" / "dcp_step_2")
-        mp.spawn(_dcp_rank, args=(out, _free_port(), variant == "nan"), nprocs=2, join=True)
+    mp.spawn(_dcp_rank, args=(str(root), _free_port()), nprocs=2, join=True)
     shutil.copytree(root / "good", root / "hostile")
     with open(root / "hostile" / "out" / "dcp_step_2" / ".metadata", "wb") as fh:
         pickle.dump(Hostile(root / "EXECUTED", "eval"), fh)  # .metadata is a plain pickle
