@@ -192,6 +192,7 @@ def _assert_pulled_without_bad(job: str, dest: Path, said: str) -> None:
     assert checked.returncode == 0 and not bad and doc["summary"]["bad"] == 0, bad or doc
     agent = re.search(r"(\d+) artifact\(s\) checked: (\d+) ok, (\d+) hash_only, (\d+) bad", said)
     assert agent, said
+    print(f"{job}: agent: {said}; pull: {pull_doc['verify']['summary']}")  # the record (-rP)
     for summary in (pull_doc["verify"]["summary"], doc["summary"]):
         counts = (summary["files"], summary["ok"], summary["hash_only"], summary["bad"])
         assert counts == tuple(int(n) for n in agent.groups()), (said, summary)
