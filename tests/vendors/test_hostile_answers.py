@@ -201,6 +201,22 @@ def test_a_liar_that_accepts_terminate_and_runs_on_is_never_released(
     assert re.search(rf"box: waiting for {vendor} to confirm {inst.id} is gone: \w+", err), err
 
 
+@pytest.mark.parametrize(("vendor", "kind"), CASES)
+def test_a_liar_behind_hostile_reads_is_never_released(
+    fake_for: StartFake, vendor: str, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The vendor accepts the terminate, runs on, and its state reads are hostile: the case
+    where reading garbage as "gone" cost money (the instance bills on)."""
+    fake, inst = _running(fake_for, vendor)
+    fake.liar = True
+    store = _recorded(vendor, inst)
+    _aim(fake, kind, ENDPOINTS[vendor].read, inst)
+    with pytest.raises(VendorError) as caught:
+        release(store, "box")
+    assert fake.billed() == [inst]
+    _assert_not_released(store, vendor, caught.value, capsys.readouterr().err)
+
+
 @pytest.mark.parametrize("kind", ["huge_body", "gzip_bomb"])
 @pytest.mark.parametrize("vendor", VENDORS)
 def test_a_flood_is_cut_at_the_cap(fake_for: StartFake, vendor: str, kind: str) -> None:
