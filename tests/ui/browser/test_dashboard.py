@@ -279,29 +279,6 @@ def test_cancel_asks_first(scene: Scene, page: Browser) -> None:
     )
 
 
-def test_a_browser_cancels_with_no_token(scene: Scene, page: Browser, tmp_path: Path) -> None:
-    """`rgt ui --no-token` checks Host and Origin; a plain browser on this machine passes."""
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    (victim,) = launch(scene.home, proj, {"victim2.py": VICTIM})
-    ui = start_ui(scene.home, tmp_path / "ui.log", "--no-token", "--interval", "0.5")
-    try:
-        wait_http(ui.base)
-        page.get(f"{ui.base}/jobs/{victim}")
-        state = '#job [data-testid="job-state"]'
-        page.wait(lambda: (page.text(state) or "").startswith("running"), message="running")
-        page.js("document.querySelector('[data-testid=\"cancel-button\"]').click();")
-        page.wait(lambda: page.driver.switch_to.alert, message="a confirm dialog").accept()
-        page.wait(
-            lambda: (page.text(state) or "").startswith("cancelled"),
-            timeout=40,
-            message="the job cancelled",
-        )
-    finally:
-        stop_ui(ui.proc)
-        (scene.outputs(victim) / "go").write_text("")
-
-
 def test_pagination_and_the_404_page(scene: Scene, page: Browser) -> None:
     page.get(scene.ui.base + "/")
     total = FAKE_JOBS + 3
@@ -356,3 +333,27 @@ def test_accessibility_basics(scene: Scene, page: Browser, path: str) -> None:
     )
     violations = page.axe_violations()
     assert violations == [], json.dumps(violations, indent=1)
+
+
+def test_a_browser_cancels_with_no_token(scene: Scene, page: Browser, tmp_path: Path) -> None:
+    """`rgt ui --no-token` checks Host and Origin; a plain browser on this machine passes.
+    Last in this module: it adds a job to the scene (the pagination test counts them)."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (victim,) = launch(scene.home, proj, {"victim2.py": VICTIM})
+    ui = start_ui(scene.home, tmp_path / "ui.log", "--no-token", "--interval", "0.5")
+    try:
+        wait_http(ui.base)
+        page.get(f"{ui.base}/jobs/{victim}")
+        state = '#job [data-testid="job-state"]'
+        page.wait(lambda: (page.text(state) or "").startswith("running"), message="running")
+        page.js("document.querySelector('[data-testid=\"cancel-button\"]').click();")
+        page.wait(lambda: page.driver.switch_to.alert, message="a confirm dialog").accept()
+        page.wait(
+            lambda: (page.text(state) or "").startswith("cancelled"),
+            timeout=40,
+            message="the job cancelled",
+        )
+    finally:
+        stop_ui(ui.proc)
+        (scene.outputs(victim) / "go").write_text("")
