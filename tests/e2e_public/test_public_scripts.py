@@ -190,7 +190,8 @@ def _assert_pulled_without_bad(job: str, dest: Path, said: str) -> None:
     doc = json.loads(checked.stdout)
     bad = [f for f in doc["files"] if f["verdict"] == "bad"]
     assert checked.returncode == 0 and not bad and doc["summary"]["bad"] == 0, bad or doc
-    agent = re.search(r"(\d+) artifact\(s\) checked: (\d+) ok, (\d+) hash_only, (\d+) bad", said)
+    counted = r"(\d+) artifact\(s\)[^:]*: (\d+) ok, (\d+) hash_only.*?, (\d+) bad"
+    agent = re.search(counted, said)
     assert agent, said
     print(f"{job}: agent: {said}; pull: {pull_doc['verify']['summary']}")  # the record (-rP)
     for summary in (pull_doc["verify"]["summary"], doc["summary"]):
