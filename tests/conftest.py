@@ -42,6 +42,7 @@ SHARED_RESOURCES = {
     "demo_runs": "demo-runs",
     "mcp_server": "mcp",
     "corpus": "trackers",  # tests/verify/tracker: MLflow, W&B, TensorBoard, trackio writers
+    "ckpt_corpus": "ckpt-corpus",  # tests/verify/corpus: checkpoints of five libraries, built once
 }
 # The fast tier (`-m "not slow"`) leaves out every test that starts a real sshd or Slurm, and
 # those that need the demo's runs or the trackers' corpus (each a minute or more to build).
