@@ -62,15 +62,25 @@ class Client:
             text=True,
             env=env,
         )
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline().strip() == "ready"
+        assert self.answer("ready") == "ready"
 
     def send(self, *fields: object) -> int:
         """One run; its exit code (minus the signal number if it was killed)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write("\t".join(map(str, fields)) + "\n")
         self.proc.stdin.flush()
-        return int(self.proc.stdout.readline().split()[1])
+        return int(self.answer("reaped ").split()[1])
+
+    def answer(self, prefix: str) -> str:
+        """The zygote's next protocol line. Libraries may talk on stdout first (DeepSpeed,
+        once installed, is imported by accelerate and logs its accelerator choice there)."""
+        assert self.proc.stdout is not None
+        for _ in range(100):
+            line = self.proc.stdout.readline()
+            assert line, f"the zygote ended before answering {prefix.strip()!r}"
+            if line.startswith(prefix):
+                return line.strip()
+        raise AssertionError(f"no {prefix.strip()!r} in the zygote's first 100 lines")
 
     def close(self) -> None:
         assert self.proc.stdin is not None
