@@ -8,6 +8,12 @@ a key here is found now, with the list of valid keys.
 
 ``partition``, ``account`` and ``qos`` are Slurm's native names, passed through unchanged;
 Kubernetes has no equivalent and refuses them rather than silently dropping a request.
+``gpus`` is per node and ``nodes`` the number of nodes (``rgt.backends._render.fit`` says
+what each backend does with every key, and refuses what it cannot honour).
+
+Where a run's resources come from, first found wins per key: ``rgt run``'s flags, then the
+project's ``rgt.toml`` ``[resources]`` table (``from_settings``), then the machine's defaults
+(``rgt up slurm|kubernetes --gpus … --partition …``, merged by the backend).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from rgt.errors import SpecError
@@ -22,6 +29,13 @@ from rgt.errors import SpecError
 # A GPU request: a count, optionally after a type ("A100:1"). The type is a site-defined,
 # case-sensitive GRES name on Slurm, so it is kept exactly as written.
 GPUS_RE = re.compile(r"^(?:(?P<type>[A-Za-z0-9][A-Za-z0-9_.-]{0,63}):)?(?P<count>\d{1,3})\Z")
+GPU_TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+# "2xA100", "A100x2", "A100*2": a spelling from vendors' catalogues, not rgt's.
+TIMES_RE = re.compile(
+    r"^(?:(?P<count>\d{1,3})\s*[xX*]\s*(?P<type>[A-Za-z][\w.-]*)"
+    r"|(?P<type2>[A-Za-z][\w.-]*?)\s*[xX*]\s*(?P<count2>\d{1,3}))\Z"
+)
+GPUS_FORM = "a count per node or TYPE:COUNT, e.g. 2, 0 (no GPU) or A100:1"
 # Partition, account and qos end up in `#SBATCH` lines: one token, nothing a shell or a
 # newline could turn into a second directive. Comma lists are Slurm syntax ("gpu,gpu-long").
 NATIVE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}(?:,[A-Za-z0-9_.-]{1,64}){0,15}\Z")
@@ -38,11 +52,12 @@ class Resources:
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
+    nodes: int | None = None
 
     def __post_init__(self) -> None:
-        if self.gpus is not None and not GPUS_RE.match(str(self.gpus)):
-            raise _bad("gpus", self.gpus, "a count or TYPE:COUNT, e.g. 2 or A100:1")
-        for name in ("cpus", "timeout_min"):
+        if self.gpus is not None:
+            _check_gpus(str(self.gpus))
+        for name in ("cpus", "timeout_min", "nodes"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise _bad(name, value, "a whole number")
@@ -94,8 +109,23 @@ class Resources:
     def merged(self, override: Resources) -> Resources:
         """These defaults with every field ``override`` sets replacing them."""
         values = {k: getattr(self, k) for k in self.keys()}
-        values.update({k: getattr(override, k) for k in self.keys() if getattr(override, k)})
+        values.update({k: getattr(override, k) for k in self.keys() if _set(getattr(override, k))})
         return Resources(**values)
+
+    @classmethod
+    def from_settings(cls, start: Path | None = None) -> Resources:
+        """The project's ``rgt.toml`` ``[resources]`` (else the user config's); empty if none."""
+        from rgt.config import Settings, project_config_path
+
+        table = Settings.load(start).get("resources") or {}
+        if not isinstance(table, Mapping):
+            raise SpecError(
+                "'resources' in rgt.toml must be a table",
+                field="resources",
+                fix=f"write [resources] with keys {', '.join(cls.keys())}",
+            )
+        where = project_config_path(start)
+        return cls.from_mapping(table, path=str(where) if where else None)
 
     def gpu_request(self) -> tuple[str | None, int]:
         """(type or None, count); (None, 0) when no GPU is asked for."""
@@ -109,16 +139,48 @@ class Resources:
 
 def _coerce(key: str, value: Any) -> Any:
     """Command-line and TOML values arrive as text or numbers; each key has one type."""
+    if key == "gpus" and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)  # TOML's `gpus = 2`
     if value is None or not isinstance(value, str):
         return value
     try:
-        if key in ("cpus", "timeout_min"):
+        if key in ("cpus", "timeout_min", "nodes"):
             return int(value)
         if key == "mem_gb":
             return float(value)
     except ValueError:
         raise _bad(key, value, "a number") from None
     return value
+
+
+def _set(value: Any) -> bool:
+    """An override sets a key when it gives it, ``gpus="0"`` (no GPU) included."""
+    return value is not None and value != ""
+
+
+def _check_gpus(text: str) -> None:
+    """``[TYPE:]COUNT``, each part checked alone so the error says which part is wrong."""
+    if GPUS_RE.match(text):
+        return
+    swapped = TIMES_RE.match(text)
+    if swapped:
+        gpu_type = swapped.group("type") or swapped.group("type2")
+        count = swapped.group("count") or swapped.group("count2")
+        raise _bad("gpus", text, f"TYPE:COUNT, here {gpu_type}:{count}")
+    gpu_type, sep, count = text.rpartition(":")
+    if count.lstrip("-").isdigit() and count.startswith("-"):
+        raise _bad("gpus", text, "a count >= 0 (0: no GPU, the job sees none)")
+    if sep and not count.isdigit():
+        raise _bad("gpus", text, f"TYPE:COUNT with a whole-number COUNT, not {count!r}")
+    if sep and not GPU_TYPE_RE.match(gpu_type):
+        raise _bad(
+            "gpus",
+            text,
+            f"TYPE:COUNT with TYPE one word (letters, digits, '_.-'), not {gpu_type!r}",
+        )
+    if not sep and GPU_TYPE_RE.match(text) and not text.isdigit():
+        raise _bad("gpus", text, f"TYPE:COUNT: the count is missing, e.g. {text}:1")
+    raise _bad("gpus", text, GPUS_FORM)
 
 
 def _bad(key: str, value: Any, expected: str) -> SpecError:
