@@ -71,6 +71,9 @@ class JobSpec:
     resume: dict[str, str] | None = None
     exclude: tuple[str, ...] = ()  # globs dropped from the default artifacts
     artifact_caps: dict[str, int] = field(default_factory=dict)  # max_files, max_bytes
+    # `--gpus [TYPE:]N` on an ssh/local machine: the agent picks N free GPUs and sets
+    # CUDA_VISIBLE_DEVICES ("0": none). None where a scheduler assigns GPUs (rgt.agent._gpus).
+    gpus: str | None = None
 
     def __post_init__(self) -> None:
         if not JOB_ID_RE.match(self.job_id):

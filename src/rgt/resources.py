@@ -29,6 +29,8 @@ from rgt.errors import SpecError
 # A GPU request: a count, optionally after a type ("A100:1"). The type is a site-defined,
 # case-sensitive GRES name on Slurm, so it is kept exactly as written.
 GPUS_RE = re.compile(r"^(?:(?P<type>[A-Za-z0-9][A-Za-z0-9_.-]{0,63}):)?(?P<count>\d{1,3})\Z")
+# The command-line flag of each key whose name differs (`rgt run --mem 0`).
+FLAGS = {"mem_gb": "mem", "timeout_min": "time"}
 GPU_TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 # "2xA100", "A100x2", "A100*2": a spelling from vendors' catalogues, not rgt's.
 TIMES_RE = re.compile(
@@ -184,8 +186,9 @@ def _check_gpus(text: str) -> None:
 
 
 def _bad(key: str, value: Any, expected: str) -> SpecError:
+    flag = f" (--{FLAGS.get(key, key)})"
     return SpecError(
-        f"resource {key}={value!r} is not valid",
+        f"resource {key}={value!r}{flag} is not valid",
         field=key,
         fix=f"{key} must be {expected}",
     )

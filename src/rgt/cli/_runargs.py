@@ -5,14 +5,67 @@ reads ``--env`` and ``--retries`` as rgt's own (options may follow positionals),
 silently run with rgt's flags taken from it. ``RunCommand`` keeps the raw arguments, and
 ``check_separator`` refuses any option that follows the command's first word before a ``--``:
 rgt's options go between NAME and ``--``, the command's after it. ``env_pairs_of`` reads the
-``--env NAME=VALUE`` options.
+``--env NAME=VALUE`` options. ``resource_options`` adds rgt's one resource vocabulary
+(``--gpus --cpus --mem --time --partition --account --qos --nodes``) to ``rgt run`` and, as a
+machine's defaults, to ``rgt up``.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
 from rgt.errors import UsageError
+from rgt.resources import Resources
+
+F = TypeVar("F", bound=Callable[..., Any])
+# option -> (Resources key, click type, metavar, help)
+RESOURCE_OPTIONS: dict[str, tuple[str, Any, str, str]] = {
+    "--gpus": ("gpus", str, "[TYPE:]N", "GPUs per node; 0: none (CUDA_VISIBLE_DEVICES='')."),
+    "--cpus": ("cpus", int, "N", "CPU cores (Slurm --cpus-per-task, a Kubernetes request)."),
+    "--mem": ("mem_gb", float, "GB", "Memory in GiB (Slurm --mem, a Kubernetes request)."),
+    "--time": ("timeout_min", int, "MIN", "Time limit (Slurm --time, k8s deadline)."),
+    "--partition": ("partition", str, "P", "Slurm partition."),
+    "--account": ("account", str, "A", "Slurm account."),
+    "--qos": ("qos", str, "Q", "Slurm QOS."),
+    "--nodes": ("nodes", int, "N", "Nodes: 1 today (more are refused, with the reason)."),
+}
+
+
+def resource_options(prefix: str = "") -> Callable[[F], F]:
+    """The resource options, handed over as one ``resources`` value: a ``Resources`` with
+    what was given, or None when none was. ``prefix`` starts each help line."""
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            given = {spec[0]: kwargs.pop(spec[0]) for spec in RESOURCE_OPTIONS.values()}
+            kwargs["resources"] = resources_of(given)
+            return func(*args, **kwargs)
+
+        for option, (key, kind, metavar, text) in reversed(RESOURCE_OPTIONS.items()):
+            add = click.option(option, key, type=kind, metavar=metavar, help=prefix + text)
+            wrapper = add(wrapper)
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def resources_of(given: dict[str, Any]) -> Resources | None:
+    """The options given, checked (``Resources`` says what is wrong); None when none was."""
+    chosen = {key: value for key, value in given.items() if value is not None}
+    return Resources.from_mapping(chosen) if chosen else None
+
+
+def run_resources(flags: Resources | None) -> Resources | None:
+    """``rgt run``'s flags over the project's ``rgt.toml`` ``[resources]``; None when
+    neither gives anything (the machine's defaults then apply)."""
+    merged = Resources.from_settings().merged(flags or Resources())
+    return merged if merged.to_json() else None
+
 
 ARGV_KEY = "rgt.run.argv"
 

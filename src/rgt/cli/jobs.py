@@ -11,12 +11,19 @@ import click
 from rgt.cli._jobref import job_id as job_id_arg
 from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, escape, output_options
-from rgt.cli._runargs import RunCommand, check_separator, env_pairs_of
+from rgt.cli._runargs import (
+    RunCommand,
+    check_separator,
+    env_pairs_of,
+    resource_options,
+    run_resources,
+)
 from rgt.cli._text import printable
 from rgt.state.store import Store
 
 if TYPE_CHECKING:
     from rgt.jobs.launch import ProbeResult
+    from rgt.resources import Resources
 
 PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
 
@@ -88,6 +95,7 @@ PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
     is_flag=True,
     help="Start despite errors of the machine's last audit, or a python without torch.",
 )
+@resource_options()
 @output_options
 def run(
     machine: str,
@@ -103,6 +111,7 @@ def run(
     ckpt_glob: str | None,
     lint_first: bool,
     force: bool,
+    resources: Resources | None,
     out: Output,
 ) -> None:
     """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
@@ -136,6 +145,7 @@ def run(
         retry=RetryPolicy(max_retries=retries),
         notify=resolve(notify_source) if notify_source else None,
         resume=resume_spec(resume_with, ckpt_glob),
+        resources=run_resources(resources),  # flags over rgt.toml [resources]
     )
     record = launch(store, machine, options)
     out.info(f"launched {record.job_id} on {machine}; probing for up to {probe_seconds:g}s")

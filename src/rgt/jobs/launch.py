@@ -19,6 +19,7 @@ from typing import Any
 
 from rgt._log import register_secrets
 from rgt.backends import backend_for, jobstatus
+from rgt.backends._render.fit import box_gpus, fit
 from rgt.backends.base import Backend
 from rgt.errors import TransportError, UsageError
 from rgt.jobs import status_cache
@@ -83,6 +84,7 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
             f"machine {machine_name} was released",
             fix=f"register it again with `rgt up … --name {machine_name}`",
         )
+    resources = fit(backend, options.resources)  # refused before anything starts
     secret_values = _read_secrets(options.secret_env)
     if options.notify:
         secret_values.update(options.notify.secrets())
@@ -108,12 +110,13 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         created=utcnow(),
         notify=options.notify.source if options.notify else None,
         resume=options.resume,
+        gpus=box_gpus(backend.kind, resources),
     )
     record = store.add_job(spec)
     try:
         if options.resume_from:
             backend.seed_checkpoints(spec.job_id, options.resume_from)
-        backend.submit(spec, secret_values or None, options.resources)
+        backend.submit(spec, secret_values or None, resources)
     except BaseException:
         store.update_job(spec.job_id, state=JobState.FAILED, attempts=0, ended=utcnow())
         raise

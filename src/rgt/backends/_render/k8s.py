@@ -26,6 +26,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from rgt.backends._render import fit
 from rgt.errors import UsageError
 from rgt.resources import Resources
 
@@ -70,6 +71,7 @@ def render_job(job: K8sJob) -> dict[str, Any]:
             fix="drop them for a Kubernetes machine (use the cluster's namespace "
             "and quotas instead)",
         )
+    fit.one_node(job.resources, "kubernetes", fit.K8S_ONE_POD)
     spec: dict[str, Any] = {
         "backoffLimit": job.max_retries,
         "podFailurePolicy": {

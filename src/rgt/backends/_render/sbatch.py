@@ -33,6 +33,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rgt.backends._render import fit
 from rgt.resources import Resources
 
 # Slurm substitutes %j, %A, %a, … in --output; a literal '%' in a path is written '%%'.
@@ -57,8 +58,12 @@ class SbatchJob:
 
 
 def slurm_flags(resources: Resources, grace_s: int) -> list[str]:
-    """The generic vocabulary in Slurm's words; partition/account/qos pass through."""
+    """The generic vocabulary in Slurm's words; partition/account/qos pass through. ``gpus``
+    is per node, as ``--gres`` counts it; one node only (``_render/fit.py`` says why)."""
     flags = ["--requeue", "--open-mode=append", f"--signal=B:USR1@{int(grace_s)}"]
+    if resources.nodes is not None:
+        fit.one_node(resources, "slurm", fit.SLURM_ONE_NODE)
+        flags.append(f"--nodes={resources.nodes}")
     gpu_type, gpu_count = resources.gpu_request()
     if gpu_count:
         flags.append(

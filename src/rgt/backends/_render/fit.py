@@ -1,0 +1,164 @@
+"""What each backend does with a run's resources, checked before anything starts.
+
+``fit(backend, requested)`` runs before the code is pushed or the job recorded: a request the
+machine cannot honour is refused with the fix, never dropped in silence (a job that asked for
+4 GPUs and got the whole box, or a partition Kubernetes never heard of, fails at 3 a.m.).
+
+- **slurm**: every key becomes its ``sbatch`` flag (``_render/sbatch.py``). A GPU type is
+  checked against the GRES the cluster has (``sinfo``); one node only: rgt starts its agent on
+  the allocation's first node, so ``--nodes 2`` would pay for a node nobody uses.
+- **kubernetes**: GPUs become ``nvidia.com/gpu`` limits, cpus and memory requests, the time an
+  ``activeDeadlineSeconds`` (``_render/k8s.py``); partition, account and qos are Slurm's and
+  are refused, as is more than one pod.
+- **ssh** and **local**: no scheduler. ``gpus`` is honoured by the agent on the machine, which
+  picks free GPUs and sets ``CUDA_VISIBLE_DEVICES`` (``rgt.agent._gpus``); nothing on the box
+  could enforce cpus, memory or a time limit, so those are refused, with partition, account,
+  qos and more than one node.
+- anything else (a notebook platform): its machine is what was registered; every key refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from rgt.errors import NotSupportedError, UsageError
+from rgt.resources import Resources
+
+if TYPE_CHECKING:
+    from rgt.backends.base import Backend
+
+BOXES = ("ssh", "local")
+SLURM_NATIVE = ("partition", "account", "qos")
+# One GPU entry of `sinfo -o %G`: gpu:4, gpu:a100:4(S:0-1), gpu:nvidia_a100-sxm4-80gb:8.
+GRES_GPU_RE = re.compile(r"(?:^|,)gpu(?::(?P<type>[^:(,]+))?:(?P<count>\d+)")
+SLURM_ONE_NODE = (
+    "run on one node (--nodes 1, --gpus N per node); rgt starts its agent on the "
+    "allocation's first node only, so a second node would be paid for and left idle"
+)
+K8S_ONE_POD = (
+    "run in one pod (--nodes 1, --gpus N per pod); multi-pod jobs (an Indexed Job) are planned"
+)
+FLAGS = {
+    "gpus": "--gpus",
+    "cpus": "--cpus",
+    "mem_gb": "--mem",
+    "timeout_min": "--time",
+    "partition": "--partition",
+    "account": "--account",
+    "qos": "--qos",
+    "nodes": "--nodes",
+}
+
+
+def fit(backend: Backend, requested: Resources | None) -> Resources | None:
+    """``requested`` unchanged when ``backend`` can honour it; else the error with the fix.
+    None (no flag, no rgt.toml) stays None: the machine's defaults."""
+    if requested is None or not requested.to_json():
+        return requested
+    CHECKS.get(backend.kind, _registered_only)(backend, requested)
+    return requested
+
+
+def box_gpus(kind: str, resources: Resources | None) -> str | None:
+    """What the agent on an ssh/local machine assigns (``[TYPE:]N``; ``0``: hide every GPU);
+    None where a scheduler assigns GPUs, or none was asked for."""
+    if kind not in BOXES or resources is None or resources.gpus is None:
+        return None
+    return str(resources.gpus)
+
+
+def _given(resources: Resources, keys: tuple[str, ...]) -> list[str]:
+    return [key for key in keys if getattr(resources, key) is not None]
+
+
+def _flags(keys: list[str]) -> str:
+    return ", ".join(FLAGS[key] for key in keys)
+
+
+def one_node(resources: Resources, kind: str, fix: str) -> None:
+    if (resources.nodes or 1) > 1:
+        raise NotSupportedError(
+            f"--nodes {resources.nodes}", kind, why="multi-node jobs are not built yet", fix=fix
+        )
+
+
+def _check_slurm(backend: Backend, requested: Resources) -> None:
+    one_node(requested, "slurm", SLURM_ONE_NODE)
+    merged = getattr(backend, "defaults", Resources()).merged(requested)
+    gpu_type, count = merged.gpu_request()
+    if count:
+        _check_gres(backend, gpu_type, count)
+
+
+def _check_gres(backend: Backend, gpu_type: str | None, count: int) -> None:
+    """The cluster's GPU GRES (``sinfo``): no GPU at all, or a type spelt as it does not."""
+    result = backend.transport.run(["sinfo", "-h", "-o", "%G"], timeout=60)
+    if not result.ok:
+        return  # sbatch will say it; the controller's answer is not ours to guess
+    found = [m.groupdict() for m in GRES_GPU_RE.finditer(",".join(result.text().split()))]
+    if not found:
+        raise UsageError(
+            f"--gpus {gpu_type + ':' if gpu_type else ''}{count}: this Slurm cluster has no GPU "
+            "(`sinfo -o %G` lists no gpu GRES)",
+            fix="drop --gpus (or give --gpus 0) for this cluster, or register one with GPUs",
+        )
+    types = sorted({str(f["type"]) for f in found if f["type"]})
+    if gpu_type and gpu_type not in types:
+        same = [t for t in types if t.lower() == gpu_type.lower()]
+        raise UsageError(
+            f"GPU type {gpu_type!r} is not one this Slurm cluster has "
+            f"({', '.join(types) or 'it names no GPU types'})",
+            fix=f"the cluster spells it {same[0]!r}: --gpus {same[0]}:{count}"
+            if same
+            else f"give one of its types (--gpus TYPE:{count}) or no type (--gpus {count})",
+        )
+
+
+def _check_kubernetes(backend: Backend, requested: Resources) -> None:
+    native = _given(requested, SLURM_NATIVE)
+    if native:
+        raise UsageError(
+            f"{_flags(native)}: partition, account and qos are Slurm resources",
+            fix="drop them for a Kubernetes machine (use the cluster's namespace and "
+            "quotas instead)",
+        )
+    one_node(requested, "kubernetes", K8S_ONE_POD)
+
+
+def _check_box(backend: Backend, requested: Resources) -> None:
+    one_node(
+        requested,
+        backend.kind,
+        "run on one machine (--nodes 1; --gpus N picks GPUs on it). A fleet, "
+        "`rgt run A,B -- CMD` with one node per machine, is planned but not built yet; "
+        "a Slurm cluster is the multi-machine path today",
+    )
+    refused = _given(requested, (*SLURM_NATIVE, "cpus", "mem_gb", "timeout_min"))
+    if refused:
+        raise NotSupportedError(
+            _flags(refused),
+            backend.kind,
+            why="there is no scheduler on the machine: the job gets the whole box, and "
+            "nothing there would enforce them",
+            fix="drop them for this machine (only --gpus is honoured here: rgt picks free "
+            "GPUs and sets CUDA_VISIBLE_DEVICES), or use a Slurm or Kubernetes machine",
+        )
+
+
+def _registered_only(backend: Backend, requested: Resources) -> None:
+    raise NotSupportedError(
+        _flags(_given(requested, Resources.keys())),
+        backend.kind,
+        why="the machine is what was registered",
+        fix="drop the resource options for this machine (`rgt up` chose its hardware)",
+    )
+
+
+CHECKS: dict[str, Callable[[Backend, Resources], None]] = {
+    "slurm": _check_slurm,
+    "kubernetes": _check_kubernetes,
+    "ssh": _check_box,
+    "local": _check_box,
+}
