@@ -19,11 +19,13 @@ machine cannot honour is refused with the fix, never dropped in silence (a job t
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from rgt.errors import NotSupportedError, UsageError
+from rgt.models import Machine
 from rgt.resources import Resources
 
 if TYPE_CHECKING:
@@ -116,7 +118,7 @@ def _check_gres(backend: Backend, gpu_type: str | None, count: int) -> None:
         )
 
 
-def _check_kubernetes(backend: Backend, requested: Resources) -> None:
+def _check_kubernetes(backend: Backend | None, requested: Resources) -> None:
     native = _given(requested, SLURM_NATIVE)
     if native:
         raise UsageError(
@@ -154,6 +156,39 @@ def _registered_only(backend: Backend, requested: Resources) -> None:
         why="the machine is what was registered",
         fix="drop the resource options for this machine (`rgt up` chose its hardware)",
     )
+
+
+def check_defaults(profile: str, defaults: Resources | None) -> None:
+    """Before ``rgt up PROFILE`` registers anything: may this profile keep ``defaults``?"""
+    if defaults is not None:
+        _with_defaults(profile, {}, defaults)
+
+
+def with_defaults(machine: Machine, defaults: Resources | None) -> Machine:
+    """``rgt up slurm|kubernetes --gpus … --partition …``: the machine with ``defaults`` in
+    its record (every run on it starts from them; its own flags win key by key)."""
+    if defaults is None:
+        return machine
+    connection = _with_defaults(machine.backend, machine.connection, defaults)
+    return dataclasses.replace(machine, connection=connection)
+
+
+def _with_defaults(
+    backend: str, connection: Mapping[str, Any], defaults: Resources
+) -> dict[str, Any]:
+    out = dict(connection)
+    if backend == "slurm":
+        one_node(defaults, "slurm", SLURM_ONE_NODE)
+        out["slurm"] = {**out.get("slurm", {}), "resources": defaults.to_json()}
+    elif backend == "kubernetes":
+        _check_kubernetes(None, defaults)
+        out["resources"] = defaults.to_json()
+    else:
+        raise UsageError(
+            f"resource defaults are for Slurm and Kubernetes machines, not {backend}",
+            fix="drop them from `rgt up`; on an ssh/local machine give --gpus N to `rgt run`",
+        )
+    return out
 
 
 CHECKS: dict[str, Callable[[Backend, Resources], None]] = {
