@@ -11,7 +11,8 @@ claim where the manifest mounts it. Implemented:
   container, as processes; the ConfigMap's mount is a temp dir put in place of its path in the
   scripts; the pod carries the template's labels and ``job-name``), list by label selector,
   read status (``Complete``/``Failed`` conditions from the exit code), delete
-  (SIGTERM to the pod's process group).
+  (SIGTERM to the pod's process group); ``Cluster.lose_node``: a pod the API calls Failed whose
+  processes run on (what a partitioned node looks like from the API server).
 
 Every request is recorded (``Cluster.requests``) so a test can count round trips.
 
@@ -114,6 +115,24 @@ class Cluster:
             proc = self.procs.pop(pod_name, None)
             if proc:
                 _kill_group(proc.pid, signal.SIGTERM)
+
+    def lose_node(self, name: str) -> None:
+        """The node under Job ``name``'s pod is gone, as the API server tells it: the pod
+        Failed (``DisruptionTarget``, as the taint manager marks it), the Job Failed with
+        its retries spent. The pod's processes run on here, as a partitioned node's do: the
+        agent in rgt's files pod can still see them (here, one host), the API cannot."""
+        with self.lock:
+            job = self.jobs[name]
+            for pod in (p for p in self.pods.values() if _job_of(p) == name):
+                pod["status"] = {
+                    "phase": "Failed",
+                    "reason": "NodeLost",
+                    "conditions": [{"type": "DisruptionTarget", "status": "True",
+                                    "reason": "DeletionByTaintManager"}],
+                }  # fmt: skip
+            failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                      "message": "Job has reached the specified backoff limit"}  # fmt: skip
+            job["status"] = {"failed": 1, "conditions": [failed]}
 
     def close(self) -> None:
         for name in list(self.jobs):

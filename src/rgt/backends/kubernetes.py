@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rgt.agent.paths import JobPaths
@@ -33,7 +33,7 @@ from rgt.backends._k8s_exec import ExecTransport
 from rgt.backends._k8s_state import job_state, merge
 from rgt.backends._render.k8s import MANAGED_BY, K8sJob, render_input, render_job
 from rgt.backends.base import Backend
-from rgt.backends.statusdoc import JobStatus, absent_doc
+from rgt.backends.statusdoc import JobStatus
 from rgt.errors import BackendError, NotSupportedError, UsageError
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
@@ -101,7 +101,10 @@ class KubernetesBackend(Backend):
             "starting the agent detached (rgt resume)",
             self.kind,
             why="the Job's container starts the agent, and Kubernetes restarts lost pods itself",
-            fix="submit the job again (`rgt launch`); its checkpoints on the claim are kept",
+            fix=(
+                f"run it again (`rgt run {self.machine.name} -- CMD`, with `--ckpt` to resume);"
+                " its checkpoints on the claim are kept"
+            ),
         )
 
     def stop_meter(self) -> str:
@@ -190,16 +193,18 @@ class KubernetesBackend(Backend):
             return agent
         return merge(agent, self._read(job_id))
 
-    def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
-        """Three round trips for any number of jobs: one exec reads every agent's files on
-        the claim (``patrol``), one list of rgt's Jobs and one of their pods (by label). The
-        API server decides liveness: an active pod runs the agent; a queued Job's pod will
-        start it (no heartbeat is due meanwhile)."""
-        found = self.machine_jobs()
-        api = self._read_all()
+    def interpret(self, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, JobStatus]:
+        """The agent's documents (read on the claim through rgt's files pod) judged by the API
+        server: one list of rgt's Jobs and one of their pods, for any number of jobs. The
+        agent's own pid check ran in the files pod, which never holds a job's processes, so
+        liveness is the API's word: an active pod runs the agent; a queued Job's pod will
+        start it (no heartbeat is due meanwhile). ``statuses`` and ``read_machine`` (the base
+        class's: ``rgt status``, ``watch``, the gate) all come through here."""
+        launched = [j for j, d in docs.items() if d.get("exists") is not False]
+        api = self._read_all() if launched else {}
         out = {}
-        for job_id in job_ids:
-            doc = found.get(job_id) or absent_doc(job_id)
+        for job_id, found in docs.items():
+            doc = dict(found)
             if doc.get("exists") is not False:
                 doc = merge(doc, api.get(_name(job_id)))
             said = {"liveness": "kubernetes", "agent_alive": doc.get("state") == "running"}
