@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any, Dict, List, Tuple
 
-from rgt.agent import _system, jobfiles
+from rgt.agent import _autostop, _system, jobfiles
 from rgt.agent._record import read_status
 from rgt.agent.paths import JobPaths
 from rgt.probes import cgroup, disk, gpu, host, progress, pyenv, routes
@@ -88,6 +88,7 @@ def patrol(root: str, status_of: Any, events: int, with_gpu: bool, version: str)
             "host": _system.hostname(),
             "machine": machine,
             "jobs": jobs,
+            "autostop": _autostop.patrol_hook(root),
         }
     )
 

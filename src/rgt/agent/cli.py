@@ -29,6 +29,10 @@ AGENT_LOG = "agent.log"
 
 
 def main(argv: Optional[List[str]] = None, version: str = "dev") -> int:
+    if argv and argv[0] == "autostop":  # the machine's autostop watcher (_autostop)
+        from rgt.agent import _autostop
+
+        return _autostop.main(argv[1:], version)
     parser = argparse.ArgumentParser(prog="rgt-agent", description=__doc__)
     parser.add_argument("--version", action="version", version=version)
     sub = parser.add_subparsers(dest="command", required=True)

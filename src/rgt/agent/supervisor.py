@@ -15,7 +15,7 @@ import signal
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from rgt.agent import _durable, _manifest, _resume, _system, _webhook, jobfiles
+from rgt.agent import _autostop, _durable, _manifest, _resume, _system, _webhook, jobfiles
 from rgt.agent._attempt import AttemptRunner
 from rgt.agent._classify import REMEDY_PREEMPTED, Decision
 from rgt.agent._record import JobRecorder, log, previous_status
@@ -75,6 +75,7 @@ class Supervisor(object):
                 "version": self.version,
             },
         )
+        _autostop.job_hook(self.paths.root, self.rec.notify_url)  # the machine's armed policy
         if previous and previous.get("state") == "failed" and os.path.exists(self._reopen_file):
             return self._reopen(previous)
         if previous and previous.get("state") in TERMINAL:
