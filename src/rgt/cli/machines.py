@@ -58,6 +58,12 @@ def kube_up_options(func: F) -> F:
     help="Jobs use this mirror (KIND: hf, pip, conda) instead of the profile's; repeatable.",
 )
 @click.option("--no-mirrors", is_flag=True, help="Jobs get none of the profile's mirror settings.")
+@click.option(
+    "--expect-gpu",
+    metavar="TYPE:N",
+    help="The GPUs this machine should have, e.g. A100:8; `rgt audit` says when it has fewer "
+    "or others (renting with --gpu sets it from the offer).",
+)
 @click.option("--internet", is_flag=True, help="kaggle: kernels may reach the internet.")
 @click.option(
     "--dataset",
@@ -85,14 +91,18 @@ def up(
     out: Output,
     internet: bool = False,
     datasets: tuple[str, ...] = (),
+    expect_gpu: str | None = None,
 ) -> None:
     """Register a machine (PROFILE: local, generic-ssh, autodl, slurm, kubernetes, …); with
     --gpu, rent it through the vendor's API (runpod, vastai, lambda, paperspace); colab and
     kaggle-notebook register the notebook VM this runs in (README: Colab and Kaggle notebooks)."""
     from rgt.machines import register
     from rgt.profiles.network import machine_plan, parse_mirrors
+    from rgt.watch.gpu_expect import GpuExpectation
 
     chosen = parse_mirrors(mirrors)
+    if expect_gpu:
+        GpuExpectation.parse(expect_gpu)  # a bad value fails before anything is rented
     store = Store.open()
     if profile == "kubernetes":
         result = _up_kubernetes(store, name, kube, root, replace)
@@ -113,7 +123,9 @@ def up(
             mirrors=chosen,
             no_mirrors=no_mirrors,
         )
+    expected = _expect_gpu(store, result.machine.name, profile, expect_gpu, vendor)
     data = {
+        "expect_gpu": expected,
         "machine": result.machine.name,
         "backend": result.machine.backend,
         "profile": result.machine.profile,
@@ -132,6 +144,22 @@ def up(
             o.line(f"  • {escape(note)}")
 
     out.result(data, human)
+
+
+def _expect_gpu(
+    store: Store, name: str, profile: str, text: str | None, vendor: Any
+) -> dict[str, Any] | None:
+    """Record the GPUs the machine should have: --expect-gpu, else the rented offer's."""
+    from rgt.watch.gpu_expect import GpuExpectation, record
+
+    offer = getattr(vendor, "gpu", None)
+    if not text and not offer:
+        return None
+    source = "--expect-gpu" if text else f"the {profile} offer rented with --gpu {offer}"
+    spec = str(text or offer)
+    expectation = GpuExpectation.parse(spec if ":" in spec else f"{spec}:1", source)
+    record(store, name, expectation)
+    return expectation.to_json()
 
 
 def _up_kubernetes(

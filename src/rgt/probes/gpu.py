@@ -87,13 +87,26 @@ def read() -> dict[str, Any]:
         if code == 0 or "not a valid field" not in text.lower():
             break
     result = parse_gpus(text, code)
-    if result["available"]:
+    if _table_may_answer(text, code):
+        from rgt.probes import gpu_detail
+
+        table = gpu_detail.read_table()
+        result = (
+            dict(table, source="table", csv_error=result["error"]) if table["available"] else result
+        )
+    if result["available"] and result.get("source") != "table":
         app_code, apps = _run(["--query-compute-apps=" + APP_FIELDS, "--format=csv,nounits"])
         result["processes"] = parse_apps(apps) if app_code == 0 else []
         from rgt.probes import gpu_detail  # imports this module: loaded here, not at the top
 
         gpu_detail.enrich(result)  # `nvidia-smi -q` only when the CSV could not say enough
     return result
+
+
+def _table_may_answer(text: str, code: int) -> bool:
+    """A query that failed for another reason than no driver, no device or no binary (a
+    driver that knows none of the fields asked): the plain table may still list the GPUs."""
+    return code not in (0, 124, 127) and NO_DEVICE not in text and NO_DRIVER not in text
 
 
 def parse_gpus(text: str, returncode: int = 0) -> dict[str, Any]:

@@ -218,3 +218,51 @@ def merge(card: dict[str, Any], extra: dict[str, Any]) -> None:
     if _mask(card.get("throttle_mask")) is None and extra["throttle_reasons"] is not None:
         card["throttle_reasons"] = extra["throttle_reasons"]
         card["slowdowns"] = extra["slowdowns"]
+
+
+# The default `nvidia-smi` table: the one output every driver prints, and the one users paste.
+# Each GPU is a block of rows; the first names the index, the model (cut to "NVIDIA A100-SXM..."
+# by drivers before 535) and the PCI bus id, the second its memory and utilisation.
+TABLE_GPU = re.compile(
+    r"^\|\s+(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?:On|Off)\s*\|\s*"
+    rf"(?P<bus>{HEX}{{4,8}}:{HEX}{{2}}:{HEX}{{2}}\.{HEX})"
+)
+TABLE_USE = re.compile(r"\|\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|\s*(?P<util>\d+)%")
+
+
+def parse_table(text: str) -> list[dict[str, Any]]:
+    """The GPUs of the default table: index, name (``name_truncated`` when the driver cut
+    it), bus id, memory and utilisation; every other field None."""
+    cards: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        head = TABLE_GPU.match(line.strip())
+        if head:
+            name = head.group("name")
+            cards.append(_table_card(int(head.group("index")), name, head.group("bus")))
+            continue
+        use = TABLE_USE.search(line)
+        if use and cards and cards[-1]["mem_total_mib"] is None:
+            cards[-1].update(
+                mem_used_mib=float(use.group("used")),
+                mem_total_mib=float(use.group("total")),
+                util_pct=float(use.group("util")),
+            )
+    return cards
+
+
+def _table_card(index: int, name: str, bus: str) -> dict[str, Any]:
+    card = gpu._gpu({})  # every CSV field, None
+    truncated = name.endswith("...")
+    card.update(index=index, name=name.rstrip("."), bus_id=bus, name_truncated=truncated)
+    return card
+
+
+def read_table() -> dict[str, Any]:
+    """The plain ``nvidia-smi`` table as a reading (``source`` "table"): for a driver whose CSV
+    query fails on every field spelling, so the audit still counts and names the GPUs."""
+    code, text = gpu._run([])
+    problem = gpu._problem(text, code)
+    cards = [] if problem else parse_table(text)
+    if not problem and not cards:
+        problem = "nvidia-smi printed no GPU row"
+    return {"available": not problem, "error": problem, "gpus": cards, "processes": []}

@@ -96,7 +96,29 @@ def interpreters(expected: Optional[str], env: Mapping[str, str]) -> Dict[str, A
         if reading and not reading.get("error"):
             key = "%s|%s" % (reading["executable"], reading["prefix"])
             reading["torch"] = seen.get(key) or seen.setdefault(key, torch_of(reading["path"]))
+            reading["conda"] = conda_of(reading["prefix"], env)
     return dict(found, path_env=path)
+
+
+def conda_of(prefix: str, env: Mapping[str, str]) -> Optional[Dict[str, Any]]:
+    """None unless ``prefix`` is a conda environment (it has ``conda-meta/``); ``base`` True
+    when it is the conda root itself: ``envs/`` beside its ``conda-meta/``, or the shell says
+    ``CONDA_DEFAULT_ENV=base`` for this very prefix. ``envs``: the named environments there."""
+    if not os.path.isdir(os.path.join(prefix, "conda-meta")):
+        return None
+    envs_dir = os.path.join(prefix, "envs")
+    activated = env.get("CONDA_DEFAULT_ENV") == "base" and _same(env.get("CONDA_PREFIX"), prefix)
+    names = []  # type: List[str]
+    if os.path.isdir(envs_dir):
+        for name in sorted(os.listdir(envs_dir)):
+            if os.path.isdir(os.path.join(envs_dir, name, "conda-meta")):
+                names.append(name)
+    base = os.path.isdir(envs_dir) or activated
+    return {"prefix": prefix, "base": base, "envs_dir": envs_dir, "envs": names[:30]}
+
+
+def _same(a: Optional[str], b: str) -> bool:
+    return bool(a) and os.path.realpath(str(a)) == os.path.realpath(b)
 
 
 def torch_of(python: str, timeout: float = 30.0) -> Dict[str, Any]:

@@ -18,7 +18,7 @@ from rgt.backends.remote import machine_call
 from rgt.errors import RgtError
 from rgt.jobs import pythongate
 from rgt.state.store import Store
-from rgt.watch import envgate, routes
+from rgt.watch import envgate, gpu_expect, routes
 
 GIB = 1 << 30
 SMALL_SHM = 1 * GIB  # Docker's default is 64 MiB; DataLoader workers pass batches through it
@@ -49,7 +49,9 @@ def audit(
         _disk(readings, budget)
         + _memory(readings, budget)
         + _gpu(readings, name)
+        + gpu_expect.findings(readings, gpu_expect.of_machine(store, name))
         + _software(readings)
+        + (conda_base(readings) if store.machine(name).backend == "local" else [])
         + pythongate.findings(readings, name)
         + envgate.interpreter_findings(readings)
         + envgate.cache_findings(readings)
@@ -273,6 +275,43 @@ def _software(r: dict[str, Any]) -> list[dict[str, str]]:
             )
         )
     return out
+
+
+def conda_base(r: dict[str, Any]) -> list[dict[str, str]]:
+    """Jobs on one's own machine that run conda's ``base``: base is conda's own environment, so
+    an install for one project there can break conda and every other project, and the next
+    project inherits this one's versions. Only on the local machine: a rental's image often
+    *is* its base environment, and there you use it as it is (never `conda create` on a rental).
+    """
+    found = r.get("interpreters") or {}
+    keys = ("expected", "python", "python3")
+    reading: dict[str, Any] = next((found[k] for k in keys if _runs(found.get(k))), {})
+    conda = reading.get("conda") or {}
+    if not conda.get("base"):
+        return []
+    envs = conda.get("envs") or []
+    where = conda.get("envs_dir") or "envs"
+    use = (
+        f"run jobs with one of its environments: {', '.join(envs)} "
+        f"(e.g. `rgt run NAME -- {where}/{envs[0]}/bin/python train.py`)"
+        if envs
+        else "create one (`conda create -n train python=3.11`, install the project there) and "
+        "run jobs with its python"
+    )
+    return [
+        finding(
+            "warn",
+            "conda base",
+            f"jobs run conda's base environment ({reading.get('executable')}, prefix "
+            f"{conda.get('prefix')})",
+            f"{use}; `rgt audit --python PATH` checks the one you choose",
+        )
+        | {"explain": "conda_base"}
+    ]
+
+
+def _runs(reading: Any) -> bool:
+    return isinstance(reading, dict) and not reading.get("error")
 
 
 def _version(text: str) -> tuple[int, ...]:
