@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from rgt.cli._jobref import job_ids
 from rgt.cli._notebook import NOTEBOOKS, notebook_up_options, up_notebook
 from rgt.cli._output import Output, escape, output_options
+from rgt.cli._runargs import resource_options
 from rgt.cli.vendors import vendor_up_options
 from rgt.state.store import Store
+
+if TYPE_CHECKING:
+    from rgt.resources import Resources
 
 F = TypeVar("F", bound=Callable[..., Any])
 _KUBE = ("context", "namespace", "pvc", "kubeconfig", "k8s_image")
@@ -75,6 +80,7 @@ def kube_up_options(func: F) -> F:
 @notebook_up_options
 @vendor_up_options
 @kube_up_options
+@resource_options("slurm/kubernetes: every run's default. ")
 @output_options
 def up(
     profile: str,
@@ -88,6 +94,7 @@ def up(
     vendor: object,
     kube: dict[str, str | None],
     notebook: dict[str, Any],
+    resources: Resources | None,
     out: Output,
     internet: bool = False,
     datasets: tuple[str, ...] = (),
@@ -96,11 +103,13 @@ def up(
     """Register a machine (PROFILE: local, generic-ssh, autodl, slurm, kubernetes, …); with
     --gpu, rent it through the vendor's API (runpod, vastai, lambda, paperspace); colab and
     kaggle-notebook register the notebook VM this runs in (README: Colab and Kaggle notebooks)."""
+    from rgt.backends._render.fit import check_defaults, with_defaults
     from rgt.machines import register
     from rgt.profiles.network import machine_plan, parse_mirrors
     from rgt.watch.gpu_expect import GpuExpectation
 
     chosen = parse_mirrors(mirrors)
+    check_defaults(profile, resources)  # before anything is registered
     if expect_gpu:
         GpuExpectation.parse(expect_gpu)  # a bad value fails before anything is rented
     store = Store.open()
@@ -123,6 +132,9 @@ def up(
             mirrors=chosen,
             no_mirrors=no_mirrors,
         )
+    if resources is not None:  # the machine's defaults: `rgt run`'s flags win key by key
+        result = dataclasses.replace(result, machine=with_defaults(result.machine, resources))
+        store.add_machine(result.machine)
     expected = _expect_gpu(store, result.machine.name, profile, expect_gpu, vendor)
     data = {
         "expect_gpu": expected,
