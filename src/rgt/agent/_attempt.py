@@ -16,7 +16,7 @@ import subprocess
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from rgt.agent import _pypath, _resume, _system, _workdir
+from rgt.agent import _kernel, _launch, _pypath, _ranklogs, _resume, _system, _workdir
 from rgt.agent._classify import REMEDY_PREEMPTED, AttemptFacts, Decision, decide
 from rgt.agent._record import JobRecorder
 from rgt.agent._sentinel import Sentinel
@@ -45,6 +45,8 @@ class AttemptRunner(object):
         self.checkpoint_requested = False  # set by SIGUSR1, cleared once forwarded
         self.warned = False  # this attempt's job got a forwarded SIGUSR1
         self.sentinel = None  # type: Optional[Sentinel]
+        self.launcher = None  # type: Optional[str]  # torchrun, accelerate, deepspeed, srun
+        self.rank_logs = None  # type: Optional[_ranklogs.RankLogs]
 
     def run(self, attempt: int) -> Optional[Decision]:
         """Run attempt ``attempt``; None when it exited 0, else the verdict on its failure."""
@@ -54,6 +56,7 @@ class AttemptRunner(object):
         if failure is not None:
             return failure
         boot, oom_before = _system.boot_id(), _system.oom_kill_count()
+        host_oom_before, since = _kernel.host_oom_count(), _kernel.uptime_s()
         self.warned = False
         self.sentinel = Sentinel(self.paths, self.spec, self.rec, attempt)
         proc = self._spawn(attempt)
@@ -75,8 +78,10 @@ class AttemptRunner(object):
             _system.boot_id(),
             oom_before,
             _system.oom_kill_count(),
+            proc.pid,
         )
-        return self._ended(returncode, bool(stragglers), facts)
+        record = self._rank_facts(facts, host_oom_before, since)
+        return self._ended(returncode, bool(stragglers), facts, record)
 
     def _spawn(self, attempt: int) -> Optional["subprocess.Popen[bytes]"]:
         env, missing = self.child_env(attempt)
@@ -84,6 +89,13 @@ class AttemptRunner(object):
         choice = self.resume_choice(attempt, cwd)
         env.update(choice.env)
         log_path = self.paths.log(attempt)
+        ranks_dir = _ranklogs.attempt_dir(self.paths.logs_dir, attempt)
+        self.launcher = _launch.recognise(choice.command)
+        extra = _launch.env_for(self.launcher, choice.command, ranks_dir)
+        env.update((k, v) for k, v in extra.items() if k not in env)  # the user's values win
+        self.rank_logs = _ranklogs.RankLogs(log_path, ranks_dir, self.launcher)
+        if self.sentinel is not None:
+            self.sentinel.launched(self.launcher, ranks_dir, env.get("PATH", ""))
         with open(log_path, "ab") as log_file:
             if choice.kind == "resuming":  # the attempt's own log says where it started
                 log_file.write(("rgt-agent: %s\n" % choice.detail["said"]).encode("utf-8"))
@@ -119,6 +131,7 @@ class AttemptRunner(object):
                 "cwd": cwd,
                 "log": os.path.relpath(log_path, self.paths.root),
                 "missing_secrets": missing,
+                "launcher": self.launcher,
             },
         )
         return proc
@@ -188,6 +201,8 @@ class AttemptRunner(object):
                 _system.terminate_group(proc.pid, self.grace_s, proc.poll)
             if self.checkpoint_requested:
                 self._forward_checkpoint_request(proc.pid)
+            if self.rank_logs is not None:
+                self.rank_logs.follow()
             if self.sentinel is not None:
                 self.sentinel.tick(proc.pid)
             if time.monotonic() >= next_beat:
@@ -217,7 +232,32 @@ class AttemptRunner(object):
         except OSError:
             return ""
 
-    def _ended(self, returncode: int, stragglers: bool, facts: AttemptFacts) -> Optional[Decision]:
+    def _rank_facts(
+        self, facts: AttemptFacts, host_oom_before: Optional[int], since: Optional[float]
+    ) -> Dict[str, Any]:
+        """Per-rank evidence once the attempt ended: each rank's log tail, the launcher's list
+        of failed ranks (``ranks.json``), torchrun's error file, the kernel's OOM readings."""
+        record = {"ranks": []}  # type: Dict[str, Any]
+        if self.rank_logs is not None:
+            self.rank_logs.close()
+            facts.rank_tails = self.rank_logs.tails()
+            directory = self.rank_logs.directory
+            record = _ranklogs.write_record(directory, self.launcher, facts.log_tail)
+            facts.rank_error = record.get("error_file")
+        host_oom_after = _kernel.host_oom_count()
+        if host_oom_before is not None and host_oom_after is not None:
+            facts.host_oom_delta = max(0, host_oom_after - host_oom_before)
+        if facts.exit_code != 0:
+            facts.kernel_oom = _kernel.oom_kills(since)
+        return record
+
+    def _ended(
+        self,
+        returncode: int,
+        stragglers: bool,
+        facts: AttemptFacts,
+        record: Optional[Dict[str, Any]] = None,
+    ) -> Optional[Decision]:
         self.rec.update(exit_code=facts.exit_code, signal=facts.signal_num)
         decision = None if returncode == 0 else decide(facts)
         stopped = self.stop_requested or (self.warned and facts.signal_num == signal.SIGUSR1)
@@ -235,5 +275,10 @@ class AttemptRunner(object):
         }  # type: Dict[str, Any]
         if decision is not None:
             detail.update(decision.to_json())
+        if record and record.get("ranks"):
+            detail["ranks"] = record["ranks"]  # the launcher's list, the first failure first
+        if self.rank_logs is not None and self.rank_logs.ranks():
+            logs = os.path.relpath(self.rank_logs.directory, self.paths.root)
+            detail["rank_logs"] = logs
         self.rec.event("attempt_ended", detail)
         return decision

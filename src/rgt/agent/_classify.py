@@ -6,12 +6,16 @@ The agent knows facts no log contains, so it decides on them first:
 2. the host restarted        -> ``preempted``, retryable (the boot id changed under the attempt);
 3. a kill the agent did not send (SIGKILL/SIGTERM/SIGHUP), of the job's process or of the
    first failing rank a launcher (torchrun, accelerate launch, deepspeed) names in its summary:
-   if the cgroup ``oom_kill`` counter rose meanwhile it was the kernel OOM killer (``host_oom``:
-   the same config dies the same way, so no retry); otherwise something outside killed it
-   (spot preemption, the platform, a user's ``kill -9``) -> ``preempted``, retryable. The other
-   ranks' SIGTERMs and collective errors are the launcher's cascade, never the cause
-   (``rgt.triage.launchers``). A job that SIGKILLs itself looks exactly like this from
-   outside; the retry budget is what bounds it;
+   if the cgroup ``oom_kill`` counter rose meanwhile, or the kernel log names that pid as an
+   OOM victim (or, where the cgroup counter is unreadable, the host's counter rose), it was
+   the kernel OOM killer (``host_oom``: the same config dies the same way, so no retry);
+   with no such evidence something outside killed it (spot preemption, the platform, a
+   user's ``kill -9``) -> ``preempted``, retryable. The other ranks' SIGTERMs and collective
+   errors are the launcher's cascade, never the cause (``rgt.triage.launchers``). A job that
+   SIGKILLs itself looks exactly like this from outside; the retry budget is what bounds it;
+   a first failing rank that ended with an error of its own is classified from its own log
+   (``logs/attempt-N/rank-R.log``), so a traceback on rank 1 gives rank 1's label, not the
+   gloo/NCCL "connection closed" of the ranks that lost their peer;
 4. everything else is read from the log tail by ``rgt.triage`` (the same rule base as
    ``rgt triage``); when no rule fires the verdict is ``unknown`` and nothing is retried. An
    uncaught exception in the user's own code is ``code_error``: the same code fails the same
@@ -23,7 +27,7 @@ The agent knows facts no log contains, so it decides on them first:
 from __future__ import annotations
 
 import signal
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 if TYPE_CHECKING:
     from rgt.triage.launchers import RankFailure
@@ -85,6 +89,7 @@ class AttemptFacts(object):
         boot_id_now: str = "",
         oom_before: Optional[int] = None,
         oom_after: Optional[int] = None,
+        pid: Optional[int] = None,
     ) -> None:
         self.exit_code = exit_code
         self.signal_num = signal_num
@@ -95,6 +100,11 @@ class AttemptFacts(object):
         self.boot_id_now = boot_id_now
         self.oom_before = oom_before
         self.oom_after = oom_after
+        self.pid = pid  # the job's process (the launcher, for a launched job)
+        self.host_oom_delta: Optional[int] = None  # /proc/vmstat oom_kill: the whole host
+        self.kernel_oom: List[Tuple[int, str]] = []  # (victim pid, kernel log line)
+        self.rank_tails: Dict[int, str] = {}  # rank -> the end of its own log
+        self.rank_error: Optional[Dict[str, Any]] = None  # torchrun's error file, reduced
 
     @property
     def oom_kills(self) -> int:
@@ -111,17 +121,59 @@ def decide(facts: AttemptFacts) -> Decision:
         evidence = ["boot id %s -> %s" % (facts.boot_id_start, facts.boot_id_now)]
         return Decision("preempted", True, "the host restarted", REMEDY_PREEMPTED, evidence)
     if facts.oom_kills:
-        evidence = ["cgroup oom_kill rose by %d during the attempt" % facts.oom_kills]
-        cause = "the kernel OOM killer ended a process of the job (host RAM / cgroup limit)"
-        return Decision("host_oom", False, cause, REMEDY_HOST_OOM, evidence)
+        return _host_oom(["cgroup oom_kill rose by %d during the attempt" % facts.oom_kills])
     if facts.signal_num in EXTERNAL_KILLS and not facts.agent_sent_signal:
-        return _external_kill(facts.signal_num)
+        oom = _oom_evidence(facts, facts.pid)
+        return _host_oom(oom) if oom else _external_kill(facts.signal_num)
     from rgt.triage.launchers import root_cause
 
     rank = root_cause(facts.log_tail)
-    if rank is not None and rank.signal in EXTERNAL_KILLS and not facts.agent_sent_signal:
-        return _rank_killed(rank, facts)
-    return triage(facts)
+    if rank is None or facts.agent_sent_signal:
+        return triage(facts)
+    if rank.signal in EXTERNAL_KILLS:
+        oom = _oom_evidence(facts, rank.pid)
+        return _host_oom([rank.describe(), *oom]) if oom else _rank_killed(rank, facts)
+    return _rank_failed(rank, facts)
+
+
+def _oom_evidence(facts: AttemptFacts, pid: Optional[int]) -> List[str]:
+    """Evidence beyond the cgroup counter (``decide`` read that first) that the OOM killer
+    took ``pid``: the kernel log naming it, or, where the cgroup counter cannot be read,
+    the host's counter rising during the attempt. Empty: no evidence of an OOM kill."""
+    named = [line for victim, line in facts.kernel_oom if pid is not None and victim == pid]
+    if named:
+        return ["kernel log: " + named[-1]]
+    unreadable = facts.oom_before is None or facts.oom_after is None
+    if unreadable and facts.host_oom_delta:
+        return [
+            "host oom_kill (/proc/vmstat) rose by %d during the attempt; the cgroup "
+            "counter is unreadable here" % facts.host_oom_delta
+        ]
+    return []
+
+
+def _host_oom(evidence: List[str]) -> Decision:
+    cause = "the kernel OOM killer ended a process of the job (host RAM / cgroup limit)"
+    return Decision("host_oom", False, cause, REMEDY_HOST_OOM, evidence)
+
+
+def _rank_failed(rank: "RankFailure", facts: AttemptFacts) -> Decision:
+    """The first failing rank ended with an error of its own: its own log (or torchrun's
+    error file) decides the label; the collective errors of the ranks that lost their peer
+    are the cascade. Without a log of that rank, the whole focused log decides."""
+    own = facts.rank_tails.get(rank.rank) if rank.rank is not None else None
+    error = facts.rank_error or {}
+    text = own or str(error.get("traceback") or "")
+    where = "its own log" if own else "torchrun's error file"
+    if text:
+        alone = AttemptFacts(rank.exit_code, rank.signal, text, oom_before=0, oom_after=0)
+        decision = triage(alone)
+        if decision.label != "unknown":
+            decision.evidence = [rank.describe() + ", read from " + where, *decision.evidence]
+            return decision
+    decision = triage(facts)
+    decision.evidence = [rank.describe(), *decision.evidence]
+    return decision
 
 
 def _rank_killed(rank: "RankFailure", facts: AttemptFacts) -> Decision:

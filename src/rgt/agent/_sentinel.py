@@ -6,6 +6,9 @@ about a NaN at hour 9 once, not every second:
 
     nan_loss           the loss in the log or metrics.jsonl is NaN or Inf
     log_stalled        the process lives but its log has not grown for RGT_WATCH_STALL_S
+                       (RGT_WATCH_HANG_S, shorter, for a job started by a launcher)
+    ranks_hung         the same for a launched job, with each rank's Python stack (py-spy):
+                       the rank(s) not inside a collective, and where the others wait
     disk_nearly_full   bytes or inodes of a job mount >= RGT_WATCH_DISK_PCT
     memory_near_limit  the cgroup's memory >= RGT_WATCH_MEM_PCT of its limit
     gpu_idle           a priced machine's GPUs all idle for RGT_WATCH_GPU_IDLE_S
@@ -31,6 +34,9 @@ from rgt.probes import cgroup, disk, gpu, input_wait, progress
 
 DEFAULTS = {
     "RGT_WATCH_STALL_S": 1800.0,
+    # A launched multi-rank job that prints nothing for 5 min is most often a collective
+    # waiting on one rank; the collective's own timeout (30 min) would say far less, later.
+    "RGT_WATCH_HANG_S": 300.0,
     "RGT_WATCH_DISK_PCT": 90.0,
     "RGT_WATCH_MEM_PCT": 90.0,
     "RGT_WATCH_GPU_IDLE_S": 900.0,
@@ -71,6 +77,13 @@ class Sentinel(object):
         self.broken = False
         self.input = input_wait.InputWait(self.limits["RGT_WATCH_INPUT_PCT"])
         self.session = SessionClock(spec, rec)  # notebook VMs: warn before the platform's cap
+        self.launcher = None  # type: Optional[str]
+        self.ranks_dir = ""
+        self.job_path = ""
+
+    def launched(self, launcher: Optional[str], ranks_dir: str, job_path: str) -> None:
+        """The attempt's launcher (None: a plain process) and where its rank files go."""
+        self.launcher, self.ranks_dir, self.job_path = launcher, ranks_dir, job_path
 
     def tick(self, pid: int) -> None:
         """Called by the attempt's wait loop; never raises (a probe must not kill the job)."""
@@ -94,10 +107,12 @@ class Sentinel(object):
             self._memory(pid)
             self._gpu(now)
 
-    def _raise(self, key: str, kind: str, detail: Dict[str, Any], next_step: str) -> None:
+    def _raise(
+        self, key: str, kind: str, detail: Dict[str, Any], next_step: str, severity: str = "info"
+    ) -> None:
         if key not in self.active:
             self.active.add(key)
-            self.rec.event(kind, detail, next_step)
+            self.rec.event(kind, detail, next_step, severity)
 
     def _clear(self, key: str) -> None:
         self.active.discard(key)
@@ -132,9 +147,13 @@ class Sentinel(object):
         if size != self.log_size:
             self.log_size, self.log_grew = size, now
             self._clear("stall")
+            self._clear("hang")
             return
         quiet = now - self.log_grew
-        if "stall" in self.active or quiet < self.limits["RGT_WATCH_STALL_S"]:
+        limit = self.limits["RGT_WATCH_STALL_S"]
+        if self.launcher is not None:
+            limit = min(limit, self.limits["RGT_WATCH_HANG_S"])
+        if "stall" in self.active or quiet < limit:
             return
         if _system.group_alive(pid):
             detail = {
@@ -143,6 +162,21 @@ class Sentinel(object):
                 "ckpt_age_s": _newest_age(self.paths.ckpt_dir),
             }
             self._raise("stall", "log_stalled", detail, NEXT_STALL % (pid, self.paths.job_id))
+            if self.launcher is not None and "hang" not in self.active:
+                self._ranks_hung(pid, quiet)
+
+    def _ranks_hung(self, pid: int, quiet: float) -> None:
+        """Dump every rank's stack once per silence; a launcher that has not started its
+        ranks yet is looked at again on the next tick."""
+        from rgt.agent import _hang
+
+        detail, next_step = _hang.diagnose(pid, self.ranks_dir, self.job_path)
+        if not detail.get("positions") and not detail.get("ranks"):
+            return
+        detail.update(quiet_s=round(quiet, 1), launcher=self.launcher)
+        if detail.get("stacks"):
+            detail["stacks"] = os.path.relpath(detail["stacks"], self.paths.root)
+        self._raise("hang", "ranks_hung", detail, next_step, "warning")
 
     def _disk(self) -> None:
         paths = [self.paths.root, self.paths.ckpt_dir, self.paths.output_dir]

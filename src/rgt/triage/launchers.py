@@ -35,6 +35,7 @@ _DEEPSPEED = re.compile(r"process (\d+) exits with return code = (-?\d+)")
 # torchrun's own SIGTERM to the surviving ranks once one has failed.
 _CLOSING = re.compile(r"Sending process \d+ closing signal SIG\w+")
 _BLOCK_END = re.compile(r"^\s*={5,}\s*$", re.MULTILINE)
+_ENTRY = re.compile(r"^\s*\[\d+\]\s*:\s*$", re.MULTILINE)  # "[1]:" opens one rank's entry
 
 
 class RankFailure:
@@ -49,6 +50,7 @@ class RankFailure:
         pid: int | None,
         error_file: str = "",
         traceback: str = "",
+        first: bool = True,
     ) -> None:
         self.launcher = launcher
         self.rank = rank
@@ -57,6 +59,7 @@ class RankFailure:
         self.pid = pid
         self.error_file = error_file
         self.traceback = traceback
+        self.first = first  # the launcher's root cause, not one of the ranks that went after it
 
     @property
     def signal(self) -> int | None:
@@ -75,7 +78,18 @@ class RankFailure:
             how = f"killed by {signal_name(self.signal)}"
         else:
             how = f"exit code {self.exit_code}"
-        return f"{self.launcher}: first failing {who}, {how}"
+        return f"{self.launcher}: {'first failing ' if self.first else ''}{who}, {how}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "pid": self.pid,
+            "exit_code": self.exit_code,
+            "signal": signal_name(self.signal) if self.signal is not None else None,
+            "first": self.first,
+            "error_file": self.error_file or None,
+        }
 
 
 def signal_name(number: int) -> str:
@@ -119,6 +133,42 @@ def _from_summary(text: str) -> RankFailure | None:
         _known(error_file.group(1)) if error_file else "",
         traceback.group(1).strip() if traceback else "",
     )
+
+
+def failures(text: str) -> list[RankFailure]:
+    """Every rank the last launcher summary lists, the first failure first: torchrun's
+    ``Root Cause`` entry, then its ``Failures:`` entries (the ranks it SIGTERMed, or that
+    failed after it). Empty when no summary was printed."""
+    starts = list(_ROOT.finditer(text))
+    if not starts:
+        return []
+    root = _from_summary(text)
+    found = [root] if root is not None else []
+    listed = list(_FAILURES.finditer(text, 0, starts[-1].start()))
+    if listed:
+        others = text[listed[-1].end() : starts[-1].start()]
+        found.extend(_entries(others))
+    return found
+
+
+def _entries(block: str) -> list[RankFailure]:
+    entries: list[RankFailure] = []
+    for part in _ENTRY.split(block)[1:]:
+        exit_match = _EXIT.search(part)
+        if exit_match is None:
+            continue
+        rank = _RANK.search(part)
+        entries.append(
+            RankFailure(
+                "torchrun",
+                int(rank.group(1)) if rank else None,
+                int(rank.group(2)) if rank else None,
+                int(exit_match.group(1)),
+                int(exit_match.group(2)) if exit_match.group(2) else None,
+                first=False,
+            )
+        )
+    return entries
 
 
 def _known(value: str) -> str:

@@ -1,0 +1,159 @@
+"""Per-rank logs and exit records of one attempt: ``logs/attempt-N/rank-R.log`` and ``ranks.json``.
+
+The merged log (``logs/attempt-N.log``) stays what it always was: everything the launcher
+printed. Lines that name their rank are also appended, without the prefix, to that rank's own
+log while the job runs: torchrun's ``[rankR]:`` (``_launch`` asks for it), torch's own
+``[rankR]: `` before an uncaught traceback (any launcher), and srun's ``R: `` task label. A
+line without a prefix (the launcher's own) belongs to no rank. Nothing is guessed: a job whose
+launcher prints no prefix gets no rank logs.
+
+When the attempt ends, ``ranks.json`` records every rank the launcher's summary lists (exit
+code or signal, pid, the first failure first) and the error file torchrun wrote, if any.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from typing import IO, Any, Dict, List, Optional
+
+from rgt import _fs
+from rgt.agent._launch import SRUN
+
+# "[rank3]:" (torchrun's prefix, which rgt asked for) possibly followed by torch's own
+# "[rank3]: " before a traceback line; both name the same global rank.
+_TORCH_PREFIX = re.compile(rb"^\[rank(\d+)\]:(?: ?\[rank\1\]:)? ?")
+_SRUN_PREFIX = re.compile(rb"^\s*(\d+): ")
+READ_CHUNK = 1 << 20
+MAX_ERROR_FILE = 256 * 1024
+TAIL_BYTES = 64 * 1024
+
+
+def attempt_dir(logs_dir: str, attempt: int) -> str:
+    return os.path.join(logs_dir, "attempt-%d" % attempt)
+
+
+class RankLogs(object):
+    """Follows the merged log of one attempt and appends each prefixed line to its rank's log."""
+
+    def __init__(self, merged_log: str, directory: str, launcher: Optional[str]) -> None:
+        self.merged_log = merged_log
+        self.directory = directory
+        self.prefix = _SRUN_PREFIX if launcher == SRUN else _TORCH_PREFIX
+        self.offset = _size(merged_log)  # a retry appends to nothing older than itself
+        self.partial = b""
+        self.files: Dict[int, IO[bytes]] = {}  # open while the attempt runs
+
+    def follow(self) -> None:
+        """Read what the merged log gained since the last call; never raises."""
+        try:
+            with open(self.merged_log, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read(READ_CHUNK)
+        except OSError:
+            return
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        for line in lines:
+            self._route(line + b"\n")
+
+    def _route(self, line: bytes) -> None:
+        found = self.prefix.match(line)
+        if found is None:
+            return
+        rank = int(found.group(1))
+        try:
+            if rank not in self.files:
+                os.makedirs(self.directory, exist_ok=True)
+                self.files[rank] = open(self.path(rank), "ab")  # noqa: SIM115 (closed by close())
+            self.files[rank].write(line[found.end() :])
+        except OSError:
+            return  # a full disk keeps the merged log (the job's own); rank copies are extra
+
+    def path(self, rank: int) -> str:
+        return os.path.join(self.directory, "rank-%d.log" % rank)
+
+    def close(self) -> None:
+        self.follow()
+        if self.partial:
+            self._route(self.partial + b"\n")
+            self.partial = b""
+        for handle in self.files.values():
+            with contextlib.suppress(OSError):
+                handle.close()
+        self.files = {}
+
+    def tails(self) -> Dict[int, str]:
+        """The last bytes of every rank's log, for the classifier."""
+        return {rank: _tail(self.path(rank)) for rank in self.ranks()}
+
+    def ranks(self) -> List[int]:
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return []
+        found = [re.match(r"rank-(\d+)\.log$", name) for name in names]
+        return sorted(int(match.group(1)) for match in found if match)
+
+
+def write_record(directory: str, launcher: Optional[str], log_tail: str) -> Dict[str, Any]:
+    """``ranks.json``: every rank the launcher's summary names, and torchrun's error file."""
+    from rgt.triage.launchers import failures, root_cause
+
+    listed = failures(log_tail)
+    if not listed:
+        first = root_cause(log_tail)  # deepspeed's "exits with return code", or a bare line
+        listed = [first] if first is not None else []
+    record = {
+        "launcher": launcher,
+        "ranks": [entry.to_json() for entry in listed],
+        "error_file": read_error_file(os.path.join(directory, "launcher-error.json")),
+    }  # type: Dict[str, Any]
+    if launcher is None and not listed and record["error_file"] is None:
+        return record  # a plain process: nothing about ranks to keep
+    try:
+        os.makedirs(directory, exist_ok=True)
+        _fs.atomic_write_json(os.path.join(directory, "ranks.json"), record)
+    except OSError:
+        pass
+    return record
+
+
+def read_error_file(path: str) -> Optional[Dict[str, Any]]:
+    """torchrun's error file (``{"message": {"message": ..., "extraInfo": {"py_callstack":
+    ...}}}``), reduced to the message and the traceback; None when none was written."""
+    try:
+        with open(path, "rb") as handle:
+            doc = json.loads(handle.read(MAX_ERROR_FILE).decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        return None
+    message = doc.get("message") if isinstance(doc, dict) else None
+    if isinstance(message, str):
+        return {"message": message, "traceback": ""}
+    if not isinstance(message, dict):
+        return None
+    extra = message.get("extraInfo") or {}
+    return {
+        "message": str(message.get("message") or ""),
+        "traceback": str(extra.get("py_callstack") or "") if isinstance(extra, dict) else "",
+    }
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - TAIL_BYTES))
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0

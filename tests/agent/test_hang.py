@@ -1,0 +1,75 @@
+"""A launched job that hangs: the agent names the rank that holds the others up.
+
+Real torchrun (torch 2.13.0 CPU), two gloo ranks, under the real agent zipapp, with py-spy
+from the test extra. Rank 1 stops inside step 3 (a ``time.sleep``, as a stuck data read or a
+slow filesystem would); rank 0 goes on to step 4's ``all_reduce`` and waits there for it. With
+the hang threshold set to seconds, the agent's ``ranks_hung`` event must say that rank 1 is
+outside any collective, at its own line of train.py, and that rank 0 waits in ``all_reduce``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rgt import _fs
+
+HANGING_JOB = """
+    import os, time
+    import torch, torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    for step in range(8):
+        value = torch.ones(1)
+        dist.all_reduce(value)
+        print("rank %d step %d" % (rank, step), flush=True)
+        if rank == 1 and step == 3:
+            time.sleep(600)  # the stuck rank: rank 0 waits for it in the next all_reduce
+    dist.destroy_process_group()
+"""
+PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+
+
+def _hung(job: Any, timeout: float) -> dict[str, Any]:
+    """The first ranks_hung event that found a rank waiting for another."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for event in job.events("ranks_hung"):
+            if event["detail"].get("stuck"):
+                return dict(event)
+        time.sleep(0.2)
+    raise AssertionError(f"no ranks_hung naming a rank: {job.events()}\n{job.agent_log()}")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.access(PY_SPY, os.X_OK), reason="py-spy (test extra) not installed")
+def test_a_hang_names_the_rank_outside_the_collective(make_job) -> None:
+    job = make_job().write(HANGING_JOB)
+    spec = json.loads(Path(job.paths.spec).read_text())
+    spec["command"] = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    spec["command"] += ["--nproc_per_node=2", "train.py"]
+    _fs.atomic_write_json(job.paths.spec, spec)
+    job.start(OMP_NUM_THREADS="1", RGT_WATCH_HANG_S="4")
+    try:
+        event = _hung(job, timeout=120)
+    finally:
+        job.agent_cmd("cancel")
+        job.finish(timeout=90)
+
+    detail = event["detail"]
+    assert (detail["stuck"], detail["in_collective"]) == ([1], [0]), detail
+    assert detail["positions"]["0"]["collective"] == "all_reduce", detail
+    assert "train.py:12" in detail["positions"]["1"]["code"], detail
+    assert "rank 1 at <module> (train.py:12)" in event["next"], event["next"]
+    assert "wait in (all_reduce)" in event["next"], event["next"]
+    stacks = json.loads((job.dir / detail["stacks"]).read_text())
+    assert sorted(stacks) == ["0", "1"]
+    assert job.status()["state"] == "cancelled"
