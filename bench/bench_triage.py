@@ -56,7 +56,7 @@ def confusion() -> None:
 
 def generalization() -> None:
     """Real public logs the rules were not written from, by half: per-label precision/recall."""
-    for half in ("dev", "validation"):
+    for half in ("tune", "test"):
         pairs = [
             (log.label, classify(log.log, log.exit_code, log.signal).label)
             for log in load_public(half)

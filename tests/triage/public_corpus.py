@@ -4,9 +4,13 @@
 header line ``=== <source URL> [exit_code=N] [signal=N]`` and runs to the next header; the text
 is the relevant tail of what was posted (machine-printed lines only, never hand-written). The
 split is by source repository (``owner/name`` of a GitHub URL, the host of any other page), so
-two logs from one project never land on both sides: ``dev`` is where rules are written and tuned,
-``validation`` is only measured. A log whose source the rule base was first written from (cited in
-``tests/triage/corpus/``) is not measured at all: it would score memory, not generalization.
+two logs from one project never land on both sides: ``tune`` is where rules are written and tuned,
+``test`` is only measured. The split is the first byte of sha256(repository): even -> tune, odd ->
+test. The test half is frozen: ``FROZEN_TEST_SHA256`` is the digest of every test log (label,
+source, status and text), recorded before the rules were extended for it (BENCHMARKS.md names the
+commit), so editing, adding or dropping a test log fails ``test_public_corpus``. A log whose source
+the rule base was first written from (cited in ``tests/triage/corpus/``) is not measured at all: it
+would score memory, not generalization.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ PUBLIC = Path(__file__).parent / "public"
 WRITTEN_FROM = Path(__file__).parent / "corpus"
 _HEADER = re.compile(r"^=== (\S+)((?: \w+=-?\d+)*)\s*$", re.M)
 _GITHUB = re.compile(r"https?://github\.com/([^/]+/[^/#?]+)")
+TUNE, TEST = "tune", "test"
+FROZEN_TEST_SHA256 = "723c40e640dccc011e202fc39df3cf0940715e54ffcfe91c5695125bd473b454"
 
 
 @dataclass(frozen=True)
@@ -40,7 +46,7 @@ class PublicLog:
     @property
     def half(self) -> str:
         digest = hashlib.sha256(self.repository.encode()).digest()
-        return "dev" if digest[0] % 2 == 0 else "validation"
+        return TUNE if digest[0] % 2 == 0 else TEST
 
 
 def parse_label_file(path: Path) -> list[PublicLog]:
@@ -77,3 +83,12 @@ def load_public(half: str | None = None, measured: bool = True) -> list[PublicLo
     logs = [log for path in sorted(PUBLIC.glob("*.txt")) for log in parse_label_file(path)]
     seen = written_from() if measured else set()
     return [log for log in logs if (half is None or log.half == half) and log.source not in seen]
+
+
+def half_digest(half: str) -> str:
+    """sha256 over every log of one half (measured or not), in source order: what was frozen."""
+    digest = hashlib.sha256()
+    for log in sorted(load_public(half, measured=False), key=lambda log: log.source):
+        record = f"{log.label}\n{log.source}\n{log.exit_code}\n{log.signal}\n{log.log}\0"
+        digest.update(record.encode("utf-8"))
+    return digest.hexdigest()
