@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from rgt.cli._autostop import approve_autostop, autostop_options, declare, self_stop_option
 from rgt.cli._jobref import job_ids
 from rgt.cli._notebook import NOTEBOOKS, notebook_up_options, up_notebook
 from rgt.cli._output import Output, escape, output_options
@@ -81,6 +82,7 @@ def kube_up_options(func: F) -> F:
 @vendor_up_options
 @kube_up_options
 @resource_options("slurm/kubernetes: every run's default. ")
+@self_stop_option
 @output_options
 def up(
     profile: str,
@@ -99,6 +101,7 @@ def up(
     internet: bool = False,
     datasets: tuple[str, ...] = (),
     expect_gpu: str | None = None,
+    self_stop: str | None = None,
 ) -> None:
     """Register a machine (PROFILE: local, generic-ssh, autodl, slurm, kubernetes, …); with
     --gpu, rent it through the vendor's API (runpod, vastai, lambda, paperspace); colab and
@@ -110,6 +113,10 @@ def up(
 
     chosen = parse_mirrors(mirrors)
     check_defaults(profile, resources)  # before anything is registered
+    if self_stop:
+        from rgt.autostop.policy import check_self_stop
+
+        check_self_stop(self_stop)
     if expect_gpu:
         GpuExpectation.parse(expect_gpu)  # a bad value fails before anything is rented
     store = Store.open()
@@ -136,6 +143,9 @@ def up(
         result = dataclasses.replace(result, machine=with_defaults(result.machine, resources))
         store.add_machine(result.machine)
     expected = _expect_gpu(store, result.machine.name, profile, expect_gpu, vendor)
+    if self_stop:  # autostop's stop for this machine (README: Autostop)
+        note = declare(result.machine.name, self_stop)
+        result = dataclasses.replace(result, notes=(*result.notes, str(note)))
     data = {
         "expect_gpu": expected,
         "machine": result.machine.name,
@@ -218,6 +228,7 @@ def _up_kaggle(
     help="Approve without a PIN from now on (recorded; refused once a PIN is set). Without a "
     "PIN, any program that drives a terminal can approve a release.",
 )
+@autostop_options
 @output_options
 def approve(
     name: str | None,
@@ -226,9 +237,10 @@ def approve(
     remove_pin: bool,
     no_pin: bool,
     out: Output,
+    autostop: dict[str, Any] | None = None,
 ) -> None:
-    """Approve releasing machine NAME. Needs a human at a terminal and the approval PIN (the
-    first approval sets it; `--no-pin` opts out)."""
+    """Approve releasing machine NAME, or with --autostop its autostop policy. Needs a human
+    at a terminal and the approval PIN (the first approval sets it; `--no-pin` opts out)."""
     if set_pin or remove_pin or (no_pin and not name):
         changed = _pin_choice(set_pin, remove_pin, no_pin)
         out.result(changed, lambda o: o.line(f"approval PIN {changed['pin']}"))
@@ -237,6 +249,8 @@ def approve(
         from rgt.errors import UsageError
 
         raise UsageError("give the machine NAME", fix="`rgt approve NAME` (or `--set-pin`)")
+    if autostop is not None:
+        return approve_autostop(name, autostop, out)
     from rgt.teardown import approve_interactively
 
     if no_pin:

@@ -1,0 +1,117 @@
+"""Arming and disarming autostop on a machine: the human at the terminal, then the machine.
+
+`rgt approve NAME --autostop …` goes through the same approval as a release (the controlling
+terminal, the machine's name typed, the approval PIN): a stop is a cost decision (invariant 4),
+and an agent that could arm one could also make a machine stop under a running job. The policy is
+built and checked first (nothing is asked for a policy that would be refused), then written to
+``<durable>/.rgt/autostop/policy.json`` on the machine, where the watcher reads it with the laptop
+closed; the watcher is started detached (the backend's primitive), the webhook URL over its stdin.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
+
+from rgt.autostop import policy as pol
+from rgt.errors import UsageError
+from rgt.state.store import Store
+
+ACTION_ARM = "autostop"
+ACTION_DISARM = "autostop-off"
+
+
+def money(store: Store, name: str) -> dict[str, Any]:
+    """Price per hour and spend so far, as the ledger has them (`rgt status`'s money clock)."""
+    from rgt.vendors.billing import machine_cost
+
+    cost = machine_cost(store, store.machine(name), datetime.now(timezone.utc))
+    return {"price_per_hour": cost["price_per_hour"], "spent_at_arm": cost["cost_so_far"] or 0.0}
+
+
+def prepare(store: Store, name: str, options: pol.Options) -> dict[str, Any]:
+    """The checked policy; raises before anyone is asked anything."""
+    from rgt.profiles import load_profile
+
+    machine = store.machine(name)
+    if not machine.active:
+        raise UsageError(f"{name} was released", fix="arm autostop on an active machine")
+    return pol.build(machine, load_profile(machine.profile), options, money(store, name))
+
+
+def arm(
+    store: Store, name: str, options: pol.Options, notify_url: str | None = None
+) -> dict[str, Any]:
+    """Check, ask the human, write the policy on the machine, start its watcher."""
+    from rgt.approvals import approve_at_terminal
+
+    doc = prepare(store, name, options)
+    what = f"Autostop on {name} runs `{doc['stop']['command']}` once every job ended and its "
+    what += "results are verified on storage that survives the stop."
+    tty = approve_at_terminal(what, name, f"rgt approve {name} --autostop")
+    install(store, name, doc, notify_url)
+    store.add_approval(name, f"{ACTION_ARM}:{doc['arm_id']}", getpass.getuser(), tty)
+    return {"machine": name, "armed": True, "policy": doc}
+
+
+def install(store: Store, name: str, doc: dict[str, Any], notify_url: str | None) -> None:
+    from rgt.agent._autostop_files import AutostopFiles
+    from rgt.backends import backend_for
+
+    backend = backend_for(store, name)
+    agent = backend.install_agent()
+    files = AutostopFiles(backend.root.root)
+    backend.transport.mkdir(files.dir)
+    backend.transport.write_bytes(files.policy, (json.dumps(doc, indent=2) + "\n").encode())
+    start_watcher(backend, agent, notify_url)
+
+
+def start_watcher(backend: Any, agent: str, notify_url: str | None) -> None:
+    from rgt.agent._autostop_files import AutostopFiles
+    from rgt.agent._webhook import NOTIFY_SECRET
+    from rgt.agent.paths import JobPaths
+
+    files = AutostopFiles(backend.root.root)
+    argv = [backend.python, "-S", agent, "autostop", backend.root.root]
+    stdin = None
+    if notify_url:
+        argv.append("--secrets-stdin")
+        stdin = json.dumps({NOTIFY_SECRET: notify_url}).encode()
+    # The watcher is not a job: it borrows the detach primitive under the name "autostop".
+    backend.detach(argv, job=JobPaths(files.dir, "autostop"), stdin=stdin)
+
+
+def disarm(store: Store, name: str) -> dict[str, Any]:
+    """`--autostop off`: at the terminal too; the watcher exits at its next tick."""
+    from rgt.agent._autostop_files import AutostopFiles
+    from rgt.approvals import approve_at_terminal
+    from rgt.backends import backend_for
+
+    backend = backend_for(store, name)
+    files = AutostopFiles(backend.root.root)
+    what = f"Disarming autostop on {name}: its meter then runs until you stop it."
+    tty = approve_at_terminal(what, name, f"rgt approve {name} --autostop off")
+    had = backend.transport.exists(files.policy)
+    backend.transport.run(["rm", "-f", "--", files.policy])
+    store.add_approval(name, ACTION_DISARM, getpass.getuser(), tty)
+    return {"machine": name, "armed": False, "was_armed": had}
+
+
+def declare_self_stop(store: Store, name: str, command: str) -> str:
+    """`rgt up … --self-stop CMD`: kept in the machine's record (the user's declaration)."""
+    pol.check_self_stop(command)
+    machine = store.machine(name)
+    store.add_machine(replace(machine, connection={**machine.connection, "self_stop": command}))
+    return f"self-stop for autostop: `{command}` (arm it with `rgt approve {name} --autostop`)"
+
+
+def status(store: Store, name: str) -> dict[str, Any]:
+    """The machine's autostop report (``patrol``: one round trip)."""
+    from rgt.backends import backend_for
+
+    doc, _jobs = backend_for(store, name).read_machine(events=0)
+    report: dict[str, Any] = doc.get("autostop") or {"armed": False}
+    return report
