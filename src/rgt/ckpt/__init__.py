@@ -56,9 +56,11 @@ from rgt.ckpt._interval import daly_interval, young_daly_interval
 from rgt.ckpt._load import load_data_file
 from rgt.ckpt._plan import IntervalPlan
 from rgt.ckpt._rng import capture_rng, restore_rng
+from rgt.ckpt._shards import ShardedInfo
 from rgt.ckpt._store import FORMAT, CheckpointFallbackWarning, CheckpointInfo
 from rgt.ckpt.checkpointer import Checkpointer
 from rgt.ckpt.loop import TrainLoop
+from rgt.ckpt.sharded import ShardedCheckpointer
 
 __all__ = [
     "FORMAT",
@@ -66,6 +68,8 @@ __all__ = [
     "CheckpointInfo",
     "Checkpointer",
     "IntervalPlan",
+    "ShardedCheckpointer",
+    "ShardedInfo",
     "TrainLoop",
     "capture_rng",
     "daly_interval",

@@ -156,7 +156,9 @@ def _tensor(raw: Any, dtype: str, shape: list[int], device: Any) -> Any:
     return tensor
 
 
-def _build(node: Any, arrays: list[Any]) -> Any:
+def _build(node: Any, arrays: Any) -> Any:
+    """The object a skeleton node describes; ``arrays[i]`` is the i-th array (a list, or
+    anything indexable that makes them on demand)."""
     if node is None or isinstance(node, (bool, int, str)):
         return node
     ((tag, value),) = node.items()
@@ -169,7 +171,7 @@ def _build(node: Any, arrays: list[Any]) -> Any:
     return _leaf(tag, value, arrays)
 
 
-def _leaf(tag: str, value: Any, arrays: list[Any]) -> Any:
+def _leaf(tag: str, value: Any, arrays: Any) -> Any:
     if tag == "a":
         return arrays[value]
     if tag == "f":
