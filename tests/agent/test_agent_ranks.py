@@ -32,6 +32,7 @@ DDP_JOB = """
     for step in range(start, 40):
         value = torch.ones(1)
         dist.all_reduce(value)  # every step is a collective: a dead peer stops the group
+        print("rank %d step %d" % (rank, step), flush=True)
         if rank == 0 and step == 5:
             with open(ckpt + ".tmp", "w") as handle:
                 handle.write("5")
@@ -60,4 +61,65 @@ def test_a_rank_killed_from_outside_is_preempted_and_the_group_resumes(make_job)
     assert (job.dir / "outputs" / "resumed-from").read_text() == "5"
     detail = job.events("attempt_ended")[0]["detail"]
     assert (detail["label"], detail["retryable"]) == ("preempted", True), detail
-    assert any("first failing rank 1" in line for line in detail["evidence"]), detail
+    assert detail["evidence"][0].startswith("torchrun: first failing rank 1, pid "), detail
+    assert detail["evidence"][0].endswith("killed by SIGKILL"), detail
+    assert detail["evidence"][1].startswith(("cgroup oom_kill unchanged", "no cgroup")), detail
+    first = detail["ranks"][0]
+    assert (first["rank"], first["pid"], first["signal"], first["first"]) == (
+        1,
+        pid,
+        "SIGKILL",
+        True,
+    )
+    ranks = json.loads((job.dir / "logs" / "attempt-1" / "ranks.json").read_text())
+    assert ranks["ranks"][0]["rank"] == 1 and ranks["launcher"] == "torchrun"
+    assert "rank 1 step 5" in (job.dir / "logs" / "attempt-1" / "rank-1.log").read_text()
+
+
+RESUME_FORM_JOB = """
+    import os, sys, time
+    import torch, torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    start = int(open(sys.argv[2]).read()) if sys.argv[1:2] == ["--resume"] else 0
+    open(os.path.join(os.environ["RGT_OUTPUT_DIR"], "start-%d" % rank), "w").write(str(start))
+    for step in range(start, 30):
+        value = torch.ones(1)
+        dist.all_reduce(value)
+        print("rank %d step %d" % (rank, step), flush=True)
+        if rank == 0 and step == 4:
+            os.makedirs("out", exist_ok=True)
+            open("out/step.txt.tmp", "w").write("5")
+            os.replace("out/step.txt.tmp", "out/step.txt")
+        if rank == 1 and step == 6 and not start:
+            open(os.path.join(os.environ["RGT_OUTPUT_DIR"], "rank1-pid"), "w").write(
+                str(os.getpid())
+            )
+        time.sleep(0.05 if start else 0.5)
+    dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_the_whole_group_restarts_with_the_resume_form(make_job) -> None:
+    """Item 2: a retryable rank failure reruns the launcher with the same command plus the
+    resume form, so every rank starts from the checkpoint."""
+    resume = {"with": "--resume {ckpt}", "ckpt": "out/step.txt"}
+    job = make_job().write(RESUME_FORM_JOB, resume=resume)
+    spec = json.loads(Path(job.paths.spec).read_text())
+    spec["command"] = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    spec["command"] += ["--nproc_per_node=2", "train.py"]
+    _fs.atomic_write_json(job.paths.spec, spec)
+    job.start(OMP_NUM_THREADS="1")
+    pid = int(job.wait_file("outputs/rank1-pid", timeout=120).read_text())
+    os.kill(pid, signal.SIGKILL)
+    assert job.finish() == 0, job.agent_log()
+
+    assert job.status()["attempt"] == 2
+    resuming = job.events("resuming")[-1]["detail"]
+    assert resuming["command"][:-2] == spec["command"], resuming
+    assert resuming["command"][-2] == "--resume" and resuming["form"] == "resume_with"
+    outputs = job.dir / "outputs"
+    assert [(outputs / f"start-{r}").read_text() for r in (0, 1)] == ["5", "5"]
+    assert job.events("attempt_started")[-1]["detail"]["launcher"] == "torchrun"

@@ -1,0 +1,88 @@
+"""A rank that fails with a traceback: its own log decides the label, not the others' cascade.
+
+Real torchrun (torch 2.13.0 CPU), two gloo ranks, under the real agent zipapp. Rank 1 raises a
+ValueError at step 3; rank 0 then fails in ``all_reduce`` with gloo's "Connection closed by
+peer", and torchrun SIGTERMs it. Read as one log, the loudest line is rank 0's gloo error
+(``rgt triage`` on the merged log says ``nccl``); the agent reads rank 1's own log and says
+``code_error`` at train.py's line, and keeps ``logs/attempt-1/rank-R.log`` and ``ranks.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from rgt import _fs
+from rgt.agent._launch import recognise
+from rgt.triage import classify
+
+FAILING_JOB = """
+    import torch, torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    for step in range(8):
+        value = torch.ones(1)
+        dist.all_reduce(value)
+        print("rank %d step %d" % (rank, step), flush=True)
+        if rank == 1 and step == 3:
+            raise ValueError("bad batch on rank 1")
+    dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "launcher"),
+    [
+        (["torchrun", "--nproc_per_node=2", "train.py"], "torchrun"),
+        (["/opt/venv/bin/python", "-m", "torch.distributed.run", "t.py"], "torchrun"),
+        (["accelerate", "launch", "--num_processes", "2", "t.py"], "accelerate"),
+        (["python", "-m", "accelerate.commands.launch", "t.py"], "accelerate"),
+        (["deepspeed", "--num_gpus", "2", "t.py"], "deepspeed"),
+        (["srun", "-n", "2", "python", "t.py"], "srun"),
+        (["bash", "-c", "cd x && torchrun --standalone t.py"], "torchrun"),
+        (["python", "train.py", "--launcher", "none"], None),
+        (["python", "accelerate.py", "launch"], None),
+    ],
+)
+def test_launchers_are_recognised_from_the_command(command: list[str], launcher: str) -> None:
+    assert recognise(command) == launcher
+
+
+@pytest.mark.slow
+def test_the_first_failing_rank_is_classified_from_its_own_log(make_job) -> None:
+    job = make_job().write(FAILING_JOB)
+    spec = json.loads(Path(job.paths.spec).read_text())
+    spec["command"] = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    spec["command"] += ["--nproc_per_node=2", "train.py"]
+    _fs.atomic_write_json(job.paths.spec, spec)
+    job.start(OMP_NUM_THREADS="1")
+    assert job.finish(timeout=120) == 1, job.agent_log()
+
+    detail = job.events("attempt_ended")[0]["detail"]
+    assert (detail["label"], detail["retryable"]) == ("code_error", False), detail
+    assert detail["evidence"][0].startswith("torchrun: first failing rank 1, pid "), detail
+    assert detail["evidence"][0].endswith("exit code 1, read from its own log"), detail
+    assert any("train.py" in line and ":11" in line for line in detail["evidence"]), detail
+    assert detail["rank_logs"] == "logs/attempt-1"
+    assert [(r["rank"], r["first"]) for r in detail["ranks"]] == [(1, True), (0, False)]
+    assert job.status()["state"] == "failed" and job.status()["attempt"] == 1
+
+    logs = job.dir / "logs"
+    rank1 = (logs / "attempt-1" / "rank-1.log").read_text()
+    assert "rank 1 step 3\n" in rank1 and "ValueError: bad batch on rank 1" in rank1
+    assert "[rank" not in rank1.split("Traceback")[0]  # the prefix is taken off
+    assert "Connection closed by peer" in (logs / "attempt-1" / "rank-0.log").read_text()
+    merged = (logs / "attempt-1.log").read_text()
+    assert "[rank1]:rank 1 step 3" in merged  # the merged log keeps every line, prefixed
+    # The merged log alone leads the rule base to the cascade (rank 0's gloo error).
+    assert classify(merged, exit_code=1).label == "nccl"
+    ranks = json.loads((logs / "attempt-1" / "ranks.json").read_text())
+    assert ranks["launcher"] == "torchrun"
+    assert [(r["rank"], r["exit_code"], r["signal"]) for r in ranks["ranks"]] == [
+        (1, 1, None),
+        (0, -15, "SIGTERM"),
+    ]
