@@ -16,7 +16,7 @@ import subprocess
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from rgt.agent import _kernel, _launch, _pypath, _ranklogs, _resume, _system, _workdir
+from rgt.agent import _gpus, _kernel, _launch, _pypath, _ranklogs, _resume, _system, _workdir
 from rgt.agent._classify import REMEDY_PREEMPTED, AttemptFacts, Decision, decide
 from rgt.agent._record import JobRecorder
 from rgt.agent._sentinel import Sentinel
@@ -47,12 +47,15 @@ class AttemptRunner(object):
         self.sentinel = None  # type: Optional[Sentinel]
         self.launcher = None  # type: Optional[str]  # torchrun, accelerate, deepspeed, srun
         self.rank_logs = None  # type: Optional[_ranklogs.RankLogs]
+        self.gpus = _gpus.GpuClaim(paths, spec)  # `--gpus N` on a box (rgt.agent._gpus)
 
     def run(self, attempt: int) -> Optional[Decision]:
         """Run attempt ``attempt``; None when it exited 0, else the verdict on its failure."""
         for directory in (self.paths.logs_dir, self.paths.ckpt_dir, self.paths.output_dir):
             os.makedirs(directory, exist_ok=True)
         failure = self._work_dir()
+        if failure is None:
+            failure = self.gpus.claim(self.rec)  # free GPUs, or the refusal naming holders
         if failure is not None:
             return failure
         boot, oom_before = _system.boot_id(), _system.oom_kill_count()
@@ -113,6 +116,8 @@ class AttemptRunner(object):
             except OSError as exc:
                 log_file.write(("rgt-agent: cannot start the job command: %s\n" % exc).encode())
                 proc = None
+        if proc is not None:
+            self.gpus.track(proc.pid)  # its process group holds the GPUs too
         self.rec.update(
             state="running",
             attempt=attempt,
@@ -149,6 +154,7 @@ class AttemptRunner(object):
         env.update({str(k): str(v) for k, v in (self.spec.get("env") or {}).items()})
         declared = [str(name) for name in self.spec.get("secret_env") or []]
         env.update({k: v for k, v in self.secrets.items() if k in declared})
+        env.update(self.gpus.env)  # CUDA_VISIBLE_DEVICES of the claimed GPUs
         env.update(
             {
                 "RGT_JOB_ID": self.paths.job_id,
@@ -258,6 +264,7 @@ class AttemptRunner(object):
         facts: AttemptFacts,
         record: Optional[Dict[str, Any]] = None,
     ) -> Optional[Decision]:
+        self.gpus.release()
         self.rec.update(exit_code=facts.exit_code, signal=facts.signal_num)
         decision = None if returncode == 0 else decide(facts)
         stopped = self.stop_requested or (self.warned and facts.signal_num == signal.SIGUSR1)
