@@ -8,7 +8,11 @@
   ``trainer_state.json`` when it is named ``checkpoint-N`` or a sibling has one (the Trainer
   writes it after the weights);
 * in an rgt.ckpt directory, the data file the newest commit record names (the data file is
-  written first: one without a record is a save that was cut short).
+  written first: one without a record is a save that was cut short);
+* a sharded rgt.ckpt step (``step-<12 digits>-<session>/``, one shard per rank) only once
+  committed: its ``manifest.json`` (written by rank 0 after every rank's shard is durable)
+  names every rank's shard and each is there with its recorded size. The newest such step is
+  the one every rank committed; a folder without a manifest is a save some rank never finished.
 
 Files in the job's working directory count only when they are newer than the job's start:
 anything older came with the code snapshot and is not this job's checkpoint.
@@ -29,6 +33,9 @@ from typing import List, Optional, Tuple
 IN_FLIGHT = (".tmp-*", "tmp-*", "*.part", "*.tmp", "*.partial")
 TRAINER_STATE = "trainer_state.json"
 HF_NAME = re.compile(r"^checkpoint-\d+$")  # the Hugging Face Trainer's folder names
+SHARDED_STEP = re.compile(r"^step-(\d{12})-[0-9a-f]{8,32}$")  # rgt.ckpt's sharded step folders
+SHARDED_FORMAT = "rgt.ckpt.sharded/1"
+MANIFEST = "manifest.json"
 MAX_SKIPPED = 10
 START_SLACK_S = 2.0
 
@@ -90,7 +97,10 @@ def _candidates(pattern: Optional[str], dirs: List[Tuple[str, str]]) -> List[Tup
 
 
 def _whole_ckpt_dir(base: str) -> List[str]:
+    sharded = rgt_sharded_newest(base)
     committed = rgt_ckpt_newest(base)
+    if sharded and (not committed or (step_of(sharded) or ("", -1))[1] >= _step(committed)):
+        return [sharded]
     if committed:
         return [committed]
     files = []  # type: List[str]
@@ -116,6 +126,55 @@ def rgt_ckpt_newest(base: str) -> Optional[str]:
     return best[1] if best else None
 
 
+def _step(path: str) -> int:
+    reading = step_of(path)
+    return reading[1] if reading else -1
+
+
+def rgt_sharded_newest(base: str) -> Optional[str]:
+    """The newest sharded rgt.ckpt step in ``base`` that every rank committed, if any."""
+    best = None  # type: Optional[Tuple[int, float, str]]
+    for name in _listdir(base):
+        match = SHARDED_STEP.match(name)
+        folder = os.path.join(base, name)
+        if match is None or sharded_problem(folder) is not None:
+            continue
+        key = (int(match.group(1)), newest_mtime(os.path.join(folder, MANIFEST)), folder)
+        if best is None or key > best:
+            best = key
+    return best[2] if best else None
+
+
+def sharded_problem(folder: str) -> Optional[str]:
+    """Why a sharded step folder is not a committed step, or None when it is one."""
+    data = _json(os.path.join(folder, MANIFEST))
+    if not isinstance(data, dict) or data.get("format") != SHARDED_FORMAT:
+        return "a sharded step not committed (no manifest.json: some rank never wrote its shard)"
+    shards = data.get("shards")
+    if not isinstance(shards, list) or not shards or len(shards) != data.get("world_size"):
+        return "a sharded step whose manifest names no shard per rank"
+    for shard in shards:
+        name = str(shard.get("file")) if isinstance(shard, dict) else ""
+        full = os.path.join(folder, os.path.basename(name))
+        if not name or not os.path.isfile(full) or os.path.getsize(full) != shard.get("bytes"):
+            return "a sharded step whose shard %s is missing or of the wrong size" % name
+    return None
+
+
+def _is_sharded_step(path: str) -> bool:
+    """A sharded step folder: by its name, or (renamed) by the rank shard records inside."""
+    if SHARDED_STEP.match(os.path.basename(path.rstrip(os.sep))):
+        return True
+    return any(n.startswith("ckpt-rank-") and n.endswith(".json") for n in _listdir(path))
+
+
+def _listdir(path: str) -> List[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
 def incomplete(path: str) -> Optional[str]:
     """Why ``path`` is not a complete checkpoint, or None when it is one."""
     if any(_in_flight(part) for part in path.split(os.sep)[-3:]):
@@ -126,6 +185,8 @@ def incomplete(path: str) -> Optional[str]:
         return None if not _torn_zip(path) else "a zip (torch.save) cut short: no end record"
     if not os.path.isdir(path):
         return "not a file or folder"
+    if _is_sharded_step(path):
+        return sharded_problem(path)
     names = os.listdir(path)
     if any(_in_flight(name) for name in names):
         return "a save in flight inside"
@@ -241,6 +302,10 @@ def step_of(path: str) -> Optional[Tuple[str, int]]:
 
 def _recorded_step(path: str) -> Optional[int]:
     """rgt.ckpt's commit record of a data file, or a Trainer folder's global_step."""
+    if os.path.isdir(path) and _is_sharded_step(path):
+        data = _json(os.path.join(path, MANIFEST))
+        step = data.get("step") if isinstance(data, dict) else None
+        return step if isinstance(step, int) else None
     if os.path.isdir(path):
         data = _json(os.path.join(path, TRAINER_STATE))
         step = data.get("global_step") if isinstance(data, dict) else None

@@ -40,6 +40,7 @@ FORMAT = "rgt.ckpt.sharded/1"
 SHARD_FORMAT = "rgt.ckpt.shard/1"
 MANIFEST = "manifest.json"
 STEP_DIR = re.compile(r"^step-(\d{12})-([0-9a-f]{8,32})$")
+SESSION = re.compile(r"[0-9a-f]{8,32}")
 SHARD_RECORD = re.compile(r"^ckpt-rank-(\d{5})\.json$")
 
 

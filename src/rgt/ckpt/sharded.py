@@ -51,7 +51,9 @@ class ShardedCheckpointer(Cadence):
     ``keep_last`` committed steps are kept (``None``: all). ``asynchronous=True``: ``save``
     returns once this rank's shard is snapshotted. ``commit_timeout_s``: how long rank 0 waits
     for the other ranks' shards of a step before giving up on committing it. ``rank`` and
-    ``world_size`` override the process group (or the launcher's environment).
+    ``world_size`` override the process group (or the launcher's environment); ``session``
+    names this run's step folders (default: rank 0 draws one and broadcasts it at the first
+    save; ranks that run without a process group must pass the same name).
     """
 
     def __init__(
@@ -66,11 +68,17 @@ class ShardedCheckpointer(Cadence):
         commit_timeout_s: float = 600.0,
         rank: int | None = None,
         world_size: int | None = None,
+        session: str | None = None,
     ) -> None:
         if keep_last is not None and keep_last < 1:
             raise UsageError(
                 f"keep_last must be >= 1 or None, not {keep_last}",
                 fix="keep at least the newest checkpoint",
+            )
+        if session is not None and not _shards.SESSION.fullmatch(session):
+            raise UsageError(
+                f"session must be 8-32 lowercase hex digits, not {session!r}",
+                fix="pass e.g. secrets.token_hex(8), the same on every rank",
             )
         self.directory = os.fspath(directory)
         self.keep_last, self.asynchronous = keep_last, asynchronous
@@ -83,7 +91,7 @@ class ShardedCheckpointer(Cadence):
         self.last_save_seconds: float | None = None
         self.last_durable_at: float | None = None
         self.loaded: ShardedInfo | None = None
-        self._session: str | None = None
+        self._session = session
         self._arena = Arena()
         self._writer: threading.Thread | None = None
         self._outcome: Outcome = None

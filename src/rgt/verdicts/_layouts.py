@@ -9,6 +9,10 @@
   ZeRO optimizer shards of every rank ``0..N-1``;
 - torch DCP: ``.metadata`` + ``__<rank>_<n>.distcp``; complete when every shard the metadata
   names exists and is long enough;
+- rgt.ckpt's sharded step (``step-<12 digits>-<session>/``: one ``ckpt-*.rgt`` shard and one
+  ``ckpt-rank-R.json`` record per rank, and ``manifest.json``, rank 0's commit): complete only
+  when committed, i.e. the manifest names a shard for every rank and each is there with its
+  recorded size (each shard's hash is checked against its record like any rgt.ckpt file);
 - a sharded model: ``*.index.json`` whose ``weight_map`` names shards that must all exist (also
   checked inside every unit above).
 
@@ -30,6 +34,10 @@ _WEIGHTS = re.compile(r"^(model|pytorch_model|adapter_model)[^/]*\.(safetensors|
 _RANDOM = re.compile(r"^random_states_\d+\.pkl$")
 _HF_DIR = re.compile(r"^checkpoint-\d+$")
 _OPTIM_RANK = re.compile(r"zero_pp_rank_(\d+)_mp_rank_\d+_optim_states\.pt$")
+_RGT_STEP = re.compile(r"^step-\d{12}-[0-9a-f]{8,32}$")
+_RGT_RANK = re.compile(r"^ckpt-rank-(\d{5})\.json$")
+_RGT_SHARDED = "rgt.ckpt.sharded/1"
+_RGT_MANIFEST = "manifest.json"
 
 
 def layout_of(names: List[str], dirname: str) -> Optional[str]:
@@ -39,6 +47,8 @@ def layout_of(names: List[str], dirname: str) -> Optional[str]:
         return "hf-trainer"
     if "latest" in has and any(n.startswith("global_step") or n == "checkpoint" for n in has):
         return "deepspeed"  # Lightning's DeepSpeed strategy names its tag "checkpoint"
+    if any(_RGT_RANK.match(n) for n in has) or (_RGT_STEP.match(dirname) and _RGT_MANIFEST in has):
+        return "rgt-sharded"
     if _dcp.METADATA in has and any(n.endswith(".distcp") for n in has):
         return "dcp"
     if any(_RANDOM.match(n) for n in has) or (
@@ -96,6 +106,8 @@ def _completeness(folder: str, layout: str) -> List[str]:
         problems += _deepspeed_problems(folder)
     if layout == "dcp":
         problems += _dcp_problems(folder)
+    if layout == "rgt-sharded":
+        problems += _rgt_sharded_problems(folder, names)
     for name in names:  # accelerate's FSDP state: a DCP folder inside the unit
         if os.path.isfile(os.path.join(folder, name, _dcp.METADATA)):
             problems += ["%s/%s" % (name, p) for p in _dcp_problems(os.path.join(folder, name))]
@@ -142,6 +154,40 @@ def _deepspeed_problems(folder: str) -> List[str]:
     if ranks and ranks != list(range(ranks[-1] + 1)):
         return ["%s lacks ZeRO optimizer shards of some ranks (has %s)" % (tag, ranks)]
     return []
+
+
+def _rgt_sharded_problems(folder: str, names: List[str]) -> List[str]:
+    """An rgt.ckpt sharded step counts only once committed: rank 0's manifest names one shard
+    per rank, each present with its recorded size."""
+    ranks = sorted(int(m.group(1)) for m in map(_RGT_RANK.match, names) if m)
+    try:
+        with open(os.path.join(folder, _RGT_MANIFEST), "rb") as handle:
+            manifest = json.loads(handle.read().decode("utf-8"))
+    except (OSError, ValueError):
+        return ["not committed: no readable manifest.json (shard records of ranks %s)" % ranks]
+    if not isinstance(manifest, dict) or manifest.get("format") != _RGT_SHARDED:
+        return ["manifest.json is not an rgt.ckpt sharded manifest"]
+    shards = manifest.get("shards")
+    shards = shards if isinstance(shards, list) else []
+    said = [shard.get("rank") if isinstance(shard, dict) else None for shard in shards]
+    if not shards or said != list(range(len(shards))) or manifest.get("world_size") != len(said):
+        return ["manifest.json does not name one shard per rank"]
+    return [p for p in (_rgt_shard_problem(folder, shard) for shard in shards) if p]
+
+
+def _rgt_shard_problem(folder: str, shard: Dict[str, object]) -> str:
+    name = str(shard.get("file"))
+    path = os.path.join(folder, name)
+    if "/" in name or name in ("", ".", "..") or not os.path.isfile(path):
+        return "rank %s's shard %s is missing" % (shard.get("rank"), name)
+    if os.path.getsize(path) != shard.get("bytes"):
+        return "rank %s's shard %s holds %d bytes, the manifest says %s" % (
+            shard.get("rank"),
+            name,
+            os.path.getsize(path),
+            shard.get("bytes"),
+        )
+    return ""
 
 
 def _dcp_problems(folder: str) -> List[str]:

@@ -46,7 +46,7 @@ class FileVerdict:
 @dataclass(frozen=True)
 class UnitVerdict:
     path: str  # the folder, relative to the root ("." for the root itself)
-    layout: str  # accelerate | hf-trainer | deepspeed | dcp | sharded
+    layout: str  # accelerate | hf-trainer | deepspeed | dcp | rgt-sharded | sharded
     verdict: str
     files: int
     detail: str

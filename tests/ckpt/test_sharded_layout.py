@@ -1,0 +1,98 @@
+"""The sharded step folder as one unit, in one process: two ranks' ``ShardedCheckpointer``s
+(``rank=``/``world_size=``/``session=`` instead of a process group) write real shards. Rank 0
+commits only after rank 1's shard is durable; the agent's resume finder and the stdlib verifier
+see a step only once committed; a corrupt shard makes ``load_latest`` fall back a step."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+from rgt.agent import _ckpt_find
+from rgt.ckpt import CheckpointFallbackWarning, ShardedCheckpointer, _shards
+from rgt.verdicts import check_tree
+
+torch = pytest.importorskip("torch")
+
+SESSION = "0123abcd0123abcd"
+
+
+def ranks(directory: Path) -> list[ShardedCheckpointer]:
+    return [
+        ShardedCheckpointer(directory, rank=r, world_size=2, session=SESSION, asynchronous=r == 0)
+        for r in (0, 1)
+    ]
+
+
+def state(rank: int, step: int) -> dict[str, object]:
+    weights = torch.arange(6, dtype=torch.float32) + 10 * step + rank
+    return {"model": {"w": weights}, "step": step, "name": f"rank {rank}"}
+
+
+def save(ckpts: list[ShardedCheckpointer], step: int, both: bool = True) -> None:
+    ckpts[0].save(state(0, step), step)  # asynchronous: rank 0 now waits for rank 1's shard
+    if both:
+        ckpts[1].save(state(1, step), step)
+        ckpts[0].wait()
+
+
+@pytest.fixture
+def written(tmp_path: Path) -> Path:
+    directory = tmp_path / "ckpt dir ü"
+    ckpts = ranks(directory)
+    save(ckpts, 1)
+    save(ckpts, 2)
+    ckpts[0].commit_timeout_s = 0.3
+    save(ckpts, 3, both=False)  # rank 1 never writes step 3
+    with pytest.raises(Exception, match=r"step 3 not committed: rank\(s\) \[1\] of 2"):
+        ckpts[0].wait()
+    return directory
+
+
+def folder_of(directory: Path, step: int) -> Path:
+    return Path(dict(_shards.step_folders(str(directory)))[step])
+
+
+def test_the_agent_resumes_from_the_newest_step_every_rank_committed(written: Path) -> None:
+    found = _ckpt_find.newest(None, [("ckpt_dir", str(written))], None)
+    assert found.path == str(folder_of(written, 2))
+    assert _ckpt_find.step_of(str(found.path)) == ("step", 2)
+    why = _ckpt_find.incomplete(str(folder_of(written, 3)))
+    assert why is not None and "not committed" in why
+    matched = _ckpt_find.newest("step-*/", [("ckpt_dir", str(written))], None)
+    assert matched.path == str(folder_of(written, 2))
+
+
+def test_each_step_folder_is_one_verdict_complete_only_when_committed(written: Path) -> None:
+    tree = check_tree(written)
+    units = {Path(u.path).name: u for u in tree.units}
+    assert {u.layout for u in units.values()} == {"rgt-sharded"} and len(units) == 3
+    assert units[folder_of(written, 2).name].verdict == "ok", units
+    step3 = units[folder_of(written, 3).name]
+    assert step3.verdict == "bad" and "not committed" in step3.detail
+
+
+def test_a_corrupt_shard_is_bad_and_load_latest_falls_back(written: Path) -> None:
+    shard = _shards.read_manifest(str(folder_of(written, 2)))
+    assert shard is not None
+    data = bytearray(Path(shard.shards[1].path).read_bytes())
+    data[len(data) // 3] ^= 0xFF  # one flipped byte in rank 1's tensor bytes
+    Path(shard.shards[1].path).write_bytes(bytes(data))
+    units = {Path(u.path).name: u for u in check_tree(written).units}
+    assert units[folder_of(written, 2).name].verdict == "bad"
+    target = state(1, 0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        info = ShardedCheckpointer(written, rank=1, world_size=2).load_latest(target)
+    assert info is not None and info.step == 1
+    assert any(issubclass(w.category, CheckpointFallbackWarning) for w in caught)
+    assert torch.equal(target["model"]["w"], state(1, 1)["model"]["w"])  # type: ignore[index]
+    assert target["step"] == 1 and target["name"] == "rank 1"
+
+
+def test_a_fresh_directory_loads_nothing(tmp_path: Path) -> None:
+    target = state(0, 0)
+    assert ShardedCheckpointer(tmp_path / "none", rank=0, world_size=1).load_latest(target) is None
+    assert target["step"] == 0
