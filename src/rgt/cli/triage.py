@@ -27,6 +27,7 @@ class TriageInput:
     context: dict[str, Any] = field(default_factory=dict)
     job_id: str | None = None
     state: str | None = None  # the job's state, when a JOB was given
+    findings: dict[str, Any] = field(default_factory=dict)  # the agent's, on a launched job
 
 
 def _resolve_target(target: str, exit_code: int | None, signal: int | None) -> TriageInput:
@@ -62,7 +63,35 @@ def _from_job(target: str, exit_code: int | None, signal: int | None) -> TriageI
         signal=evidence.signal if signal is None else signal,
         job_id=evidence.job_id,
         state=evidence.state,
+        findings=_agent_findings(store, evidence.job_id, evidence.attempt),
     )
+
+
+def _agent_findings(store: Any, job_id: str, attempt: int) -> dict[str, Any]:
+    """The agent's record of the attempt's ranks and hangs (events.jsonl on the machine)."""
+    from rgt.backends import backend_for
+    from rgt.triage.launchers import agent_findings
+
+    backend = backend_for(store, store.job(job_id).machine)
+    return agent_findings(backend.events(job_id), attempt)
+
+
+def _with_findings(data: dict[str, Any], findings: dict[str, Any]) -> dict[str, Any]:
+    """A launched job's verdict is the agent's: it read the first failing rank's own log and
+    the kernel's OOM counters, which the merged log tail does not hold. The log's own verdict
+    stays under ``log_label``. A hang dump of the attempt comes along as ``hang``."""
+    data = dict(data, first_failing_rank=findings.get("first_failing_rank"))
+    data["hang"] = findings.get("hang")
+    data["rank_logs"] = findings.get("rank_logs")
+    decision = findings.get("decision")
+    if decision and decision.get("label"):
+        data["log_label"] = data["label"]
+        data.update({key: value for key, value in decision.items() if value is not None})
+        data["rule_id"] = "agent.first_failing_rank"
+        data["secondary"] = [label for label in data["secondary"] if label != data["label"]]
+    if data["hang"] and data["hang"].get("next"):
+        data["evidence"] = [*data["evidence"], "hang: " + str(data["hang"]["next"])]
+    return data
 
 
 # States that are not failures: there is nothing to classify, and nothing to retry.
@@ -77,7 +106,9 @@ NOT_FAILED = {
 
 def _not_failed(job: TriageInput) -> dict[str, Any]:
     state = str(job.state)
+    hang = job.findings.get("hang")  # a running job that hangs: the stuck rank, named
     return {
+        "hang": hang,
         "job_id": job.job_id,
         "state": state,
         "failure": False,
@@ -94,6 +125,8 @@ def _not_failed_human(data: dict[str, Any]) -> Any:
     def render(o: Output) -> None:
         o.out.print(f"{data['job_id']}: {data['state']}", markup=False)
         o.out.print(data["cause"], markup=False)
+        if data["hang"]:
+            o.out.print(f"hang:      {printable(str(data['hang'].get('next')))}", markup=False)
 
     return render
 
@@ -113,6 +146,10 @@ def _human(data: dict[str, Any]) -> Any:
         o.line(f"read:      {escape(data['explain_entry'])}  (why, and fixes in order of cost)")
         if data["secondary"]:
             o.line(f"secondary: {', '.join(data['secondary'])}")
+        first = data.get("first_failing_rank")
+        if first:
+            o.line(f"rank:      {escape(_rank_words(first))}")
+            o.line(f"rank logs: {escape(str(data.get('rank_logs') or 'none kept'))}")
         o.line("evidence:")
         for line in data["evidence"] or ["(none)"]:
             # A log is the job's output: its escape sequences must not drive this terminal.
@@ -121,6 +158,12 @@ def _human(data: dict[str, Any]) -> Any:
             _explain_lines(o, data["explain"])
 
     return render
+
+
+def _rank_words(rank: dict[str, Any]) -> str:
+    """``first failing rank 1 (pid 4242): SIGKILL`` from a ``ranks.json`` entry."""
+    how = rank.get("signal") or f"exit code {rank.get('exit_code')}"
+    return f"first failing rank {rank.get('rank')} (pid {rank.get('pid')}): {how}"
 
 
 def _explain_lines(o: Output, why: dict[str, Any]) -> None:
@@ -189,6 +232,8 @@ def triage(
     verdict = _verdict(target, job, full)
     _triage_learn.record_fire(verdict.rule_id)
     data = {**verdict.to_dict(), "failure": True, "job_id": job.job_id, "state": job.state}
+    if job.job_id is not None:
+        data = _with_findings(data, job.findings)
     # The catalog entry on this label: why it happens, fixes in order of cost ("explain" is
     # taken by --explain's document, hence the longer key).
     data["explain_entry"] = f"rgt explain {verdict.label}"

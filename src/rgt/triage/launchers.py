@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import signal as signals
+from typing import Any
 
 _ROOT = re.compile(r"Root Cause \(first observed failure\)\s*:", re.IGNORECASE)
 _FAILURES = re.compile(r"^\s*Failures\s*:\s*$", re.IGNORECASE | re.MULTILINE)
@@ -201,3 +202,25 @@ def focus(text: str) -> str:
             continue
         kept.append(line)
     return "".join(kept)
+
+
+def agent_findings(events: list[dict[str, Any]], attempt: int) -> dict[str, Any]:
+    """What the agent recorded about attempt ``attempt`` of a launched job, for ``rgt triage
+    JOB``: its verdict when the launcher named the ranks (the agent read evidence no log
+    holds: the OOM counters, the failing rank's own log), the first failing rank, where the
+    rank logs are, and the last hang dump (``ranks_hung``) of the attempt."""
+    found: dict[str, Any] = {"first_failing_rank": None, "ranks": [], "decision": None}
+    found["hang"] = None
+    for event in events:
+        if event.get("attempt") != attempt or not isinstance(event.get("detail"), dict):
+            continue
+        detail = event["detail"]
+        if event.get("kind") == "ranks_hung":
+            found["hang"] = dict(detail, next=event.get("next"), time=event.get("time"))
+        if event.get("kind") == "attempt_ended" and detail.get("ranks"):
+            found["ranks"] = list(detail["ranks"])
+            found["first_failing_rank"] = detail["ranks"][0]
+            found["rank_logs"] = detail.get("rank_logs")
+            keys = ("label", "retryable", "cause", "remedy", "evidence")
+            found["decision"] = {key: detail.get(key) for key in keys}
+    return found
