@@ -33,6 +33,7 @@ NOTIFY_KINDS = frozenset(
         "cancelled",
         "nan_loss",
         "log_stalled",
+        "ranks_hung",
         "disk_nearly_full",
         "memory_near_limit",
         "gpu_idle",
