@@ -18,6 +18,7 @@ from typing import Any
 
 from rgt.triage.exception import Uncaught, uncaught_exception
 from rgt.triage.launchers import focus
+from rgt.triage.nearest import Nearest, nearest, suspects
 from rgt.triage.prefilter import Haystack, Requirement, requirements
 from rgt.triage.rules import Rule, load_rules
 
@@ -52,9 +53,13 @@ class Verdict:
     remedy: str = UNKNOWN_REMEDY
     evidence: list[str] = field(default_factory=list)
     rule_id: str = "unknown"
+    # Only an ``unknown`` verdict fills these (``nearest.py``): the lines that read most like the
+    # failure, and the label whose rules came closest to firing, with its score.
+    suspects: list[str] = field(default_factory=list)
+    nearest: Nearest | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "label": self.label,
             "secondary": list(self.secondary),
             "retryable": self.retryable,
@@ -63,6 +68,10 @@ class Verdict:
             "evidence": list(self.evidence),
             "rule_id": self.rule_id,
         }
+        if self.label == "unknown":
+            data["suspects"] = list(self.suspects)
+            data["nearest"] = self.nearest.to_dict() if self.nearest else None
+        return data
 
 
 @lru_cache(maxsize=1)  # functools.cache is Python 3.9+; the agent runs on 3.8
@@ -92,9 +101,7 @@ def classify(
     fired = [(r, lines) for r, lines in fired if not silencing.intersection(r.yields_to)]
     fired = built_in_bugs_first(fired)
     if not fired:
-        return Verdict(
-            label="unknown", cause=unknown_cause(log_tail), evidence=last_lines(log_tail)
-        )
+        return unknown_verdict(log_tail, ranked)
     winner, lines = fired[0]
     return Verdict(
         label=winner.label,
@@ -146,6 +153,21 @@ def silencing_labels(fired: list[tuple[Rule, list[str]]]) -> set[str]:
 
 def _learned(rule: Rule) -> bool:
     return rule.id.startswith(LEARNED_PREFIX)
+
+
+def unknown_verdict(log_tail: str, ranked: Sequence[Rule]) -> Verdict:
+    """No rule fired: say so, with the suspect lines first and the nearest label in the cause."""
+    lines = suspects(log_tail)
+    near = nearest(lines, ranked) if lines else None
+    cause = unknown_cause(log_tail)
+    if near is not None:
+        cause += (
+            f"; nearest label: {near.label} (score {near.score:.2f}, rule {near.rule_id}) - read "
+            f"the suspect lines; if that is the cause, `rgt triage LOG --learn {near.label}`"
+        )
+    tail = last_lines(log_tail)
+    evidence = [line for line in lines if line[:MAX_EVIDENCE_CHARS] not in tail] + tail
+    return Verdict(label="unknown", cause=cause, evidence=evidence, suspects=lines, nearest=near)
 
 
 def unknown_cause(log_tail: str) -> str:
