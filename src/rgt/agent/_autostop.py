@@ -71,7 +71,7 @@ class Watcher(object):
         self.budget_warnings(now)
         trigger = self.trigger(now, jobs)
         done = trigger is not None and self.settle(trigger, now, jobs)
-        self.state["last_tick"] = now
+        self.state.update(last_tick=now, watcher_pid=os.getpid())
         af.save_state(self.files, self.state)
         return done
 

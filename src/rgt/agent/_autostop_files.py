@@ -20,13 +20,14 @@ import fcntl
 import json
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from rgt import _fs
 from rgt.agent import _system
 
 DIRNAME = "autostop"
 POLICY_SCHEMA = "rgt.autostop/1"
+EVENTS_SHOWN = 8
 JOB_ID = "autostop"  # the ``job_id`` of the watcher's events, so readers of job events read them
 
 
@@ -205,4 +206,26 @@ def report(root: str) -> Dict[str, Any]:
         "fired": fired_record(files, str(policy["arm_id"])),
         "preemption": state.get("preemption"),
         "watcher_alive": watcher_alive(files),
+        "watcher_pid": state.get("watcher_pid"),
+        "events": tail_events(files, EVENTS_SHOWN),
     }
+
+
+def tail_events(files: AutostopFiles, count: int) -> List[Dict[str, Any]]:
+    """The last ``count`` events (the file's last 32 KiB; a cut line is skipped)."""
+    try:
+        with open(files.events, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 32 * 1024))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines[-count:]:
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            found.append(doc)
+    return found

@@ -25,9 +25,10 @@ from rgt.profiles.profile import Profile
 
 SCHEMA = "rgt.autostop/1"
 DEFAULT_CURRENCY = "USD"
-CURRENCIES = frozenset(
-    "USD CNY EUR GBP JPY HKD SGD KRW INR CAD AUD CHF TWD RUB BRL SEK NOK DKK PLN".split()
-)
+CURRENCIES = frozenset((
+    "USD", "CNY", "EUR", "GBP", "JPY", "HKD", "SGD", "KRW", "INR", "CAD", "AUD", "CHF", "TWD",
+    "RUB", "BRL", "SEK", "NOK", "DKK", "PLN",
+))  # fmt: skip
 SYMBOLS = {"$": "USD", "¥": "CNY", "￥": "CNY", "元": "CNY", "€": "EUR", "£": "GBP"}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s|min)?", re.IGNORECASE)
 _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "min": 60.0, "s": 1.0, None: 60.0}

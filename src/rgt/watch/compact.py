@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rgt.autostop.view import compact as autostop_view
+
 JOB_KEYS = (
     "job_id", "machine", "state", "attempt", "step", "label", "liveness", "waiting", "reason",
     "next", "alerts", "heartbeat_lost", "problem", "known", "error",
@@ -57,6 +59,9 @@ def machine(row: dict[str, Any]) -> dict[str, Any]:
             view[f"{tier}_pct"] = pct  # bytes and inodes used, percent
     if row.get("gpus"):
         view["gpus"] = len(row["gpus"])
+    armed = autostop_view(row.get("autostop"))
+    if armed:
+        view["autostop"] = armed
     return view
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from rgt import _fs
 from rgt.agent.paths import RootPaths
+from rgt.autostop.view import events as autostop_events
 from rgt.backends import get_backend
 from rgt.backends.jobstatus import judge, problem_reason
 from rgt.backends.statusdoc import JobStatus
@@ -100,6 +101,7 @@ def _assemble(
         rows.append(machine_row(machine, doc, since.get(machine.name)))
         jobs += merge_jobs(store, machine, doc)
     derived = [e for j in jobs for e in _derived(j, store, options) if e]
+    derived += [e for r in rows for e in autostop_events(r["name"], r.get("autostop"))]
     for job in jobs:
         job.pop("_now", None)
     return {
@@ -141,6 +143,7 @@ def machine_row(machine: Machine, doc: dict[str, Any], down_since: str | None) -
         "memory": readings.get("memory"),
         "gpu_error": gpu.get("error"),
         "gpus": gpu.get("gpus") or [],
+        "autostop": doc.get("autostop"),  # the armed policy, money, last refusal (rgt.autostop)
     }
 
 

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from rgt.autostop.view import line as autostop_line
 from rgt.watch.events import parse_time
 
 STATE_STYLE = {
@@ -138,9 +139,11 @@ def report_view(report: dict[str, Any]) -> Group:
         f"patrol {report['time']}: {s['machines']} machine(s), {s['unreachable']} "
         f"unreachable, jobs {s['jobs'] or 'none'}, {s['alerts']} alert(s){spent}"
     )
+    armed = [autostop_line(m["name"], m.get("autostop")) for m in report["machines"]]
     return Group(
         head,
         machines_table(report["machines"]),
+        *[Text(a) for a in armed if a],
         jobs_table(report["jobs"]),
         events_table(report["events"]),
     )
