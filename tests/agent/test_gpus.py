@@ -1,0 +1,191 @@
+"""GPU assignment on a multi-GPU box (``rgt.agent._gpus``), with real agents and real jobs.
+
+``nvidia-smi`` is a fake on PATH that checks it was asked rgt's query and prints a recorded
+answer (``tests/golden/nvidia-smi/query-*.csv``, from real captures: see query-gpus.source);
+a busy card is that answer with one card's memory.used raised. Everything else is real: the
+agents, the jobs' processes, the lock file, ``kill -9``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from rgt.agent import _gpus
+from tests.agent.conftest import Job, process_gone
+
+SMI = Path(__file__).resolve().parents[1] / "golden" / "nvidia-smi"
+A100X8 = SMI / "query-8xa100-sxm4-80gb.csv"
+RTX4090X2 = SMI / "query-2xrtx4090.csv"
+
+FAKE_SMI = """#!/bin/sh
+if [ "$1" != "--query-gpu=index,uuid,name,memory.used,memory.total" ] || \\
+   [ "$2" != "--format=csv,noheader,nounits" ]; then
+  echo "fake nvidia-smi: unexpected arguments: $*" >&2; exit 2
+fi
+cat "$FAKE_NVIDIA_SMI_OUTPUT"
+"""
+
+# Records what it was given, then holds its GPUs until the test writes STOP in the job dir.
+HOLD = """
+import os, time
+out = os.path.join(os.environ["RGT_OUTPUT_DIR"], "cuda.txt")
+with open(out + ".tmp", "w") as f:
+    f.write("%s|%s" % (os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"),
+                       os.environ.get("CUDA_DEVICE_ORDER", "")))
+os.replace(out + ".tmp", out)
+stop = os.path.join(os.environ["RGT_JOB_DIR"], "STOP")
+deadline = time.time() + 120
+while not os.path.exists(stop) and time.time() < deadline:
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Callable[[Path], dict[str, str]]:
+    """The agents' environment on a box whose nvidia-smi answers with ``answer``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+
+    def env(answer: Path) -> dict[str, str]:
+        return {
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            "FAKE_NVIDIA_SMI_OUTPUT": str(answer),
+            "RGT_GPU_LOCK_DIR": str(tmp_path / "locks"),
+        }
+
+    return env
+
+
+def busy(tmp_path: Path, answer: Path, index: int, used_mib: int) -> Path:
+    """``answer`` with GPU ``index`` showing ``used_mib`` in use by someone else."""
+    lines = answer.read_text().splitlines()
+    cells = lines[index].split(", ")
+    cells[3] = str(used_mib)
+    lines[index] = ", ".join(cells)
+    path = tmp_path / f"busy-{index}.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def started(make_job: Callable[..., Job], job_id: str, gpus: str, env: dict[str, str]) -> Job:
+    """A job in its own durable root (each writes its snapshot), on the one box: the GPU lock
+    is the machine's (``RGT_GPU_LOCK_DIR``), not a durable root's."""
+    durable = Path(env["RGT_GPU_LOCK_DIR"]).parent / "durable" / job_id
+    job = make_job(job_id, durable=durable).write(HOLD, gpus=gpus)
+    job.start(**env)
+    return job
+
+
+def cuda_of(job: Job) -> str:
+    return job.wait_file("outputs/cuda.txt").read_text()
+
+
+def refused(job: Job) -> str:
+    status = job.wait_for(lambda s: s.get("state") == "failed")
+    assert status.get("attempt") in (0, None, 1) and not (job.dir / "outputs" / "cuda.txt").exists()
+    return str(status["reason"])
+
+
+def stop(job: Job) -> None:
+    (job.dir / "STOP").write_text("")
+    job.wait_for(lambda s: s.get("state") == "succeeded")
+
+
+def test_recorded_outputs_parse() -> None:
+    a100 = _gpus.parse_smi(A100X8.read_text())
+    assert [g.index for g in a100] == list(range(8))
+    assert {(g.name, g.used_mib, g.total_mib) for g in a100} == {
+        ("NVIDIA A100-SXM4-80GB", 1.0, 81920.0)
+    }
+    rtx = _gpus.parse_smi(RTX4090X2.read_text())
+    assert [(g.name, g.uuid[:4]) for g in rtx] == [("NVIDIA GeForce RTX 4090", "GPU-")] * 2
+    assert _gpus.parse_smi("0, GPU-x, NVIDIA H100, [N/A], 81559")[0].used_mib == float("inf")
+
+
+@pytest.mark.slow
+def test_two_jobs_on_one_box_never_share_a_gpu_and_a_third_is_told_who_holds_them(
+    make_job: Callable[..., Job], box: Callable[[Path], dict[str, str]]
+) -> None:
+    env = box(A100X8)
+    first = started(make_job, "job-a", "4", env)
+    assert cuda_of(first) == "0,1,2,3|PCI_BUS_ID"
+    second = started(make_job, "job-b", "A100:4", env)
+    assert cuda_of(second) == "4,5,6,7|PCI_BUS_ID"
+    third = started(make_job, "job-c", "1", env)
+    reason = refused(third)
+    assert "--gpus 1: 0 of this machine's 8 GPU(s) free" in reason
+    assert "job job-a holds GPU 0,1,2,3" in reason and "job job-b holds GPU 4,5,6,7" in reason
+    stop(first)  # its GPUs are released when it ends
+    fourth = started(make_job, "job-d", "2", env)
+    assert cuda_of(fourth) == "0,1|PCI_BUS_ID"
+    stop(second)
+    stop(fourth)
+
+
+@pytest.mark.slow
+def test_a_gpu_busy_with_someone_elses_process_is_skipped(
+    make_job: Callable[..., Job], box: Callable[[Path], dict[str, str]], tmp_path: Path
+) -> None:
+    env = box(busy(tmp_path, RTX4090X2, 0, 18342))
+    one = started(make_job, "job-a", "4090:1", env)
+    assert cuda_of(one) == "1|PCI_BUS_ID"
+    stop(one)
+    reason = refused(started(make_job, "job-b", "2", env))
+    assert "GPU 0 (NVIDIA GeForce RTX 4090): 18342 of 24564 MiB used by a process rgt did " in (
+        reason
+    )
+
+
+@pytest.mark.slow
+def test_a_type_the_box_lacks_is_refused_naming_what_it_has(
+    make_job: Callable[..., Job], box: Callable[[Path], dict[str, str]]
+) -> None:
+    reason = refused(started(make_job, "job-a", "A100:1", box(RTX4090X2)))
+    assert "0 of this machine's 0 A100 GPU(s) free (it has: NVIDIA GeForce RTX 4090)" in reason
+
+
+@pytest.mark.slow
+def test_gpus_zero_hides_every_gpu(
+    make_job: Callable[..., Job], box: Callable[[Path], dict[str, str]]
+) -> None:
+    job = started(make_job, "job-a", "0", box(A100X8))
+    assert cuda_of(job) == "|"  # CUDA_VISIBLE_DEVICES set and empty: no GPU at all
+    stop(job)
+
+
+@pytest.mark.slow
+def test_a_kill9_agent_holds_while_its_job_runs_and_is_reclaimed_after(
+    make_job: Callable[..., Job], box: Callable[[Path], dict[str, str]]
+) -> None:
+    env = box(RTX4090X2)
+    first = started(make_job, "job-a", "2", env)
+    assert cuda_of(first) == "0,1|PCI_BUS_ID"
+    trainer = first.trainer_pid()
+    os.killpg(first.agents[-1].pid, signal.SIGKILL)  # the agent, not the job (own session)
+    first.agents[-1].wait()
+    assert not process_gone(trainer)
+    assert "job job-a holds GPU 0,1" in refused(started(make_job, "job-b", "1", env))
+    os.killpg(trainer, signal.SIGKILL)  # now nothing of job-a runs: its lock is stale
+    while not process_gone(trainer):
+        time.sleep(0.02)
+    third = started(make_job, "job-c", "2", env)
+    assert cuda_of(third) == "0,1|PCI_BUS_ID"
+    stop(third)
+
+
+def test_a_holder_from_another_boot_or_a_reused_pid_is_stale() -> None:
+    boot = "b1"
+    me = os.getpid()
+    live = {"boot_id": boot, "agent": {"pid": me, "start": _gpus.process_start(me)}}
+    assert not _gpus.stale(live, boot)
+    assert _gpus.stale(live, "b2")  # the machine rebooted
+    reused = {"boot_id": boot, "agent": {"pid": me, "start": "1"}, "job": {"pgid": me}}
+    assert _gpus.stale(reused, boot)  # same pid, another process
