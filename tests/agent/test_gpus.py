@@ -8,6 +8,7 @@ agents, the jobs' processes, the lock file, ``kill -9``.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -18,6 +19,7 @@ import pytest
 
 from rgt.agent import _gpus
 from tests.agent.conftest import Job, process_gone
+from tests.clirun import ok, rgt
 
 SMI = Path(__file__).resolve().parents[1] / "golden" / "nvidia-smi"
 A100X8 = SMI / "query-8xa100-sxm4-80gb.csv"
@@ -189,3 +191,29 @@ def test_a_holder_from_another_boot_or_a_reused_pid_is_stale() -> None:
     assert _gpus.stale(live, "b2")  # the machine rebooted
     reused = {"boot_id": boot, "agent": {"pid": me, "start": "1"}, "job": {"pgid": me}}
     assert _gpus.stale(reused, boot)  # same pid, another process
+
+
+@pytest.mark.slow
+def test_rgt_run_gpus_reaches_the_agent_through_the_spec(
+    box: Callable[[Path], dict[str, str]], tmp_path: Path
+) -> None:
+    """`rgt run box --gpus N` on a local machine: the CLI writes the count into spec.json,
+    the agent there assigns the GPUs; two runs get disjoint cards."""
+    env = box(A100X8)
+    ok(rgt("up", "local", "--name", "box", "--root", str(tmp_path / "root"), "--json"))
+    (tmp_path / "hold.py").write_text(HOLD)
+    seen = []
+    for gpus in ("4", "A100:4"):
+        argv = ("run", "box", "--gpus", gpus, "--probe-seconds", "1", "--json")
+        doc = ok(rgt(*argv, "--", "python3", "hold.py", cwd=tmp_path, env=env))
+        job_dir = tmp_path / "root" / ".rgt" / "jobs" / str(doc["job_id"])
+        assert json.loads((job_dir / "spec.json").read_text())["gpus"] == gpus
+        out = job_dir / "outputs" / "cuda.txt"
+        deadline = time.monotonic() + 30
+        while not out.exists():
+            assert time.monotonic() < deadline, "the job never wrote what it was given"
+            time.sleep(0.05)
+        seen.append((out.read_text(), job_dir))
+    assert [text for text, _ in seen] == ["0,1,2,3|PCI_BUS_ID", "4,5,6,7|PCI_BUS_ID"]
+    for _, job_dir in seen:
+        (job_dir / "STOP").write_text("")
