@@ -86,3 +86,27 @@ def test_the_first_failing_rank_is_classified_from_its_own_log(make_job) -> None
         (1, 1, None),
         (0, -15, "SIGTERM"),
     ]
+
+
+@pytest.mark.slow
+@pytest.mark.early  # about 80 s: deepspeed's import, three times
+def test_deepspeed_the_failing_rank_and_its_traceback(make_job) -> None:
+    """deepspeed 0.19.8 (CPU accelerator, gloo): it prints no rank prefixes of its own; torch's
+    ``[rank1]:`` before the traceback still gives rank 1 its log, and its launcher's "exits
+    with return code" line names the failing child."""
+    deepspeed = Path(sys.executable).with_name("deepspeed")
+    if not deepspeed.exists():
+        pytest.skip("deepspeed (test extra) not installed")
+    job = make_job().write(FAILING_JOB)
+    spec = json.loads(Path(job.paths.spec).read_text())
+    spec["command"] = [str(deepspeed), "--num_gpus", "2", "train.py"]
+    _fs.atomic_write_json(job.paths.spec, spec)
+    job.start(OMP_NUM_THREADS="1")
+    assert job.finish(timeout=240) == 1, job.agent_log()
+
+    detail = job.events("attempt_ended")[0]["detail"]
+    assert (detail["label"], detail["retryable"]) == ("code_error", False), detail
+    assert detail["evidence"][0].startswith("deepspeed: first failing rank 1, pid "), detail
+    assert job.events("attempt_started")[0]["detail"]["launcher"] == "deepspeed"
+    rank1 = (job.dir / "logs" / "attempt-1" / "rank-1.log").read_text()
+    assert rank1.startswith("Traceback") and "ValueError: bad batch on rank 1" in rank1

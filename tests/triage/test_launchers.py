@@ -18,6 +18,9 @@ from rgt.triage.launchers import focus, root_cause
 
 HERE = Path(__file__).parent / "launchers"
 TORCHRUN = (HERE / "torchrun-2.13-gloo-rank1-sigkill.log").read_text()
+# Real output of `deepspeed --num_gpus 2` (deepspeed 0.19.8, CPU accelerator, gloo) whose
+# rank 1 raised a ValueError; paths replaced by /opt/venv and /work.
+DEEPSPEED_NEW = (HERE / "deepspeed-0.19.8-cpu-rank1-valueerror.log").read_text()
 # The squeezed summary of an older torch, as quoted in a public issue (tests/triage/public).
 SQUEEZED = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 experiments/supervised HO3D V2.py FAILED
@@ -83,3 +86,50 @@ def test_the_agent_says_host_oom_only_with_the_counter_as_evidence() -> None:
 def test_a_kill_the_agent_sent_itself_is_left_to_the_rule_base() -> None:
     decision = decide(AttemptFacts(1, None, TORCHRUN, agent_sent_signal=True))
     assert decision.label == classify(TORCHRUN, exit_code=1).label == "host_oom"
+
+
+def test_deepspeed_names_the_failing_child_by_its_local_rank() -> None:
+    rank = root_cause(DEEPSPEED_NEW)
+    assert rank is not None
+    assert (rank.launcher, rank.rank, rank.exit_code, rank.pid) == ("deepspeed", 1, 1, 30999)
+
+
+def test_a_failing_rank_with_a_traceback_gets_its_own_label_not_the_cascade() -> None:
+    facts = AttemptFacts(1, None, DEEPSPEED_NEW, oom_before=0, oom_after=0)
+    facts.rank_tails = {
+        1: 'Traceback (most recent call last):\n  File "/work/d.py", line 7, '
+        'in <module>\n    raise ValueError("rank 1 fails")\n'
+        "ValueError: rank 1 fails\n"
+    }
+    decision = decide(facts)
+    assert (decision.label, decision.retryable) == ("code_error", False)
+    assert decision.evidence[0] == (
+        "deepspeed: first failing rank 1, pid 30999, exit code 1, read from its own log"
+    )
+
+
+def test_a_killed_rank_named_by_the_kernel_log_is_host_oom() -> None:
+    line = "Memory cgroup out of memory: Killed process 17631 (python) total-vm:984136kB"
+    facts = AttemptFacts(1, None, TORCHRUN, oom_before=None, oom_after=None)
+    facts.kernel_oom = [(17631, line)]
+    decision = decide(facts)
+    assert (decision.label, decision.retryable) == ("host_oom", False)
+    assert decision.evidence == [
+        "torchrun: first failing rank 1, pid 17631, killed by SIGKILL",
+        "kernel log: " + line,
+    ]
+
+
+def test_another_pids_oom_kill_is_no_evidence_against_this_rank() -> None:
+    facts = AttemptFacts(1, None, TORCHRUN, oom_before=2, oom_after=2)
+    facts.kernel_oom = [(999, "Out of memory: Killed process 999 (other)")]
+    facts.host_oom_delta = 1  # another container on the host: the cgroup counter says no
+    assert decide(facts).label == "preempted"
+
+
+def test_the_host_counter_is_evidence_only_where_the_cgroup_counter_is_unreadable() -> None:
+    facts = AttemptFacts(1, None, TORCHRUN)
+    facts.host_oom_delta = 1
+    decision = decide(facts)
+    assert decision.label == "host_oom"
+    assert "the cgroup counter is unreadable here" in decision.evidence[-1]

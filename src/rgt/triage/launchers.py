@@ -33,6 +33,10 @@ _FAILED_LINE = re.compile(
     r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\) of binary", re.IGNORECASE
 )
 _DEEPSPEED = re.compile(r"process (\d+) exits with return code = (-?\d+)")
+# deepspeed >= 0.10 names the child by its command: "[..., '--local_rank=1'] exits with ...";
+# its pid is on the "process N spawned with command: [..., '--local_rank=1']" line.
+_DEEPSPEED_CMD = re.compile(r"--local_rank=(\d+)'\] exits with return code = (-?\d+)")
+_DEEPSPEED_SPAWN = re.compile(r"process (\d+) spawned with command: .*--local_rank=(\d+)'\]")
 # torchrun's own SIGTERM to the surviving ranks once one has failed.
 _CLOSING = re.compile(r"Sending process \d+ closing signal SIG\w+")
 _BLOCK_END = re.compile(r"^\s*={5,}\s*$", re.MULTILINE)
@@ -177,10 +181,17 @@ def _known(value: str) -> str:
 
 
 def _from_deepspeed(text: str) -> RankFailure | None:
+    """deepspeed's launcher reports the child whose end made it kill the others. Its
+    ``--local_rank`` is the rank on one node (the only case rgt runs it in)."""
     for match in _DEEPSPEED.finditer(text):
         code = int(match.group(2))
         if code != 0:
             return RankFailure("deepspeed", None, None, code, int(match.group(1)))
+    for match in _DEEPSPEED_CMD.finditer(text):
+        local, code = int(match.group(1)), int(match.group(2))
+        if code != 0:
+            pids = {int(m.group(2)): int(m.group(1)) for m in _DEEPSPEED_SPAWN.finditer(text)}
+            return RankFailure("deepspeed", local, local, code, pids.get(local))
     return None
 
 
