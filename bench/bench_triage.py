@@ -26,10 +26,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "triage"))
+sys.path.insert(0, str(ROOT))
 
-from public_corpus import load_public  # noqa: E402
-from triage_corpus import load_corpus  # noqa: E402
+from tests.triage.public_corpus import load_public  # noqa: E402
+from tests.triage.triage_corpus import load_corpus  # noqa: E402
+from tests.triage.triage_eval import by_round, evaluate, report, summary_line  # noqa: E402
 
 from rgt.triage import (  # noqa: E402
     _grep,
@@ -54,28 +55,15 @@ def confusion() -> None:
         print(f"{label:<20}{sum(row.values()):>4}{row[label]:>7}  {wrong}")
 
 
-def generalization() -> None:
-    """Real public logs the rules were not written from, by half: per-label precision/recall."""
-    for half in ("tune", "test"):
-        pairs = [
-            (log.label, classify(log.log, log.exit_code, log.signal).label)
-            for log in load_public(half)
-        ]
-        right = sum(want == got for want, got in pairs)
-        unknown = sum(got == "unknown" for _, got in pairs)
-        print(
-            f"\n{half}: {len(pairs)} logs, top-1 {right / len(pairs):.1%} ({right} right), "
-            f"unknown {unknown / len(pairs):.1%}"
-        )
-        print(f"{'label':<20}{'n':>4}{'precision':>11}{'recall':>8}  wrong (predicted: count)")
-        for label in sorted({want for want, _ in pairs}):
-            n = sum(want == label for want, _ in pairs)
-            hit = sum(want == got == label for want, got in pairs)
-            said = sum(got == label for _, got in pairs)
-            wrong = Counter(got for want, got in pairs if want == label and got != label)
-            misses = ", ".join(f"{p}: {c}" for p, c in sorted(wrong.items())) or "-"
-            precision = f"{hit / said:.2f}" if said else "-"
-            print(f"{label:<20}{n:>4}{precision:>11}{hit / n:>8.2f}  {misses}")
+def generalization(halves: tuple[str, ...]) -> None:
+    """Real public logs the rules were not written from, by half: the scores of ``triage_eval``."""
+    for half in halves:
+        logs = load_public(half)
+        print()
+        print("\n".join(report(f"{half} half", evaluate(logs))))
+        if half == "test":
+            for name, subset in by_round(logs).items():
+                print(f"  {name}: " + summary_line(evaluate(subset)))
 
 
 def generate(path: Path, megabytes: int) -> None:
@@ -99,6 +87,52 @@ def generate(path: Path, megabytes: int) -> None:
             b'Traceback (most recent call last):\n  File "train.py", line 9\n'
             b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
         )
+
+
+TAIL_KIB = 256
+ENDINGS = {
+    "cuda_oom at the end": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n",
+    "nan in metric lines": "step 9001 loss nan grad_norm nan lr 3.0e-04\n",
+    "no rule fires (unknown)": "worker 3 stopped: peer went away during allreduce\n",
+}
+
+
+def tail_latency(repeats: int = 30) -> None:
+    """What rgt does on every failed job: classify the last 256 KiB. Wall time, median and max."""
+    print(
+        f"\nclassify(read_tail()) of a {TAIL_KIB} KiB log, {repeats} runs each (goal <= 50 ms wall)"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, ending in ENDINGS.items():
+            log = Path(tmp) / "attempt-1.log"
+            generate_bytes(log, TAIL_KIB * 1024 - len(ending), ending)
+            walls = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                label = classify(read_tail(str(log)), exit_code=1).label
+                walls.append((time.perf_counter() - start) * 1000)
+            walls.sort()
+            print(
+                f"  {name:<26} median {walls[len(walls) // 2]:6.1f} ms  max {walls[-1]:6.1f} ms"
+                f"  -> {label}"
+            )
+
+
+def generate_bytes(path: Path, size: int, ending: str) -> None:
+    """Training lines (a UserWarning now and then) up to ``size`` bytes, then ``ending``."""
+    rng = random.Random(7)
+    out, written, step = [], 0, 0
+    while written < size:
+        line = (
+            f"[2024-05-01 12:{step % 60:02d}:07] step {step} loss {rng.uniform(0.1, 3):.4f} "
+            f"lr {rng.uniform(1e-5, 3e-4):.2e} grad_norm {rng.uniform(0.1, 9):.3f}\n"
+        )
+        if step % 997 == 0:
+            line += "UserWarning: The given NumPy array is not writable; error rate 0.01\n"
+        out.append(line)
+        written += len(line)
+        step += 1
+    path.write_text("".join(out)[:size] + "\n" + ending, encoding="utf-8")
 
 
 def full_scan(path: Path) -> set[str]:
@@ -195,10 +229,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=100, help="size of the generated log")
     parser.add_argument("--corpus-only", action="store_true", help="skip the throughput runs")
+    parser.add_argument(
+        "--half",
+        choices=("tune", "test", "both"),
+        default="both",
+        help="which half of the public corpus to score (write rules with --half tune only)",
+    )
     args = parser.parse_args()
     confusion()
-    generalization()
+    generalization(("tune", "test") if args.half == "both" else (args.half,))
     if not args.corpus_only:
+        tail_latency()
         throughput(args.mb)
 
 

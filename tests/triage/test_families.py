@@ -27,6 +27,8 @@ NAN_LINES = [
     "loss_net: inf norm: 3.2",
     "eval_perplexity = inf",
     "loss tensor(nan, device='cuda:0', grad_fn=<AddBackward0>)",
+    "The loss returned in `training_step` is nan.",
+    "Gradients are NaN at step 3",
 ]
 HEALTHY_LINES = [
     "step 11 loss 0.4312 grad_norm 1.02 lr 3e-4",
@@ -87,6 +89,7 @@ PREEMPTED = [
     "Pod was terminated in response to imminent node shutdown.",
     "GCP Metadata Service says termination is imminent",
     "The TPU node was preempted.",
+    "Warning  Preempted  pod/train-0  Preempted by pod big-1 on node gpu-3",
 ]
 
 
