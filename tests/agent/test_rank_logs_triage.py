@@ -84,6 +84,7 @@ def test_triage_of_a_killed_rank_shows_the_rank_and_the_counter(box: Path, tmp_p
     assert doc["evidence"][0].startswith("torchrun: first failing rank 1"), doc
     assert doc["evidence"][1].startswith(("cgroup oom_kill unchanged", "no cgroup")), doc
     assert doc["rank_logs"] == "logs/attempt-1"
+    assert doc["explain_entry"] == "rgt explain preempted"
     human = rgt("triage", job_id).stdout
     assert f"first failing rank 1 (pid {pid}): SIGKILL" in human, human
 
