@@ -236,7 +236,7 @@ def triage(
         data = _with_findings(data, job.findings)
     # The catalog entry on this label: why it happens, fixes in order of cost ("explain" is
     # taken by --explain's document, hence the longer key).
-    data["explain_entry"] = f"rgt explain {data["label"]}"
+    data["explain_entry"] = f"rgt explain {data['label']}"
     if explain:
         why = explain_verdict(job.log_tail, job.exit_code, job.signal, job.context)
         data["explain"] = why.to_dict()
