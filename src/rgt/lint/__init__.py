@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable
 
 from rgt.errors import UsageError
-from rgt.lint import _run, _source, _words
+from rgt.lint import _join, _project, _run, _source, _words
 from rgt.lint._model import FileNote, Finding, LintReport, Rule, Severity
 from rgt.lint._run import RULES
 from rgt.lint._source import Text, expand, local_imports, read
@@ -38,11 +38,19 @@ def lint_paths(
     wanted = (_codes(select) or set(RULES)) - _codes(ignore)
     texts, skipped, links = _read(expand(list(paths)))
     words = _words.Words(texts, links)
-    relevant = [t for t in texts if "torch" in t.text]  # the rest: not even hashed
-    findings, notes = _run.analyse(relevant, words, frozenset(wanted), cache)
+    relevant = [t for t in texts if "torch" in t.text or _reexports(t)]  # the rest: not hashed
+    imported = _project.linked(relevant)
+    findings, notes, summaries = _run.analyse(relevant, words, frozenset(wanted), cache, imported)
+    found = {t.path: t for t in relevant}
+    findings += _join.findings(found, summaries, words, RULES, frozenset(wanted))
     findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.col, f.code))
     notes.sort(key=lambda n: n.path)  # workers and the cache finish in any order
     return LintReport(tuple(findings), tuple(skipped + notes), len(texts) + len(skipped))
+
+
+def _reexports(text: Text) -> bool:
+    """A package's ``__init__.py`` that imports: it may re-export a model or a Dataset."""
+    return text.path.endswith("__init__.py") and "import" in text.text
 
 
 def _codes(given: Iterable[str]) -> set[str]:

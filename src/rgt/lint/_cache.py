@@ -27,7 +27,8 @@ try:  # built in; ``import hashlib`` loads OpenSSL first (3-5 ms of every cached
 except ImportError:  # pragma: no cover - an interpreter built without it
     from hashlib import blake2b
 
-Outcome = tuple[list[Finding], list[FileNote]]
+Summary = dict[str, Any] | None  # what the module tells the others (``_cross``)
+Outcome = tuple[list[Finding], list[FileNote], Summary] | tuple[list[Finding], list[FileNote]]
 SWEEP_EVERY_S = 86_400  # how often packs of folders that are gone are looked for
 
 
@@ -77,7 +78,9 @@ class Packs:
         for text in texts:
             self._pack(text)
 
-    def load(self, text: Text, entry: str, rules: dict[str, Rule]) -> Outcome | None:
+    def load(
+        self, text: Text, entry: str, rules: dict[str, Rule]
+    ) -> tuple[list[Finding], list[FileNote], Summary] | None:
         got = self._pack(text).get(os.path.basename(text.path))
         try:
             if not isinstance(got, dict) or got.get("key") != entry:
@@ -87,13 +90,16 @@ class Packs:
                 for f in got["findings"]
             ]
             notes = [FileNote(text.path, reason) for reason in got["notes"]]
+            summary = got.get("summary")
         except (ValueError, KeyError, TypeError):
             return None
-        return findings, notes
+        return findings, notes, summary if isinstance(summary, dict) else None
 
     def store(self, text: Text, entry: str, outcome: Outcome) -> None:
-        findings, notes = outcome
+        findings, notes = outcome[0], outcome[1]
+        summary = outcome[2] if len(outcome) > 2 else None  # type: ignore[misc]
         self._pack(text)[os.path.basename(text.path)] = {
+            "summary": summary,
             "key": entry,
             "findings": [
                 {"line": f.line, "col": f.col, "code": f.code, "detail": f.detail, "cell": f.cell}

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from rgt.lint import _fork, data, losses, modes, resilience, throughput
+from rgt.lint import _cross, _fork, data, losses, modes, resilience, throughput
 from rgt.lint._facts import Facts
 from rgt.lint._model import FileNote, Finding, Hit, Rule
 from rgt.lint._source import Source, Text, parse
@@ -31,7 +31,29 @@ LOCAL = modes.LAYER_WORDS | throughput.GPU
 FAMILIES = (losses, data, resilience, throughput, modes)  # the cheapest test first
 PARALLEL_FROM = 16  # files; below this a fork costs more than it saves
 Outcome = tuple[list[Finding], list[FileNote]]
+Summaries = dict[str, _cross.Summary]
+Result = tuple[list[Finding], list[FileNote], _cross.Summary | None]
 R = TypeVar("R")
+# What a module imported by another must mention for its summary to matter (``_join``): a
+# model's softmax, a Dataset's RNG, a sampler or loader, an optimizer step, an evaluation.
+CROSS_WORDS = ("oftmax", "igmoid", "random", "Generator", "DistributedSampler", "oader",
+               "step", "train", "eval", "no_grad", "inference_mode")  # fmt: skip
+
+
+def summarised(text: str, imported: bool, path: str = "") -> bool:
+    """Is a summary of this code wanted (``_cross``): every file parsed anyway, and a module
+    another file imports that mentions what the cross-file rules follow."""
+    if worth_parsing(text):
+        return True
+    return (
+        imported
+        and ("torch" in text or "__init__" in path)
+        and (
+            any(w in text for w in CROSS_WORDS)
+            or modes.EVAL_DEF.search(text) is not None
+            or path.endswith("__init__.py")
+        )
+    )
 
 
 def worth_parsing(text: str) -> bool:
@@ -50,24 +72,26 @@ def analyse(
     words: Callable[[str], frozenset[str]],
     wanted: frozenset[str],
     cache: bool = True,
-) -> Outcome:
-    """Findings and notes of every text (``words(path)``: a file's project words): from the
-    cache when it has them, else analysed and stored. A file's cache key needs its project
-    words, so the lookups are shared out with the analysis, not made here first."""
+    imported: frozenset[str] = frozenset(),
+) -> tuple[list[Finding], list[FileNote], Summaries]:
+    """Findings, notes and summaries of every text (``words(path)``: a file's project words;
+    ``imported``: absolute paths other files import, whose summaries the cross-file rules
+    want): from the cache when it has them, else analysed and stored. A file's cache key needs
+    its project words, so the lookups are shared out with the analysis, not made here first."""
     if not cache:
-        return _flat(_spread(texts, lambda text: _fresh(text, words, wanted)))
+        return _flat(_spread(texts, lambda text: _fresh(text, words, wanted, imported)))
     from rgt.lint import _cache  # the cache's code and its hashing: not for --no-cache
 
     packs = _cache.Packs()
     packs.read(texts)  # before any fork: each process looks up its files in the same packs
     contexts: dict[frozenset[str], str] = {}
 
-    def looked_up(text: Text) -> tuple[str | None, Outcome | None]:
-        """The file's entry (None: nothing to keep, no rule can speak in it), and its outcome
+    def looked_up(text: Text) -> tuple[str | None, Result | None]:
+        """The file's entry (None: nothing to keep, no rule can speak in it), and its result
         (None: found in the cache)."""
-        if not worth_parsing(text.text):  # cheaper than its key: never stored nor looked up
-            return None, ([], [])
-        mine = words(text.path)
+        if not summarised(text.text, _is_imported(text, imported), text.path):
+            return None, ([], [], None)  # cheaper than its key: never stored nor looked up
+        mine = words(text.path) if worth_parsing(text.text) else frozenset()
         if mine not in contexts:
             contexts[mine] = _cache.context(mine, wanted, QUERIED)
         entry = _cache.key(text, contexts[mine])
@@ -77,17 +101,24 @@ def analyse(
 
     findings: list[Finding] = []
     notes: list[FileNote] = []
-    for text, (entry, outcome) in _spread(texts, looked_up):
+    summaries: Summaries = {}
+    for text, (entry, result) in _spread(texts, looked_up):
         if entry is None:
             continue
-        if outcome is None:  # a hit: loaded again here, where the packs were read
-            outcome = packs.load(text, entry, RULES) or ([], [])
+        if result is None:  # a hit: loaded again here, where the packs were read
+            result = packs.load(text, entry, RULES) or ([], [], None)
         else:
-            packs.store(text, entry, outcome)
-        findings += outcome[0]
-        notes += outcome[1]
+            packs.store(text, entry, result)
+        findings += result[0]
+        notes += result[1]
+        if result[2] is not None:
+            summaries[text.path] = result[2]
     packs.save()
-    return findings, notes
+    return findings, notes, summaries
+
+
+def _is_imported(text: Text, imported: frozenset[str]) -> bool:
+    return bool(imported) and os.path.abspath(text.path) in imported
 
 
 def _spread(texts: list[Text], work: Callable[[Text], R]) -> list[tuple[Text, R]]:
@@ -112,31 +143,40 @@ def _fresh(
     text: Text,
     words: Callable[[str], frozenset[str]],
     wanted: frozenset[str],
-) -> Outcome:
-    """A text's outcome, worked out: none when no rule can speak in it (``worth_parsing``:
-    then its project words are never asked for)."""
-    if not worth_parsing(text.text):
-        return [], []
-    return _one(text, words(text.path), wanted)
+    imported: frozenset[str],
+) -> Result:
+    """A text's result, worked out: none when no rule can speak in it and no other file
+    needs its summary (then its project words are never asked for)."""
+    if worth_parsing(text.text):
+        return _one(text, words(text.path), wanted)
+    if summarised(text.text, _is_imported(text, imported), text.path):
+        return _one(text, frozenset(), wanted)
+    return [], [], None
 
 
-def _flat(outcomes: list[tuple[Text, Outcome]]) -> Outcome:
+def _flat(outcomes: list[tuple[Text, Result]]) -> tuple[list[Finding], list[FileNote], Summaries]:
     findings: list[Finding] = []
     notes: list[FileNote] = []
-    for _text, (found, skipped) in outcomes:
+    summaries: Summaries = {}
+    for text, (found, skipped, summary) in outcomes:
         findings += found
         notes += skipped
-    return findings, notes
+        if summary is not None:
+            summaries[text.path] = summary
+    return findings, notes, summaries
 
 
-def _one(text: Text, words: frozenset[str], wanted: frozenset[str]) -> Outcome:
-    """One text's findings (or the note that it was skipped). Its syntax tree is freed as
-    soon as this returns, in a forked child too: keeping every tree until the child's exit
-    costs more in page faults (fresh memory for each tree) than freeing saves."""
+def _one(text: Text, words: frozenset[str], wanted: frozenset[str]) -> Result:
+    """One text's findings (or the note that it was skipped) and its summary (``_cross``); no
+    rule runs on a file parsed only for its summary (``worth_parsing`` says none could speak).
+    Its syntax tree is freed as soon as this returns, in a forked child too: keeping every
+    tree until the child's exit costs more in page faults than freeing saves."""
     source = parse(text)
     if isinstance(source, FileNote):
-        return [], [source]
-    return list(_findings(source, Facts.build(source.tree, source.path), words, wanted)), []
+        return [], [source] if worth_parsing(text.text) else [], None
+    facts = Facts.build(source.tree, source.path)
+    found = list(_findings(source, facts, words, wanted)) if worth_parsing(text.text) else []
+    return found, [], _cross.summarize(facts, source.noqa)
 
 
 def _findings(

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint._nodes import NOT_CONSTANT, constant, dotted, keyword, method
+from rgt.lint._suite import in_suite_test
 from rgt.lint._tree import walk
 
 B, A = Severity.BUG, Severity.ADVICE
@@ -46,6 +47,16 @@ RULES = (
         "IterableDataset's __iter__ in full: every sample is seen num_workers times",
         "shard in __iter__ by torch.utils.data.get_worker_info() (id, num_workers)",
         "DP2",
+    ),
+    Rule(
+        "RGT305",
+        B,
+        "dataset-rng-shared-by-workers",
+        "every DataLoader worker starts from the same copy of this Dataset's random state: "
+        "workers draw the same augmentations",
+        "reseed in worker_init_fn from torch.initial_seed() (the Dataset's own RNG object "
+        "too, through get_worker_info().dataset), or draw with torch's RNG",
+        "DP1",
     ),
     Rule(
         "RGT304",
@@ -142,10 +153,12 @@ def workers(call: ast.Call) -> object:
 
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     yield from _worker_seed(facts)
-    if "set_epoch" not in words and _has_epoch_loop(facts):
-        for call in facts.calls_ending(lambda last: last.endswith("DistributedSampler")):
-            if constant(keyword(call, "shuffle")) not in (False, 0):
-                yield Hit("RGT302", call)
+    if "set_epoch" not in words:
+        found = repeats(facts) if sampler_sites(facts) else None
+        if found is not None:
+            loop, what = found
+            for call in sampler_sites(facts):
+                yield Hit("RGT302", call, f"{what} at line {loop.lineno}")
     yield from _unsharded(facts)
     for call in loaders(facts):
         if constant(keyword(call, "shuffle")) is True and _names_eval(facts, call):
@@ -176,9 +189,75 @@ def _mentions_any(node: ast.AST, names: set[str]) -> bool:
     return False
 
 
-def _has_epoch_loop(facts: Facts) -> bool:
-    targets = (dotted(n.target) or "" for n in facts.loops if isinstance(n, ast.For))
-    return any("epoch" in t.lower() for t in targets)
+def sampler_sites(facts: Facts) -> list[ast.Call]:
+    """Shuffling ``DistributedSampler(...)`` calls, also through a name bound to the class
+    (``train_sampler = RandomSampler if rank == -1 else DistributedSampler``), outside test
+    suites and evaluation loaders."""
+    found = facts.memo.get("samplers")
+    if isinstance(found, list):
+        return found
+    aliases = {
+        key
+        for key, values in facts.bindings.items()
+        if "." not in key and any(not isinstance(v, ast.Call) and _names_sampler(v) for v in values)
+    }
+    calls = facts.calls_ending(lambda last: last.endswith("DistributedSampler") or last in aliases)
+    found = [
+        c
+        for c in calls
+        if constant(keyword(c, "shuffle")) not in (False, 0)
+        and not _names_eval(facts, c)
+        and not in_suite_test(facts, c)
+    ]
+    facts.memo["samplers"] = found
+    return found
+
+
+def _names_sampler(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Name | ast.Attribute) and (dotted(n) or "").endswith("DistributedSampler")
+        for n in walk(node)
+    )
+
+
+def repeats(facts: Facts) -> tuple[ast.stmt, str] | None:
+    """The first loop that reads a loader again and again: an epoch loop (a loop whose target,
+    range or counter says "epoch", or that calls a function named for one), or an endless
+    ``while True`` around a ``for`` (a generator cycling over a loader)."""
+    for loop in facts.loops:
+        if _epoch_words(facts, loop):
+            return loop, "the epoch loop"
+        endless = isinstance(loop, ast.While) and constant(loop.test) is True
+        if endless and any(isinstance(n, ast.For) for n in loop.body):
+            return loop, "the endless `while True` loop"
+    return None
+
+
+def _epoch_words(facts: Facts, loop: ast.AST) -> bool:
+    heads: list[ast.AST] = []
+    if isinstance(loop, ast.For | ast.AsyncFor):
+        heads = [loop.target, loop.iter]
+    elif isinstance(loop, ast.While):
+        heads = [loop.test, *(a.target for a in facts.augmented_in(loop))]
+    for node in heads:
+        for child in walk(node):
+            word = child.id if isinstance(child, ast.Name) else getattr(child, "attr", "")
+            if isinstance(child, ast.Constant) and isinstance(child.value, str):
+                word = child.value
+            if "epoch" in str(word).lower():
+                return True
+    return any("epoch" in (method(c) or dotted(c.func) or "").lower() for c in _direct(facts, loop))
+
+
+def _direct(facts: Facts, loop: ast.AST) -> list[ast.Call]:
+    """Calls in ``loop`` not inside a loop nested in it."""
+    inner = facts.loops_in(loop)
+    return [c for c in facts.calls_in(loop) if not any(_within(c, n) for n in inner)]
+
+
+def _within(node: ast.AST, outer: ast.AST) -> bool:
+    first, line = getattr(outer, "lineno", 0), getattr(node, "lineno", 0)
+    return bool(first <= line <= (getattr(outer, "end_lineno", None) or first))
 
 
 def _unsharded(facts: Facts) -> Iterator[Hit]:

@@ -89,7 +89,7 @@ def may_find(text: str) -> bool:
 
 
 def check(facts: Facts) -> Iterator[Hit]:
-    probs = _Probabilities(facts)
+    probs = facts.memo["probs"] = _Probabilities(facts)  # the summary's too (``_flow``)
     bound = {key.rpartition(".")[2] for key in facts.bindings}  # loss objects: ``criterion``
     for call in facts.calls_ending(
         lambda last: last in LOSS_NAMES or last == "Adam" or last in bound
@@ -113,11 +113,23 @@ def _is_adam(name: str) -> bool:
     return name.endswith((".Adam", "optim.Adam")) or name == "Adam"
 
 
+# Methods that reshape or move a tensor and keep what it holds (``y_pred.view(-1, n)``).
+SHAPES = {"view", "reshape", "resize", "squeeze", "unsqueeze", "flatten", "contiguous",
+          "transpose", "permute", "float", "double", "to", "cuda", "cpu"}  # fmt: skip
+
+
+def unshaped(node: ast.AST) -> ast.AST:
+    """``y_pred.resize(1, n).float()`` is ``y_pred``."""
+    while isinstance(node, ast.Call) and method(node) in SHAPES:
+        node = node.func.value  # type: ignore[attr-defined]  # a method: an Attribute
+    return node
+
+
 def _loss_input(facts: Facts, probs: _Probabilities, call: ast.Call) -> Iterator[Hit]:
     if not call.args:
         return
     kind = _loss_kind(facts, call)
-    first = call.args[0]
+    first = unshaped(call.args[0])
     if kind in ("ce", "nll") and probs.of(first, "softmax"):
         yield Hit("RGT101" if kind == "ce" else "RGT102", call)
     elif kind == "bce" and probs.of(first, "sigmoid"):
@@ -125,6 +137,34 @@ def _loss_input(facts: Facts, probs: _Probabilities, call: ast.Call) -> Iterator
 
 
 def _loss_kind(facts: Facts, call: ast.Call) -> str | None:
+    kind = _named_kind(facts, call)
+    return kind if kind is not None else _default_kind(facts, call)
+
+
+def _default_kind(facts: Facts, call: ast.Call) -> str | None:
+    """A loss object kept from a parameter's default: ``def __init__(self,
+    loss_func=CrossEntropyLoss())`` then ``self.loss_func = loss_func``."""
+    values = facts.bindings.get(dotted(call.func) or "", [])
+    if len(values) != 1 or not isinstance(values[0], ast.Name):
+        return None
+    for func in facts.functions_around(values[0])[:1]:
+        args = func.args.posonlyargs + func.args.args
+        defaults = dict(
+            zip(
+                [a.arg for a in args[len(args) - len(func.args.defaults) :]],
+                func.args.defaults,
+                strict=True,
+            )
+        )
+        default = defaults.get(values[0].id)
+        made = (facts.call_name(default) if default is not None else None) or ""
+        for kind, (cls, _function) in (("ce", CE), ("nll", NLL), ("bce", BCE_LOGITS)):
+            if made.rsplit(".", 1)[-1] == cls:
+                return kind
+    return None
+
+
+def _named_kind(facts: Facts, call: ast.Call) -> str | None:
     name = facts.call_name(call) or ""
     head, _, last = name.rpartition(".")
     some_loss = facts.is_instance_of(call.func, (CE[0], NLL[0], BCE_LOGITS[0]))  # asked once

@@ -11,7 +11,7 @@ import builtins
 import re
 from collections.abc import Iterator
 
-from rgt.lint._facts import Facts
+from rgt.lint._facts import LOOPS, Facts
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint._nodes import dotted, method
 from rgt.lint._tree import walk
@@ -90,6 +90,70 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
             yield Hit("RGT203", func, func.name)
     yield from _train_after_eval(facts)
     yield from _accumulated(facts)
+    if words & LAYER_WORDS:
+        yield from _inline_evaluation(facts)
+
+
+def _inline_evaluation(facts: Facts) -> Iterator[Hit]:
+    """An epoch loop that trains a model in one inner loop, then runs it over other data in
+    a later inner loop with no ``.eval()`` in between: the validation of every epoch runs
+    with dropout on and batch-norm updating (deepspeech.pytorch before its fix)."""
+    stepping = facts.loops_calling("backward")
+    for loop in facts.loops:
+        inner = [n for n in facts.loops_in(loop) if _parent_loop(facts, n) is loop]
+        trains = [n for n in inner if id(n) in stepping]
+        if not trains:
+            continue
+        first = trains[0]
+        trained = {
+            c.func.id
+            for c in facts.calls_in(first)
+            if isinstance(c.func, ast.Name) and _holds_model(facts, c.func.id)
+        }
+        for later in (n for n in inner if n.lineno > (first.end_lineno or first.lineno)):
+            inside = facts.calls_in(later)
+            if any(method(c) in ("backward", "step") for c in inside):
+                continue
+            runs = [c for c in inside if isinstance(c.func, ast.Name) and c.func.id in trained]
+            runs = [c for c in runs if c.func.id not in BUILTINS and not _mode_set(facts, loop, c)]  # type: ignore[attr-defined]
+            if runs:
+                name = runs[0].func.id  # type: ignore[attr-defined]
+                yield Hit(
+                    "RGT201",
+                    runs[0],
+                    f"`{name}` is still in training mode from the training loop at line "
+                    f"{first.lineno}",
+                )
+                break
+
+
+def _holds_model(facts: Facts, name: str) -> bool:
+    """A variable (not a class, function or import) that holds a module: bound here, with
+    ``.train()``/``.eval()``/``.parameters()`` called on it."""
+    if name in facts.aliases or name in BUILTINS or not facts.bindings.get(name):
+        return False
+    return any(
+        isinstance(c.func, ast.Attribute) and dotted(c.func.value) == name
+        for m in ("train", "eval", "parameters")
+        for c in facts.methods_called(m)
+    )
+
+
+def _parent_loop(facts: Facts, node: ast.AST) -> ast.AST | None:
+    return next((o for o in facts.around(node) if o is not node and isinstance(o, LOOPS)), None)
+
+
+def _mode_set(facts: Facts, loop: ast.AST, run: ast.Call) -> bool:
+    """Is the model ``run`` calls put in eval mode in ``loop`` before ``run`` (or ever in the
+    module's functions called there: left alone)?"""
+    name = run.func.id  # type: ignore[attr-defined]
+    for call in facts.calls_in(loop):
+        if call.lineno >= run.lineno:
+            break
+        owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+        if owner == name and (method(call) == "eval" or _train_false(call)):
+            return True
+    return False
 
 
 def _layers(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef, words: set[str]) -> bool:

@@ -1,0 +1,84 @@
+"""What one module tells the others: a small summary, built from its ``Facts`` (no second walk).
+
+A training bug often spans files: the softmax ends a model's ``forward`` in ``models/``, the
+``CrossEntropyLoss`` is applied in ``train.py``; a Dataset draws random numbers in
+``utils/datasets.py``, the DataLoader that forks its workers is built in ``train.py``. Each
+module is analysed alone (in parallel, cached), so each leaves a summary of what it *offers*
+(classes whose ``forward`` returns probabilities, Dataset classes holding an RNG, functions that
+feed a parameter's output to a loss, evaluation functions that never call ``.eval()``...) and
+what it *uses* (a loss applied to an imported model's output, a DataLoader over an imported
+Dataset, a call passing a model...). ``_join`` matches the two across the project's imports.
+A summary is plain lists and dicts: it is pickled back from a forked child and kept in the cache.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from rgt.lint import _flow
+from rgt.lint._facts import Facts
+from rgt.lint._nodes import dotted
+
+Summary = dict[str, Any]
+
+
+def summarize(facts: Facts, noqa: dict[int, frozenset[str]]) -> Summary:
+    """The module's summary; keys with nothing to say are left out (most modules say little)."""
+    out: Summary = {"imports": _imports(facts.tree)}
+    paths = _flow.sys_paths(facts)
+    if paths:
+        out["paths"] = paths
+    for key, value in (
+        ("classes", _flow.classes(facts)),
+        ("loss_params", _flow.loss_params(facts)),
+        ("model_losses", _flow.model_losses(facts)),
+        ("passes", _flow.passes(facts)),
+        ("loaders", _flow.loaders_over_classes(facts)),
+        ("runners", _flow.runners(facts)),
+        ("runner_calls", _flow.runner_calls(facts)),
+        ("steppers", _flow.steppers(facts)),
+        ("step_calls", _flow.step_calls(facts)),
+        ("samplers", _flow.samplers(facts)),
+        ("repeats", _flow.repeats(facts)),
+    ):
+        if value:
+            out[key] = value
+    if noqa:
+        out["noqa"] = {str(line): sorted(codes) for line, codes in noqa.items()}
+    return out
+
+
+def _imports(tree: ast.Module) -> list[list[Any]]:
+    """``[local name, module, level, imported name or None]`` for each import at module level
+    (and under a module-level ``if``/``try``): ``from .models import Net`` is
+    ``["Net", "models", 1, "Net"]``, ``import utils.datasets as ds`` is
+    ``["ds", "utils.datasets", 0, None]``, ``from model import *`` is
+    ``["*", "model", 0, None]``."""
+    found: list[list[Any]] = []
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                local = "*" if alias.name == "*" else alias.asname or alias.name
+                obj = None if alias.name == "*" else alias.name
+                found.append([local, node.module or "", node.level, obj])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                found.append([local, alias.name if alias.asname else local, 0, None])
+        elif isinstance(node, ast.If | ast.Try):
+            todo.extend(node.body + node.orelse)
+            if isinstance(node, ast.Try):
+                todo.extend(s for h in node.handlers for s in h.body)
+    return found
+
+
+def head(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def local_class_bases(facts: Facts) -> dict[str, list[str]]:
+    """Each class defined here, with the dotted names of its bases."""
+    return {c.name: [n for n in (dotted(b) for b in c.bases) if n] for c in facts.classes}

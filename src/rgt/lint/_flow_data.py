@@ -1,0 +1,239 @@
+"""The parts of a module's summary (``_cross``) about data and updates: Dataset classes holding
+or drawing random numbers, DataLoaders over a Dataset class, shuffling DistributedSamplers and
+loops that read a loader again and again, and functions that step an optimizer."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from rgt.lint import data, losses
+from rgt.lint._facts import LOOPS, MOVES, Facts
+from rgt.lint._nodes import dotted, keyword, method
+from rgt.lint._suite import in_suite_test
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+# An RNG object: made once, in the parent, it is copied into every worker with the same state.
+RNG_MAKERS = (
+    "numpy.random.RandomState", "numpy.random.default_rng", "numpy.random.Generator",
+    "random.Random", "torch.Generator",
+)  # fmt: skip
+NOT_DRAWS = {
+    "seed", "RandomState", "default_rng", "Generator", "get_state", "set_state",
+    "SeedSequence", "PCG64", "MT19937", "BitGenerator", "Philox", "SFC64",
+}  # fmt: skip
+DRAWS_IN = ("__getitem__", "__iter__")  # what a DataLoader worker runs
+# Methods a training loop calls once per batch (``trainer.train_step(batch)``).
+STEP_NAME = re.compile(r"(?i)step|train|update|batch|optimi|iteration")
+
+
+def qualname(facts: Facts, func: Function) -> str:
+    """``Class.method`` for a method defined right in a class, else the function's name."""
+    for cls in facts.classes:
+        if func in cls.body:
+            return f"{cls.name}.{func.name}"
+    return func.name
+
+
+def made_by(node: ast.Call) -> ast.AST:
+    """What a value was made by: ``Net(...).to(device)`` is ``Net``."""
+    while (
+        isinstance(node.func, ast.Attribute)
+        and node.func.attr in MOVES
+        and isinstance(node.func.value, ast.Call)
+    ):
+        node = node.func.value
+    return node.func
+
+
+def class_of(facts: Facts, node: ast.AST | None, depth: int = 0) -> str | None:
+    """The class (dotted, as spelled) a value is an instance of: ``Net()``, a name bound to
+    one, ``ConcatDataset([Part(p) for p in paths])`` (its parts' class)."""
+    if node is None or depth > 3:
+        return None
+    if isinstance(node, ast.ListComp):
+        return class_of(facts, node.elt, depth + 1)
+    if isinstance(node, ast.List) and node.elts:
+        return class_of(facts, node.elts[0], depth + 1)
+    if isinstance(node, ast.Name):
+        value = facts.last_value(facts.scope_of(node), node.id, node.lineno)
+        if value is None and node.id in facts.bindings and len(facts.bindings[node.id]) == 1:
+            value = facts.bindings[node.id][0]
+        return class_of(facts, value, depth + 1)
+    if isinstance(node, ast.Attribute):
+        values = facts.bindings.get(dotted(node) or "", [])
+        return class_of(facts, values[0], depth + 1) if len(values) == 1 else None
+    if not isinstance(node, ast.Call):
+        return None
+    name = dotted(made_by(node)) or ""
+    if name.endswith("ConcatDataset") and node.args:
+        return class_of(facts, node.args[0], depth + 1)
+    return name if name.rpartition(".")[2][:1].isupper() else None
+
+
+def ref(facts: Facts, call: ast.Call) -> str | None:
+    """What a call calls, for ``_join._callee``: ``local:Trainer.train_step`` (``self.`` in a
+    method of ``Trainer``), ``class:Trainer:train_step`` (a method of an instance built from a
+    class), else ``name:`` and the dotted name as spelled."""
+    name = dotted(call.func)
+    if name is None:
+        return None
+    owner, _, last = name.rpartition(".")
+    if owner == "self":
+        around = facts.functions_around(call)
+        qual = qualname(facts, around[0]) if around else ""
+        return f"local:{qual.rpartition('.')[0]}.{last}" if "." in qual else f"name:{last}"
+    if owner and owner.split(".")[0] not in facts.aliases:
+        cls = class_of(facts, call.func.value)  # type: ignore[attr-defined]  # ``x.m``: an Attribute
+        if cls:
+            return f"class:{cls}:{last}"
+    return f"name:{name}"
+
+
+def rng_fields(facts: Facts, cls: ast.ClassDef) -> dict[str, Any]:
+    """A class's RNG facts: ``made`` (attributes its ``__init__`` sets to an RNG object, or to
+    something an RNG made there was passed to), ``used`` (attributes ``__getitem__``/``__iter__``
+    and the methods they call touch), ``global`` (their first draw from NumPy's global RNG)."""
+    methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+    out: dict[str, Any] = {}
+    if "__init__" in methods:
+        made = _rng_made(facts, methods["__init__"])
+        if made:
+            out["made"] = made
+    runs = [methods[m] for m in DRAWS_IN if m in methods]
+    if not runs:
+        return out
+    for func in list(runs):
+        for call in facts.calls_in(func):
+            name = (dotted(call.func) or "").removeprefix("self.")
+            if name in methods and methods[name] not in runs:
+                runs.append(methods[name])
+    calls = [c for f in runs for c in facts.calls_in(f)]
+    used = {
+        key.split(".")[1]
+        for c in calls
+        for key in [dotted(n) for n in [c.func, *c.args]]
+        if key and key.startswith("self.") and key.count(".") >= 1
+    }
+    out["used"] = sorted(used)
+    for call in calls:
+        name = facts.call_name(call) or ""
+        if name.startswith("numpy.random.") and name.rpartition(".")[2] not in NOT_DRAWS:
+            out["global"] = [call.lineno, name.replace("numpy.", "np.", 1)]
+            break
+    return out
+
+
+def _rng_made(facts: Facts, init: Function) -> dict[str, list[Any]]:
+    made: dict[str, list[Any]] = {}
+    local: dict[str, str] = {}
+    for call in facts.calls_in(init):
+        name = facts.call_name(call) or ""
+        if not name.endswith(RNG_MAKERS):
+            continue
+        short = name.replace("numpy.", "np.", 1)
+        statement = facts.assignment_of(call)
+        for target in statement.targets if statement else []:
+            key = dotted(target) or ""
+            if key.startswith("self."):
+                made[key[5:]] = [call.lineno, short]
+            elif isinstance(target, ast.Name):
+                local[target.id] = short
+    if local:
+        for key, values in facts.bindings.items():
+            if not key.startswith("self.") or key[5:] in made:
+                continue
+            for value in values:
+                inside = init.lineno <= value.lineno <= (init.end_lineno or init.lineno)
+                names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                if inside and names & set(local):
+                    rng = sorted(names & set(local))[0]
+                    made[key[5:]] = [value.lineno, f"{local[rng]} `{rng}` handed to it"]
+    return made
+
+
+def loaders_over_classes(facts: Facts) -> list[list[Any]]:
+    """DataLoaders with workers (or a number not known here) and no ``worker_init_fn``, over a
+    Dataset built from a class: ``[line, col, class as spelled, workers as written]``."""
+    out = []
+    for call in data.loaders(facts):
+        if keyword(call, "worker_init_fn") is not None or in_suite_test(facts, call):
+            continue
+        count = data.workers(call)
+        if isinstance(count, int) and count <= 0:
+            continue
+        dataset = call.args[0] if call.args else keyword(call, "dataset")
+        cls = class_of(facts, dataset)
+        if cls:
+            given = keyword(call, "num_workers")
+            text = ast.unparse(given) if given is not None else "num_workers"
+            out.append([call.lineno, call.col_offset, cls, text])
+    return out
+
+
+def samplers(facts: Facts) -> list[list[int]]:
+    """Shuffling DistributedSamplers built here: ``[line, col]``."""
+    return [[c.lineno, c.col_offset] for c in data.sampler_sites(facts)]
+
+
+def repeats(facts: Facts) -> list[Any]:
+    """Where a loader is read again and again: ``[line, what]`` (``data.repeats``)."""
+    found = data.repeats(facts)
+    return [found[0].lineno, found[1]] if found else []
+
+
+def _optimizer_like(facts: Facts, call: ast.Call) -> bool:
+    key = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+    if key is None:
+        return False
+    return losses._is_optimizer(facts, call) or key.lower().endswith("optimizers")
+
+
+def steppers(facts: Facts) -> dict[str, list[Any]]:
+    """In a module that never clears gradients: the functions that step an optimizer after a
+    backward pass (their own, or one a method of theirs runs), outside any loop of theirs (a
+    loop is the single-file rule's): ``qualname -> [line, col, optimizer]``."""
+    if facts.methods_called("zero_grad") or losses._sets_grad_none(facts.tree):
+        return {}
+    bodies = {f.name: f for f in facts.functions}
+    out: dict[str, list[Any]] = {}
+    for func in facts.functions:
+        inside = facts.calls_in(func)
+        steps = [c for c in inside if method(c) == "step" and not c.args and not c.keywords]
+        steps = [c for c in steps if _optimizer_like(facts, c)]
+        if not steps or any(isinstance(o, LOOPS) for o in facts.around(steps[0])[:1]):
+            continue
+        reached = [c for n in _called(inside) if n in bodies for c in facts.calls_in(bodies[n])]
+        if any(method(c) == "backward" for c in inside + reached):
+            step = steps[0]
+            owner = dotted(step.func.value)  # type: ignore[attr-defined]
+            out[qualname(facts, func)] = [step.lineno, step.col_offset, owner]
+    return out
+
+
+def _called(calls: list[ast.Call]) -> set[str]:
+    return {(dotted(c.func) or "").removeprefix("self.") for c in calls}
+
+
+def step_calls(facts: Facts) -> list[list[Any]]:
+    """Calls a loop makes once per pass to something named like a training step, in loops
+    that never clear gradients themselves: ``[line, col, callee]`` (a few per module)."""
+    out: list[list[Any]] = []
+    seen: set[int] = set()
+    for loop in facts.loops:
+        inside = facts.calls_in(loop)
+        if any(method(c) == "zero_grad" for c in inside):
+            continue
+        for call in inside:
+            last = (dotted(call.func) or "").rpartition(".")[2]
+            if id(call) in seen or last in ("step", "backward", "train", "eval"):
+                continue
+            seen.add(id(call))
+            if STEP_NAME.search(last):
+                target = ref(facts, call)
+                if target:
+                    out.append([call.lineno, call.col_offset, target])
+        if len(out) > 64:
+            break
+    return out

@@ -1,0 +1,250 @@
+"""Findings that span files: what one module uses, matched with what another offers.
+
+Each module's summary (``_cross``) lists what it offers and what it uses; here the uses are
+resolved through the project's imports (``_project``) and matched. Every finding says what it
+followed, with the file and line of each end: "Dataset `ListDataset` (utils/datasets.py:22)
+draws from NumPy's global RNG ...; DataLoader here has `opt.n_cpu` workers and no
+worker_init_fn". The work is a few dictionary lookups per use: no file is parsed again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from rgt.lint._model import Finding, Rule
+from rgt.lint._project import Project, Summary, old_torch
+from rgt.lint._source import Text, project_root
+from rgt.lint.modes import LAYER_WORDS
+
+Site = tuple[str, int, int, str, str]  # path, line, col, code, detail
+LOSS_CODES = {
+    "ce": ("RGT101", "softmax"),
+    "nll": ("RGT102", "softmax"),
+    "bce": ("RGT103", "sigmoid"),
+}
+
+
+def findings(
+    texts: Mapping[str, Text],
+    summaries: Mapping[str, Summary],
+    words: Callable[[str], frozenset[str]],
+    rules: Mapping[str, Rule],
+    wanted: frozenset[str],
+) -> list[Finding]:
+    """The cross-file findings of the files summarised (each site once, noqa respected)."""
+    project = Project(summaries)
+    seen: set[tuple[str, int, str]] = set()
+    out = []
+    for path, line, col, code, detail in _sites(project, words):
+        key = (path, line, code)
+        if code not in wanted or key in seen or _silenced(summaries[path], line, code):
+            continue
+        seen.add(key)
+        text = texts.get(path)
+        cell, where = (None, line)
+        if text is not None and text.cells and 0 < line <= len(text.cells):
+            cell, where = text.cells[line - 1]
+        out.append(Finding(path, where, col + 1, rules[code], detail, cell))
+    return out
+
+
+def _silenced(summary: Summary, line: int, code: str) -> bool:
+    codes = summary.get("noqa", {}).get(str(line))
+    return codes is not None and (not codes or code in codes)
+
+
+def _sites(project: Project, words: Callable[[str], frozenset[str]]) -> Iterator[Site]:
+    for path, summary in project.summaries.items():
+        yield from _model_losses(project, path, summary)
+        yield from _passed_models(project, path, summary)
+        yield from _evaluations(project, path, summary, words)
+        yield from _worker_rng(project, path, summary)
+        yield from _steppers(project, path, summary)
+    if not any("set_epoch" in words(p) for p in list(project.summaries)[:1]):
+        yield from _samplers(project)
+
+
+def show(path: str, line: int, near: str) -> str:
+    """``utils/datasets.py:22``: a path as seen from the project's root."""
+    root = project_root(os.path.dirname(os.path.abspath(near)))
+    full = os.path.abspath(path)
+    if not full.startswith(root + os.sep):  # no project marker: from the folder they share
+        root = os.path.commonpath([os.path.dirname(full), os.path.dirname(os.path.abspath(near))])
+    shown = os.path.relpath(full, root)
+    return f"{shown}:{line}"
+
+
+def _class(project: Project, path: str, spelled: str) -> tuple[str, str, dict[str, Any]] | None:
+    found = project.lookup(path, spelled)
+    if found is None:
+        return None
+    where, name = found
+    entry = project.summaries.get(where, {}).get("classes", {}).get(name)
+    return (where, name, entry) if entry is not None else None
+
+
+def _model_losses(project: Project, path: str, summary: Summary) -> Iterator[Site]:
+    for line, col, kind, spelled in summary.get("model_losses", ()):
+        code, output = LOSS_CODES[kind]
+        found = _class(project, path, spelled)
+        if found and found[2].get("probs") == output:
+            where, name, entry = found
+            detail = (f"`{name}.forward` ({show(where, entry['line'], path)}) ends in {output}; "
+                      f"this loss is applied to its output")  # fmt: skip
+            yield path, line, col, code, detail
+
+
+def _callee(project: Project, path: str, ref: str) -> tuple[str, str] | None:
+    """A call's target as (file, qualified name there): ``name:train.source_only``,
+    ``local:Trainer.train_step``, ``class:SupervisedTrainer:train``."""
+    kind, _, rest = ref.partition(":")
+    if kind == "local":
+        return path, rest
+    if kind == "class":
+        cls, _, name = rest.partition(":")
+        found = project.lookup(path, cls)
+        return (found[0], f"{found[1]}.{name}") if found else None
+    return project.lookup(path, rest)
+
+
+def _passed_models(project: Project, path: str, summary: Summary) -> Iterator[Site]:
+    for line, _col, ref, index, keyword, spelled in summary.get("passes", ()):
+        target = _callee(project, path, ref)
+        found = _class(project, path, spelled) if target else None
+        if target is None or found is None or "probs" not in found[2]:
+            continue
+        where, qual = target
+        for position, name, loss_line, loss_col, kind in (
+            project.summaries.get(where, {}).get("loss_params", {}).get(qual, ())
+        ):
+            code, output = LOSS_CODES[kind]
+            if (position == index or name == keyword) and found[2]["probs"] == output:
+                model = show(found[0], found[2]["line"], where)
+                detail = (f"`{found[1]}.forward` ({model}) ends in "
+                          f"{output}; {show(path, line, where)} passes that model to `{qual}` as "
+                          f"`{name}`, whose output reaches this loss")  # fmt: skip
+                yield where, loss_line, loss_col, code, detail
+
+
+def _evaluations(
+    project: Project, path: str, summary: Summary, words: Callable[[str], frozenset[str]]
+) -> Iterator[Site]:
+    calls = summary.get("runner_calls", ())
+    if not calls or not words(path) & LAYER_WORDS:
+        return
+    for line, col, ref, index, _keyword, model, why in calls:
+        target = _callee(project, path, ref)
+        runner = (
+            project.summaries.get(target[0], {}).get("runners", {}).get(target[1])
+            if target
+            else None
+        )
+        ran = [name for position, name in runner[1] if position == index] if runner else []
+        if runner is not None and ran and target is not None:
+            at = show(target[0], runner[0], path)
+            detail = (f"`{target[1]}` ({at}) runs `{ran[0]}` in a loop and never calls "
+                      f".eval(); here `{model}` is in training mode: {why}")  # fmt: skip
+            yield path, line, col, "RGT201", detail
+
+
+def _dataset(project: Project, path: str, spelled: str) -> tuple[str, str, dict[str, Any]] | None:
+    """The class's RNG facts merged over its bases (defined here or imported), 3 levels."""
+    found = _class(project, path, spelled)
+    if found is None:
+        return None
+    merged: dict[str, Any] = {"made": {}, "used": set(), "global": None, "where": {}}
+    todo, depth = [found], 0
+    while todo and depth < 8:
+        where, name, entry = todo.pop(0)
+        depth += 1
+        for attr, what in entry.get("made", {}).items():
+            merged["made"].setdefault(attr, [where, *what])
+        merged["used"] |= set(entry.get("used", ()))
+        if entry.get("global") and merged["global"] is None:
+            merged["global"] = [where, *entry["global"], name]
+        for base in entry.get("bases", ()):
+            more = _class(project, where, base)
+            if more is not None:
+                todo.append(more)
+    return found[0], found[1], merged
+
+
+def _worker_rng(project: Project, path: str, summary: Summary) -> Iterator[Site]:
+    for line, col, spelled, workers in summary.get("loaders", ()):
+        found = _dataset(project, path, spelled)
+        if found is None:
+            continue
+        where, name, rng = found
+        defined = project.summaries[where]["classes"][name]["line"]
+        head = f"Dataset `{name}` ({show(where, defined, path)})"
+        tail = f"; the DataLoader here has {workers} workers and no worker_init_fn"
+        shared = sorted(set(rng["made"]) & rng["used"])
+        if shared:
+            attr = shared[0]
+            src, made_line, what = rng["made"][attr]
+            yield (
+                path,
+                line,
+                col,
+                "RGT305",
+                (
+                    f"{head} draws from `self.{attr}`, {what} made once in __init__ "
+                    f"({show(src, made_line, path)}) and copied into every worker{tail}"
+                ),
+            )
+        elif rng["global"]:
+            pin = old_torch(os.path.dirname(os.path.abspath(path)))
+            src, draw_line, draw, cls = rng["global"]
+            if pin:
+                yield (
+                    path,
+                    line,
+                    col,
+                    "RGT305",
+                    (
+                        f"{head} draws from NumPy's global RNG ({draw} in `{cls}`, "
+                        f"{show(src, draw_line, path)}) and {pin} keeps torch below 1.9, whose "
+                        f"workers do not reseed NumPy{tail}"
+                    ),
+                )
+
+
+def _steppers(project: Project, path: str, summary: Summary) -> Iterator[Site]:
+    for line, _col, ref in summary.get("step_calls", ()):
+        target = _callee(project, path, ref)
+        step = (
+            project.summaries.get(target[0], {}).get("steppers", {}).get(target[1])
+            if target
+            else None
+        )
+        if step is not None and target is not None:
+            loop = show(path, line, target[0])
+            detail = (f"`{target[1]}` steps `{step[2]}` after a backward pass and nothing in its "
+                      f"module clears gradients; the loop at {loop} calls it every pass and "
+                      f"does not clear them either")  # fmt: skip
+            yield target[0], step[0], step[1], "RGT105", detail
+
+
+def _samplers(project: Project) -> Iterator[Site]:
+    """Shuffling DistributedSamplers in a file with no loop that reads a loader again, where a
+    file within two imports has one (the single-file rule covers a file with both)."""
+    for path, summary in project.summaries.items():
+        if not summary.get("samplers") or summary.get("repeats"):
+            continue
+        for other in project.neighbours(path):
+            again = project.summaries[other].get("repeats")
+            if again:
+                for line, col in summary["samplers"]:
+                    yield (
+                        path,
+                        line,
+                        col,
+                        "RGT302",
+                        (
+                            f"the loader it feeds is read again and again by {again[1]} at "
+                            f"{show(other, again[0], path)}, and nothing calls set_epoch"
+                        ),
+                    )
+                break

@@ -1,0 +1,201 @@
+"""A project's own imports, resolved the way Python would find them when the script runs.
+
+An import is looked for relative to the importing file (``from ..utils import x``: its level),
+beside the script, at the project's root (the nearest folder with ``.git``,
+``pyproject.toml``, ``setup.py`` or ``setup.cfg``) and its ``src/`` (a ``src`` layout), in the
+folders a script puts on ``sys.path`` (``sys.path.insert(0, "lib")``, ``_init_paths.py``), and
+in the folders above the script (a repository without a marker, run from its top). Names are
+followed through packages that re-export them (``from .dual_encoder import DualEncoder`` in an
+``__init__.py``), a few steps at most.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rgt.lint._source import MAX_CLIMB, Text, _import_lines, project_root
+
+Summary = dict[str, Any]
+MAX_HOPS = 4  # re-exports followed for one name
+# A torch requirement: ``torch==1.4.0``, ``torch>=1.2,<1.9``, conda's ``pytorch=1.4``.
+TORCH_SPEC = re.compile(r"(?im)^[\s\-\"']*(?:py)?torch\s*((?:[<>=~!]=?\s*[\d.]+[\s,]*)+)")
+SPEC = re.compile(r"([<>=~!]=?)\s*(\d+)\.(\d+)")
+REQUIREMENTS = ("requirements.txt", "requirements", "setup.py", "setup.cfg", "pyproject.toml",
+                "environment.yml", "environment.yaml")  # fmt: skip
+
+
+class Project:
+    """The linted files' summaries, and how their imports resolve to one another."""
+
+    def __init__(self, summaries: Mapping[str, Summary]) -> None:
+        self.summaries = summaries
+        self.by_abs = {os.path.abspath(p): p for p in summaries}
+        self.extra = sorted({p for s in summaries.values() for p in s.get("paths", ())})
+
+    def module(self, importer: str, name: str, level: int = 0) -> str | None:
+        """The linted file that ``import name`` (dots: ``level``) in ``importer`` loads."""
+        here = os.path.dirname(os.path.abspath(importer))
+        if level:
+            for _ in range(level - 1):
+                here = os.path.dirname(here)
+            return self._find(here, name) if name else self._find(here, "__init__")
+        return next((f for f in (self._find(d, name) for d in self._folders(here)) if f), None)
+
+    def _folders(self, here: str) -> Iterable[str]:
+        root = project_root(here)
+        yield from (here, root, os.path.join(root, "src"), *self.extra)
+        for _ in range(MAX_CLIMB):
+            parent = os.path.dirname(here)
+            if parent == here:
+                return
+            here = parent
+            yield here
+
+    def _find(self, folder: str, name: str) -> str | None:
+        base = os.path.join(folder, *name.split("."))
+        return self.by_abs.get(base + ".py") or self.by_abs.get(os.path.join(base, "__init__.py"))
+
+    def lookup(self, importer: str, spelled: str, hops: int = 0) -> tuple[str, str] | None:
+        """Where the object spelled ``spelled`` in ``importer`` is defined: (file, name in it).
+        ``model.Classifier`` after ``import model``, ``DualEncoder`` after ``from
+        noesis.networks import DualEncoder`` (re-exported there), a class of ``importer``."""
+        summary = self.summaries.get(importer)
+        if summary is None or hops > MAX_HOPS:
+            return None
+        head, _, rest = spelled.partition(".")
+        if head in summary.get("classes", {}) or not summary.get("imports"):
+            return importer, spelled
+        for local, module, level, obj in summary["imports"]:
+            if local != head:
+                continue
+            if obj is None:  # ``import a.b as m``: ``m.X`` is X in a/b.py (or a/b/X.py...)
+                return self._inside(importer, module, level, rest, hops)
+            sub = self.module(importer, f"{module}.{obj}" if module else obj, level)
+            if sub is not None and rest:
+                return self._inside(importer, f"{module}.{obj}".lstrip("."), level, rest, hops)
+            found = self.module(importer, module, level)
+            if found is not None:
+                return self._defined(found, obj + (f".{rest}" if rest else ""), hops + 1)
+        for local, module, level, _obj in summary["imports"]:
+            found = self.module(importer, module, level) if local == "*" else None
+            if found is not None and spelled.split(".")[0] in self._names(found):
+                return self._defined(found, spelled, hops + 1)
+        return importer, spelled
+
+    def _inside(
+        self, importer: str, module: str, level: int, rest: str, hops: int
+    ) -> tuple[str, str] | None:
+        parts = rest.split(".")
+        for cut in range(len(parts) - 1, -1, -1):  # the longest module path first
+            name = ".".join([module, *parts[:cut]]) if module else ".".join(parts[:cut])
+            found = self.module(importer, name, level)
+            if found is not None and cut < len(parts):
+                return self._defined(found, ".".join(parts[cut:]), hops + 1)
+        return None
+
+    def _defined(self, path: str, name: str, hops: int) -> tuple[str, str] | None:
+        summary = self.summaries.get(path, {})
+        head = name.split(".")[0]
+        if any(i[0] == head for i in summary.get("imports", ())) and head not in summary.get(
+            "classes", {}
+        ):
+            return self.lookup(path, name, hops)
+        return path, name
+
+    def _names(self, path: str) -> set[str]:
+        summary = self.summaries.get(path, {})
+        names = set(summary.get("classes", {}))
+        for key in ("loss_params", "runners", "steppers"):
+            names |= {q.split(".")[0] for q in summary.get(key, {})}
+        return names | {i[0] for i in summary.get("imports", ())}
+
+    def neighbours(self, path: str, hops: int = 2) -> list[str]:
+        """Files within ``hops`` imports of ``path``, either way (importers first met first)."""
+        graph = self._graph()
+        seen, frontier = {path}, [path]
+        for _ in range(hops):
+            frontier = [n for p in frontier for n in graph.get(p, ()) if n not in seen]
+            seen.update(frontier)
+        return sorted(seen - {path})
+
+    def _graph(self) -> dict[str, set[str]]:
+        if not hasattr(self, "_edges"):
+            edges: dict[str, set[str]] = {}
+            for path, summary in self.summaries.items():
+                for _local, module, level, obj in summary.get("imports", ()):
+                    found = self.module(path, module, level) if module or level else None
+                    if obj and (sub := self.module(path, f"{module}.{obj}".lstrip("."), level)):
+                        found = sub
+                    if found and found != path:
+                        edges.setdefault(path, set()).add(found)
+                        edges.setdefault(found, set()).add(path)
+            self._edges = edges
+        return self._edges
+
+
+def linked(texts: list[Text]) -> frozenset[str]:
+    """The absolute paths of the texts that import another of them or are imported by one,
+    found by reading the import lines the way ``Project.module`` resolves them (relative
+    levels, the folders above): the files a summary is wanted of even where no rule needs
+    them parsed (a model's module, the entry script that passes the model on)."""
+    present = {os.path.abspath(t.path) for t in texts}
+    found: set[str] = set()
+    for text in texts:
+        here = os.path.dirname(os.path.abspath(text.path))
+        hits: set[str] = set()
+        for match in _import_lines(text.text):
+            names = [match.group(1)] if match.group(1) else match.group(2).split(",")
+            for spelled in names:
+                hits |= _candidates(here, spelled.split(" as ")[0].strip()) & present
+        if hits:
+            found |= hits | {os.path.abspath(text.path)}
+    return frozenset(found)
+
+
+def _candidates(here: str, spelled: str) -> set[str]:
+    name = spelled.lstrip(".")
+    level = len(spelled) - len(name)
+    folders = [here]
+    if level:
+        for _ in range(level - 1):
+            folders = [os.path.dirname(folders[0])]
+    else:
+        climb = here
+        for _ in range(MAX_CLIMB):
+            climb = os.path.dirname(climb)
+            folders.append(climb)
+    out = set()
+    for folder in folders:
+        base = os.path.join(folder, *name.split(".")) if name else folder
+        out |= {base + ".py", os.path.join(base, "__init__.py")}
+    return out
+
+
+def old_torch(folder: str) -> str:
+    """The requirement that keeps a project on torch < 1.9 (DataLoader workers then do not
+    reseed NumPy), as ``file: spec``; empty when none does (no pin, or only a lower bound)."""
+    root = project_root(folder)
+    for where in dict.fromkeys((root, folder)):
+        for name in REQUIREMENTS:
+            try:
+                with open(os.path.join(where, name), encoding="utf-8", errors="replace") as handle:
+                    text = handle.read(200_000)
+            except OSError:
+                continue
+            for match in TORCH_SPEC.finditer(text):
+                if _below_1_9(match.group(1)):
+                    return f"{name}: torch{match.group(1).strip()}"
+    return ""
+
+
+def _below_1_9(spec: str) -> bool:
+    for op, major, minor in SPEC.findall(spec):
+        version = (int(major), int(minor))
+        if op in ("==", "=", "~=", "<=") and version < (1, 9):
+            return True
+        if op == "<" and version <= (1, 9):
+            return True
+    return False
