@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from rgt import _fs
+from rgt.agent._hang import position, verdict
 
 HANGING_JOB = """
     import os, time
@@ -35,6 +36,7 @@ HANGING_JOB = """
             time.sleep(600)  # the stuck rank: rank 0 waits for it in the next all_reduce
     dist.destroy_process_group()
 """
+STACKS = Path(__file__).parent / "stacks"
 PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
 
 
@@ -73,3 +75,28 @@ def test_a_hang_names_the_rank_outside_the_collective(make_job) -> None:
     stacks = json.loads((job.dir / detail["stacks"]).read_text())
     assert sorted(stacks) == ["0", "1"]
     assert job.status()["state"] == "cancelled"
+
+
+def _recorded(name: str) -> dict[int, dict[str, Any]]:
+    """py-spy 0.4.3 ``dump --json`` of both ranks, recorded by the agent (stacks.json) from
+    torchrun 2.13 gloo jobs; paths shortened to /opt/venv and /data."""
+    stacks = json.loads((STACKS / f"torchrun-2.13-gloo-{name}.json").read_text())
+    return {int(rank): dict(position(threads), pid=0) for rank, threads in stacks.items()}
+
+
+def test_the_rank_outside_the_collective_is_the_stuck_one() -> None:
+    places = _recorded("hang-stacks")
+    assert places[0]["collective"] == "all_reduce" and places[1]["collective"] is None
+    assert places[1]["code"] == "<module> (train.py:13)"
+    detail, next_step = verdict(places, "py-spy")
+    assert (detail["stuck"], detail["in_collective"]) == ([1], [0])
+    assert next_step.startswith("rank 1 at <module> (train.py:13): it never reached")
+
+
+def test_ranks_still_importing_torch_wait_in_no_collective() -> None:
+    # Rank 0 was inside a torch.distributed module body (an import), not a collective: a
+    # slow start must not name a stuck rank.
+    places = _recorded("import-phase-stacks")
+    assert [places[r]["collective"] for r in (0, 1)] == [None, None]
+    detail, next_step = verdict(places, "py-spy")
+    assert detail["stuck"] == [] and next_step.startswith("no rank is in a collective")

@@ -26,6 +26,9 @@ from typing import Any, Dict, List, Optional, Tuple
 from rgt import _fs
 
 DUMP_TIMEOUT_S = 20.0
+# Frames of torch.distributed that are no wait for a peer: c10d_logger's decorator, and a
+# module body (a rank still importing torch.distributed is slow, not waiting).
+NOT_A_CALL = ("wrapper", "<module>")
 NO_PY_SPY = (
     "py-spy is not installed on the machine: `pip install py-spy` in the job's environment "
     "names the stuck rank next time; now: `rgt cancel` the job or wait for the collective timeout"
@@ -107,8 +110,9 @@ def position(threads: List[Dict[str, Any]]) -> Dict[str, Any]:
     main = [t for t in threads if t.get("thread_name") == "MainThread"] or threads[:1]
     frames = [f for f in (main[0].get("frames") or []) if isinstance(f, dict)] if main else []
     calls = [f for f in frames if "torch/distributed/" in str(f.get("filename") or "")]
-    calls = [f for f in calls if f.get("name") != "wrapper"]  # c10d_logger's decorator
-    collective = str(calls[0].get("name")) if calls else None  # frames: innermost first
+    calls = [f for f in calls if f.get("name") not in NOT_A_CALL]
+    importing = any("importlib" in str(f.get("filename") or "") for f in frames)
+    collective = str(calls[0].get("name")) if calls and not importing else None  # innermost
     own = [f for f in frames if not _library(str(f.get("filename") or ""))]
     return {
         "collective": collective,
