@@ -20,6 +20,7 @@ import pytest
 from rgt.agent import _gpus
 from tests.agent.conftest import Job, process_gone
 from tests.clirun import ok, rgt
+from tests.sshd import SshServers
 
 SMI = Path(__file__).resolve().parents[1] / "golden" / "nvidia-smi"
 A100X8 = SMI / "query-8xa100-sxm4-80gb.csv"
@@ -216,4 +217,38 @@ def test_rgt_run_gpus_reaches_the_agent_through_the_spec(
         seen.append((out.read_text(), job_dir))
     assert [text for text, _ in seen] == ["0,1,2,3|PCI_BUS_ID", "4,5,6,7|PCI_BUS_ID"]
     for _, job_dir in seen:
+        (job_dir / "STOP").write_text("")
+
+
+@pytest.mark.slow
+def test_rgt_run_gpus_on_an_ssh_box(
+    sshd_factory: SshServers, box: Callable[[Path], dict[str, str]], tmp_path: Path
+) -> None:
+    """The same over a real sshd whose sessions see the fake nvidia-smi (sshd's SetEnv): the
+    agent that the ssh backend starts assigns the GPUs; `--gpus 0` hides them all."""
+    env = box(RTX4090X2)
+    server = sshd_factory()
+    server.stop()
+    setenv = " ".join(f"{k}={v}" for k, v in env.items())
+    server.config.write_text(
+        server.config.read_text().replace("SetEnv SHLVL=1", f"SetEnv SHLVL=1 {setenv}")
+    )
+    server.start()
+    root = tmp_path / "remote"
+    up = ("up", "generic-ssh", "--name", "rented", "--ssh", server.ssh_line, "--json")
+    ok(rgt(*up, "--root", str(root)))
+    (tmp_path / "hold.py").write_text(HOLD)
+    given = []
+    for gpus in ("4090:1", "0", "1"):
+        argv = ("run", "rented", "--gpus", gpus, "--probe-seconds", "1", "--json")
+        doc = ok(rgt(*argv, "--", "python3", "hold.py", cwd=tmp_path, timeout=180))
+        job_dir = root / ".rgt" / "jobs" / str(doc["job_id"])
+        out = job_dir / "outputs" / "cuda.txt"
+        deadline = time.monotonic() + 60
+        while not out.exists():
+            assert time.monotonic() < deadline, "the job never wrote what it was given"
+            time.sleep(0.05)
+        given.append(out.read_text())
+    assert given == ["0|PCI_BUS_ID", "|", "1|PCI_BUS_ID"]
+    for job_dir in (root / ".rgt" / "jobs").iterdir():
         (job_dir / "STOP").write_text("")
