@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from rgt.cli._forecast import dry_run_option
+from rgt.cli._forecast import show as show_forecast
 from rgt.cli._jobref import job_id as job_id_arg
 from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, escape, output_options
@@ -88,6 +90,11 @@ PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
 )
 @click.option("--ckpt", "ckpt_glob", metavar="GLOB", help="Where the script's checkpoints appear.")
 @click.option(
+    "--seed",
+    type=click.IntRange(0, 2**32 - 1),
+    help="RGT_SEED for the job (else $RGT_SEED, else drawn); recorded with the job.",
+)
+@click.option(
     "--lint", "lint_first", is_flag=True, help="Refuse to launch if `rgt lint` finds a bug."
 )
 @click.option(
@@ -96,6 +103,7 @@ PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
     help="Start despite errors of the machine's last audit, or a python without torch.",
 )
 @resource_options()
+@dry_run_option
 @output_options
 def run(
     machine: str,
@@ -113,6 +121,8 @@ def run(
     force: bool,
     resources: Resources | None,
     out: Output,
+    seed: int | None = None,
+    dry_run: bool = False,
 ) -> None:
     """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
     from rgt.jobs import pythongate
@@ -120,9 +130,12 @@ def run(
     from rgt.jobs.notify import resolve
     from rgt.jobs.resume_form import resume_spec
     from rgt.models import RetryPolicy
+    from rgt.verify.runtime import resolve_seed
     from rgt.watch.envgate import check_gate
 
     check_separator(click.get_current_context())
+    if dry_run:  # nothing starts, no meter: the forecast (rgt.autostop.forecast)
+        return show_forecast(out, machine, command, run_resources(resources))
     if lint_first:
         from rgt.lint.preflight import lines, preflight, refuse_on_bugs
 
@@ -133,6 +146,7 @@ def run(
     for note in check_gate(machine, force):
         out.warn(note)
     env = env_pairs_of(env_pairs)
+    env["RGT_SEED"] = resolve_seed(env, seed)  # stated, in the job's record
     for note in pythongate.check(machine, command, Path.cwd(), env, force):
         out.warn(note)  # a torch job refused (exit 3) when its python lacks torch
     store = Store.open()
@@ -155,6 +169,7 @@ def run(
         "machine": machine,
         "state": result.state.value,
         "probe_seconds": result.seconds,
+        "seed": env["RGT_SEED"],
         "traceback": result.traceback,
         **({"log_tail": result.log_tail} if result.failed else {}),
     }

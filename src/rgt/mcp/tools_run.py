@@ -11,12 +11,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from rgt.agent import jobfiles
 from rgt.mcp._invoke import CommandFailed, invoke
 
 LOG_LINES = 80  # default tail of the `logs` tool
 LOG_BYTES = 8000  # hard cap on the tail's characters, whatever `lines` asks for
 MAX_WAIT_S = 600  # the longest one `watch` call waits
-ENDED = ("succeeded", "failed", "cancelled")
+ENDED = jobfiles.TERMINAL
 
 
 def profiles(name: str | None = None, stale: bool = False) -> dict[str, Any]:
@@ -155,10 +156,12 @@ def run(
     probe_seconds: float = 60,
     resume_with: str | None = None,
     ckpt: str | None = None,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """Launch `command` detached on `machine` under rgt's agent; probe it for `probe_seconds`
     and return its job id and state. `secrets` are names of environment variables of this
-    server whose values go over stdin, never stored; `env` is plain, never secret."""
+    server whose values go over stdin, never stored; `env` is plain, never secret. With
+    `dry_run` nothing starts: what would start, where, and its expected duration and cost."""
     return invoke(
         ["run"],
         [machine, *command],
@@ -170,6 +173,7 @@ def run(
         probe_seconds=probe_seconds,
         resume_with=resume_with,
         ckpt=ckpt,
+        dry_run=dry_run,
     )
 
 
