@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from rgt import _fs
-from rgt.agent._hang import position, verdict
+from rgt.agent._hang import NO_PY_SPY, diagnose, position, verdict
 
 HANGING_JOB = """
     import os, time
@@ -100,3 +101,33 @@ def test_ranks_still_importing_torch_wait_in_no_collective() -> None:
     assert [places[r]["collective"] for r in (0, 1)] == [None, None]
     detail, next_step = verdict(places, "py-spy")
     assert detail["stuck"] == [] and next_step.startswith("no rank is in a collective")
+
+
+@pytest.fixture
+def a_rank(tmp_path: Path) -> Any:
+    """A child of this test process that a launcher would have started: RANK=0 in its env."""
+    code = "import time\ndef step():\n    time.sleep(60)\nstep()\n"
+    (tmp_path / "rank.py").write_text(code)
+    env = dict(os.environ, RANK="0")
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "rank.py")], env=env)
+    time.sleep(0.5)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.skipif(not os.access(PY_SPY, os.X_OK), reason="py-spy (test extra) not installed")
+def test_the_dump_reads_a_live_rank(a_rank: Any, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("RGT_PY_SPY", PY_SPY)
+    detail, next_step = diagnose(os.getpid(), str(tmp_path / "attempt-1"))
+    assert detail["ranks"] == [0] and detail["positions"]["0"]["pid"] == a_rank.pid
+    assert detail["positions"]["0"]["code"] == "step (rank.py:3)", detail
+    assert (tmp_path / "attempt-1" / "stacks.json").exists()
+    assert next_step.startswith("no rank is in a collective"), next_step
+
+
+def test_without_py_spy_the_event_says_so(a_rank: Any, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("RGT_PY_SPY", "")
+    detail, next_step = diagnose(os.getpid(), str(tmp_path))
+    assert detail == {"ranks": [0], "py_spy": None, "dumped": False}
+    assert next_step == NO_PY_SPY and "pip install py-spy" in next_step

@@ -82,6 +82,10 @@ def _process(pid: int) -> Optional[Tuple[int, Optional[str]]]:
 
 
 def find_py_spy(job_path: str = "") -> Optional[str]:
+    """``RGT_PY_SPY`` (a path; empty: never dump) in the agent's environment wins."""
+    chosen = os.environ.get("RGT_PY_SPY")
+    if chosen is not None:
+        return chosen if chosen and os.access(chosen, os.X_OK) else None
     beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
     if os.access(beside, os.X_OK):
         return beside
