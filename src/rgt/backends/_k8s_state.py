@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rgt.agent import jobfiles
+
 # Pod states that mean "not started, and it will not start by waiting".
 STUCK_REASONS = frozenset(
     {
@@ -73,7 +75,7 @@ def _waiting_reason(pods: list[dict[str, Any]]) -> str | None:
     return None
 
 
-AGENT_TERMINAL = ("succeeded", "failed", "cancelled")
+AGENT_TERMINAL = jobfiles.TERMINAL  # the one spelling (the agent ships it)
 
 
 def merge(agent: dict[str, Any], api: dict[str, Any] | None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rgt import clip
+from rgt.agent import jobfiles
 from rgt.errors import RgtError
 from rgt.state.store import Store, utcnow
 
@@ -23,7 +24,7 @@ MAX_METRICS_BYTES = 16 * 1024 * 1024
 WANTED_FOR_S = 120.0
 PER_TICK = 20
 METRICS_FILE = "metrics.jsonl"
-ENDED = ("succeeded", "failed", "cancelled")
+ENDED = jobfiles.TERMINAL  # the one spelling of a job that ended
 
 
 @dataclass(frozen=True)

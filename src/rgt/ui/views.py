@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 from rgt import clip
+from rgt.agent import jobfiles
 from rgt.models import JobRecord, Machine
 from rgt.ui.patrol import UiPatrol
 from rgt.watch.events import parse_time
@@ -222,7 +223,7 @@ def job_detail(record: JobRecord, patrol: UiPatrol) -> dict[str, Any]:
     row["exit_code"] = view.get("exit_code")
     row["heartbeat"] = view.get("heartbeat")
     row["alerts"] = view.get("alerts") or []
-    row["ended_state"] = row["state"] in ("succeeded", "failed", "cancelled")
+    row["ended_state"] = row["state"] in jobfiles.TERMINAL
     return row
 
 

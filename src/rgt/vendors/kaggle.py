@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rgt._confine import confined, why_unsafe
+from rgt.agent import jobfiles
 from rgt.agent.jobfiles import parse_time
 from rgt.agent.paths import JobPaths
 from rgt.backends.local import LocalBackend
@@ -233,7 +234,7 @@ def merge(doc: dict[str, Any], seen: KernelStatus, record: dict[str, Any]) -> di
         out["reason"] = f"Kaggle runs {version}; weekly GPU quota: {QUOTA}"
     elif seen.status not in ENDED:
         out["reason"] = f"Kaggle has {version} {seen.status}; weekly GPU quota: {QUOTA}"
-    elif state not in ("succeeded", "failed", "cancelled"):
+    elif state not in jobfiles.TERMINAL:
         out.update(_unrecorded_end(seen, state, out.get("kaggle", {}).get("kernel")))
     return out
 
