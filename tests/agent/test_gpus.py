@@ -252,3 +252,17 @@ def test_rgt_run_gpus_on_an_ssh_box(
     assert given == ["0|PCI_BUS_ID", "|", "1|PCI_BUS_ID"]
     for job_dir in (root / ".rgt" / "jobs").iterdir():
         (job_dir / "STOP").write_text("")
+
+
+@pytest.mark.slow
+def test_a_lock_that_cannot_be_written_is_a_refusal_not_a_crash(
+    make_job: Callable[..., Job], box: Callable[[Path], dict[str, str]], tmp_path: Path
+) -> None:
+    env = box(A100X8)
+    (tmp_path / "not-a-dir").write_text("")
+    env["RGT_GPU_LOCK_DIR"] = str(tmp_path / "not-a-dir")
+    job = make_job("job-a", durable=tmp_path / "d").write(HOLD, gpus="1")
+    job.start(**env)
+    reason = refused(job)
+    assert "--gpus 1: cannot write the GPU lock in" in reason
+    assert job.finish() == 1  # the agent ended the job as failed; it did not crash

@@ -19,7 +19,9 @@ agent nor its job's process group is alive (pid + process start time, so a reuse
 mistaken for the holder): a ``kill -9`` of the agent leaves the job running on its GPUs, and
 they stay held until that job is gone too.
 
-Stdlib only, Python >= 3.8 (runs inside the agent).
+A lock that cannot be written (a full disk) refuses the attempt with that reason; it never
+crashes the agent. A MIG-partitioned card counts as one GPU here (its instances are not assigned
+one by one). Stdlib only, Python >= 3.8 (runs inside the agent).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from rgt.agent import _system
 from rgt.agent._classify import Decision
+from rgt.agent._record import log
 
 QUERY = "index,uuid,name,memory.used,memory.total"
 BUSY_MIB = 1024.0  # more memory used than this, by no rgt job: someone else's process
@@ -211,21 +214,37 @@ class GpuClaim(object):
                 "drop --gpus, or check the driver: `nvidia-smi` must list the GPUs",
                 [],
             )
-        self.directory = lock_dir(self.fallback)
-        with Holders(self.directory) as holders:
-            chosen, why = pick(gpus, holders.others(self.job_id), gpu_type, count)
-            if chosen is None:
-                return _refusal(why[0], why[1], why[2:])
-            entry = self._entry(chosen)
-            holders.holders = [*holders.others(self.job_id), entry]
-            holders.save()
+        directory = os.environ.get("RGT_GPU_LOCK_DIR") or self.fallback
+        try:
+            directory = lock_dir(self.fallback)
+            chosen, why = self._lock(directory, gpus, gpu_type, count)
+        except OSError as exc:  # a full or read-only disk: say so, never crash the agent
+            return _refusal(
+                "--gpus %s: cannot write the GPU lock in %s: %s"
+                % (_said(gpu_type, count), directory, exc),
+                "free space there, or point RGT_GPU_LOCK_DIR at a writable local directory",
+                [],
+            )
+        if chosen is None:
+            return _refusal(why[0], why[1], why[2:])
+        self.directory = directory
         self.env = {
             "CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in chosen),
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         }
-        detail = {"requested": count, "indices": entry["indices"], "uuids": entry["gpus"]}
-        rec.event("gpus_assigned", dict(detail, type=gpu_type))
+        detail = {"requested": count, "indices": [g.index for g in chosen]}
+        rec.event("gpus_assigned", dict(detail, uuids=[g.uuid for g in chosen], type=gpu_type))
         return None
+
+    def _lock(
+        self, directory: str, gpus: List[Gpu], gpu_type: Optional[str], count: int
+    ) -> Tuple[Optional[List[Gpu]], List[str]]:
+        with Holders(directory) as holders:
+            chosen, why = pick(gpus, holders.others(self.job_id), gpu_type, count)
+            if chosen is not None:
+                holders.holders = [*holders.others(self.job_id), self._entry(chosen)]
+                holders.save()
+        return chosen, why
 
     def _entry(self, chosen: List[Gpu]) -> Dict[str, Any]:
         pid = os.getpid()
@@ -247,8 +266,18 @@ class GpuClaim(object):
         self._update(None)
 
     def _update(self, change: Any) -> None:
+        """Change or drop this job's entry. A lock that cannot be written now goes stale on
+        its own once the job and its agent are gone."""
         if not self.directory:
             return
+        try:
+            self._rewrite(change)
+        except OSError as exc:
+            log("GPU lock not updated: %s" % exc)
+        if change is None:
+            self.directory = ""
+
+    def _rewrite(self, change: Any) -> None:
         with Holders(self.directory) as holders:
             mine = [h for h in holders.holders if h.get("job_id") == self.job_id]
             holders.holders = holders.others(self.job_id)
@@ -257,8 +286,6 @@ class GpuClaim(object):
                     change(holder)
                 holders.holders += mine
             holders.save()
-        if change is None:
-            self.directory = ""
 
 
 def pick(
