@@ -184,6 +184,13 @@ def build(
             fix=f"register it with a price: `rgt up {profile.name} --name {machine.name} "
             "--replace --price P …`",
         )
+    spent = float(money.get("spent_at_arm") or 0.0)
+    if trig["budget"] and spent >= trig["budget"]["amount"]:
+        raise UsageError(
+            f"{machine.name} has already spent {spent:.2f} {currency}, over --budget "
+            f"{trig['budget']['amount']:g}",
+            fix="give a budget above what was spent, or `rgt down` the machine",
+        )
     now = time.time()
     return {
         "schema": SCHEMA,
