@@ -78,8 +78,12 @@ def test_the_first_failing_rank_is_classified_from_its_own_log(make_job) -> None
     assert "Connection closed by peer" in (logs / "attempt-1" / "rank-0.log").read_text()
     merged = (logs / "attempt-1.log").read_text()
     assert "[rank1]:rank 1 step 3" in merged  # the merged log keeps every line, prefixed
-    # The merged log alone leads the rule base to the cascade (rank 0's gloo error).
-    assert classify(merged, exit_code=1).label == "nccl"
+    # Offline, the merged log is read like the agent reads it: the lines of ranks other than
+    # the first failing one (rank 0's gloo "Connection closed by peer") and torchrun's own
+    # ChildFailedError traceback are the cascade, so rank 1's traceback decides.
+    verdict = classify(merged, exit_code=1)
+    assert verdict.label == "code_error", verdict
+    assert "train.py:11 in <module>: ValueError: bad batch on rank 1" in verdict.evidence[0]
     ranks = json.loads((logs / "attempt-1" / "ranks.json").read_text())
     assert ranks["launcher"] == "torchrun"
     assert [(r["rank"], r["exit_code"], r["signal"]) for r in ranks["ranks"]] == [

@@ -133,3 +133,20 @@ def test_the_host_counter_is_evidence_only_where_the_cgroup_counter_is_unreadabl
     decision = decide(facts)
     assert decision.label == "host_oom"
     assert "the cgroup counter is unreadable here" in decision.evidence[-1]
+
+
+# Real output of `PET_TEE=3 torchrun --nproc_per_node=2` (torch 2.13.0 CPU, the default
+# "[default<local rank>]:" prefix) of two gloo ranks whose rank 1 raised a ValueError at step
+# 3; rank 0 then failed in all_reduce. Paths replaced by /opt/venv and /work.
+TEE = (HERE / "torchrun-2.13-gloo-tee-rank1-valueerror.log").read_text()
+
+
+def test_a_prefixed_log_is_read_from_the_first_failing_ranks_lines() -> None:
+    # Before: rank 0's gloo error (the cascade) won as `nccl`, or the prefixes hid every
+    # traceback from the rules that read a line from its start.
+    verdict = classify(TEE, exit_code=1)
+    assert verdict.label == "code_error"
+    assert verdict.evidence[0] == "/work/t.py:9 in <module>: ValueError: bad batch on rank 1"
+    focused = focus(TEE)
+    assert "Connection closed by peer" not in focused and "ChildFailedError" not in focused
+    assert "step 2 rank 0" not in focused and "[default" not in focused

@@ -40,6 +40,19 @@ _DEEPSPEED_SPAWN = re.compile(r"process (\d+) spawned with command: .*--local_ra
 # torchrun's own SIGTERM to the surviving ranks once one has failed.
 _CLOSING = re.compile(r"Sending process \d+ closing signal SIG\w+")
 _BLOCK_END = re.compile(r"^\s*={5,}\s*$", re.MULTILINE)
+# "[rank1]:" (torchrun's prefix as rgt's agent asks for it), torch's own "[rank1]: " before
+# a traceback, or both; torchrun's default "[default1]:" (role and local rank).
+_PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]: ?)+", re.MULTILINE)
+# torchrun's (or accelerate's) own traceback ending in ChildFailedError: the launcher
+# reporting that a rank failed, never a cause. Removed only where the ranks' lines carry
+# prefixes, so that the rank's own traceback is there to be read instead.
+_LAUNCHER_TRACEBACK = re.compile(
+    r"^Traceback \(most recent call last\):\n(?:[ \t].*\n)*?"
+    r"torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError:.*$",
+    re.MULTILINE,
+)
+_NAMES = re.compile(r"^\[((?:rank|default)\d+)\]: ?")
+_PREFIX_SPAN = 40  # the prefixes sit at the start of a line
 _ENTRY = re.compile(r"^\s*\[\d+\]\s*:\s*$", re.MULTILINE)  # "[1]:" opens one rank's entry
 
 
@@ -197,8 +210,12 @@ def _from_deepspeed(text: str) -> RankFailure | None:
 
 def focus(text: str) -> str:
     """The log without the launcher's cascade: the other ranks' entries of the ``Failures:``
-    list and torchrun's own "closing signal" lines. Text without a launcher summary is
-    returned unchanged."""
+    list and torchrun's own "closing signal" lines; and without the rank prefixes of its
+    lines (torch's ``[rank1]: `` before a traceback, torchrun's ``--tee`` prefix), which
+    would hide a traceback from the rules that read a line from its start. Text without a
+    launcher summary or prefixes is returned unchanged."""
+    if _PREFIX.search(text):
+        text = _PREFIX.sub("", _first_rank_only(_LAUNCHER_TRACEBACK.sub("", text)))
     if not _ROOT.search(text) and not _CLOSING.search(text):
         return text
     kept: list[str] = []
@@ -212,6 +229,21 @@ def focus(text: str) -> str:
         if in_failures or _CLOSING.search(line):
             continue
         kept.append(line)
+    return "".join(kept)
+
+
+def _first_rank_only(text: str) -> str:
+    """Drop the lines other ranks printed (their prefix names them) when the launcher named
+    the first failing rank: their tracebacks are the cascade ("Connection closed by peer")."""
+    first = root_cause(text)
+    if first is None or first.rank is None:
+        return text
+    keep = {f"rank{first.rank}", f"default{first.local_rank}"}
+    kept = []
+    for line in text.splitlines(True):
+        names = _NAMES.findall(line[:_PREFIX_SPAN])
+        if not names or any(name in keep for name in names):
+            kept.append(line)
     return "".join(kept)
 
 
