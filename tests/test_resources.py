@@ -152,3 +152,49 @@ def test_up_refuses_defaults_where_no_scheduler_keeps_them(tmp_path: Path) -> No
     assert proc.returncode == 2
     assert "resource defaults are for Slurm and Kubernetes machines" in proc.stdout
     assert ok(rgt("status", "--json"))["machines"] == []
+
+
+# `sinfo -h -o %G` lines as Slurm prints them: typed GRES with socket affinity, untyped, none.
+SINFO_TYPED = "gpu:a100:4(S:0-1)\ngpu:nvidia_h100_80gb_hbm3:8(S:0-1),shard:8\n(null)\n"
+
+
+@pytest.mark.parametrize(
+    ("sinfo", "gpus", "said"),
+    [
+        ("(null)\n", "1", "this Slurm cluster has no GPU"),
+        (SINFO_TYPED, "A100:2", "the cluster spells it 'a100': --gpus a100:2"),
+        (SINFO_TYPED, "V100:1", "give one of its types (--gpus TYPE:1)"),
+        ("gpu:2\n", "A100:1", "give one of its types"),
+    ],
+)
+def test_gpu_types_are_checked_against_the_cluster_gres(sinfo: str, gpus: str, said: str) -> None:
+    from rgt.backends._render.fit import check_gres
+
+    gpu_type, count = Resources(gpus=gpus).gpu_request()
+    with pytest.raises(UsageError) as caught:
+        check_gres(sinfo, gpu_type, count)
+    assert said in f"{caught.value.message} {caught.value.fix}"
+
+
+def test_gres_the_cluster_has_pass() -> None:
+    from rgt.backends._render.fit import check_gres
+
+    for gpus in ("a100:4", "nvidia_h100_80gb_hbm3:8", "2"):
+        gpu_type, count = Resources(gpus=gpus).gpu_request()
+        check_gres(SINFO_TYPED, gpu_type, count)
+
+
+def test_machine_defaults_land_where_each_backend_reads_them() -> None:
+    from rgt.backends._render.fit import check_defaults, with_defaults
+    from rgt.backends.slurm import SlurmBackend
+
+    defaults = Resources(partition="gpu", gpus="A100:1", timeout_min=60)
+    slurm = with_defaults(machine("slurm", slurm={"grace_s": 50}), defaults)
+    assert slurm.connection["slurm"]["grace_s"] == 50
+    assert SlurmBackend(slurm).defaults == defaults
+    kube = with_defaults(machine("kubernetes"), Resources(gpus="2", mem_gb=8))
+    assert kube.connection["resources"] == {"gpus": "2", "mem_gb": 8}
+    with pytest.raises(UsageError, match="partition, account and qos are Slurm resources"):
+        check_defaults("kubernetes", defaults)
+    with pytest.raises(UsageError, match="resource defaults are for Slurm and Kubernetes"):
+        check_defaults("generic-ssh", Resources(gpus="1"))

@@ -97,9 +97,13 @@ def _check_slurm(backend: Backend, requested: Resources) -> None:
 def _check_gres(backend: Backend, gpu_type: str | None, count: int) -> None:
     """The cluster's GPU GRES (``sinfo``): no GPU at all, or a type spelt as it does not."""
     result = backend.transport.run(["sinfo", "-h", "-o", "%G"], timeout=60)
-    if not result.ok:
-        return  # sbatch will say it; the controller's answer is not ours to guess
-    found = [m.groupdict() for m in GRES_GPU_RE.finditer(",".join(result.text().split()))]
+    if result.ok:  # else sbatch will say it; the controller's answer is not ours to guess
+        check_gres(result.text(), gpu_type, count)
+
+
+def check_gres(sinfo: str, gpu_type: str | None, count: int) -> None:
+    """Against ``sinfo -h -o %G``'s lines (``gpu:a100:4(S:0-1)``, ``gpu:2``, ``(null)``)."""
+    found = [m.groupdict() for m in GRES_GPU_RE.finditer(",".join(sinfo.split()))]
     if not found:
         raise UsageError(
             f"--gpus {gpu_type + ':' if gpu_type else ''}{count}: this Slurm cluster has no GPU "
