@@ -248,6 +248,7 @@ class AttemptRunner(object):
             self.rank_logs.close()
             facts.rank_tails = self.rank_logs.tails()
             directory = self.rank_logs.directory
+            facts.rank_stderr = _ranklogs.launcher_stderr(directory)
             record = _ranklogs.write_record(directory, self.launcher, facts.log_tail)
             facts.rank_error = record.get("error_file")
         host_oom_after = _kernel.host_oom_count()

@@ -104,6 +104,7 @@ class AttemptFacts(object):
         self.host_oom_delta: Optional[int] = None  # /proc/vmstat oom_kill: the whole host
         self.kernel_oom: List[Tuple[int, str]] = []  # (victim pid, kernel log line)
         self.rank_tails: Dict[int, str] = {}  # rank -> the end of its own log
+        self.rank_stderr: Dict[int, str] = {}  # local rank -> torchrun's copy of its stderr
         self.rank_error: Optional[Dict[str, Any]] = None  # torchrun's error file, reduced
 
     @property
@@ -161,10 +162,11 @@ def _rank_failed(rank: "RankFailure", facts: AttemptFacts) -> Decision:
     """The first failing rank ended with an error of its own: its own log (or torchrun's
     error file) decides the label; the collective errors of the ranks that lost their peer
     are the cascade. Without a log of that rank, the whole focused log decides."""
+    stderr = facts.rank_stderr.get(rank.local_rank) if rank.local_rank is not None else None
     own = facts.rank_tails.get(rank.rank) if rank.rank is not None else None
     error = facts.rank_error or {}
-    text = own or str(error.get("traceback") or "")
-    where = "its own log" if own else "torchrun's error file"
+    text = stderr or own or str(error.get("traceback") or "")
+    where = "its stderr" if stderr else "its own log" if own else "torchrun's error file"
     if text:
         alone = AttemptFacts(rank.exit_code, rank.signal, text, oom_before=0, oom_after=0)
         decision = triage(alone)

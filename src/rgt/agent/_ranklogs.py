@@ -7,6 +7,10 @@ log while the job runs: torchrun's ``[rankR]:`` (``_launch`` asks for it), torch
 line without a prefix (the launcher's own) belongs to no rank. Nothing is guessed: a job whose
 launcher prints no prefix gets no rank logs.
 
+torchrun's own per-rank files (``attempt-N/torchrun/<run>/attempt_<k>/<local rank>/``, stdout
+and stderr apart) are kept as it wrote them; the classifier reads a failing rank's stderr there,
+where a traceback is never cut by the rank's stdout lines.
+
 When the attempt ends, ``ranks.json`` records every rank the launcher's summary lists (exit
 code or signal, pid, the first failure first) and the error file torchrun wrote, if any.
 """
@@ -14,6 +18,7 @@ code or signal, pid, the first failure first) and the error file torchrun wrote,
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import re
@@ -97,6 +102,22 @@ class RankLogs(object):
             return []
         found = [re.match(r"rank-(\d+)\.log$", name) for name in names]
         return sorted(int(match.group(1)) for match in found if match)
+
+
+def launcher_stderr(directory: str) -> Dict[int, str]:
+    """local rank -> the end of its stderr as torchrun wrote it (``PET_LOG_DIR``): one stream,
+    never interleaved with stdout, so a traceback there is whole. torchrun's own restarts
+    (``--max-restarts``) make ``attempt_<k>`` folders; the newest is the one that failed."""
+    runs = glob.glob(os.path.join(directory, "torchrun", "*", "attempt_*"))
+    if not runs:
+        return {}
+    newest = max(runs, key=lambda path: int(path.rsplit("_", 1)[-1]))
+    found = {}  # type: Dict[int, str]
+    for path in glob.glob(os.path.join(newest, "*", "stderr.log")):
+        local = os.path.basename(os.path.dirname(path))
+        if local.isdigit():
+            found[int(local)] = _tail(path)
+    return found
 
 
 def write_record(directory: str, launcher: Optional[str], log_tail: str) -> Dict[str, Any]:
