@@ -32,6 +32,7 @@ if [ "$1" != "--query-gpu=index,uuid,name,memory.used,memory.total" ] || \\
   echo "fake nvidia-smi: unexpected arguments: $*" >&2; exit 2
 fi
 cat "$FAKE_NVIDIA_SMI_OUTPUT"
+exit "${FAKE_NVIDIA_SMI_RC:-0}"
 """
 
 # Records what it was given, then holds its GPUs until the test writes STOP in the job dir.
@@ -266,3 +267,32 @@ def test_a_lock_that_cannot_be_written_is_a_refusal_not_a_crash(
     reason = refused(job)
     assert "--gpus 1: cannot write the GPU lock in" in reason
     assert job.finish() == 1  # the agent ended the job as failed; it did not crash
+
+
+@pytest.mark.slow
+def test_rgt_run_refuses_gpus_the_box_does_not_have_before_anything_starts(
+    box: Callable[[Path], dict[str, str]], tmp_path: Path
+) -> None:
+    ok(rgt("up", "local", "--name", "box", "--root", str(tmp_path / "root"), "--json"))
+    (tmp_path / "hold.py").write_text(HOLD)
+    # nvidia-smi's exit codes: 9 the driver is not loaded, 6 no device (recorded messages).
+    no_driver = {**box(SMI / "no-driver.txt"), "FAKE_NVIDIA_SMI_RC": "9"}
+    no_device = {**box(SMI / "no-devices.txt"), "FAKE_NVIDIA_SMI_RC": "6"}
+    cases = [
+        (no_driver, "1", "--gpus 1: nvidia-smi lists no GPU on box", "drop --gpus"),
+        (no_device, "2", "--gpus 2: nvidia-smi lists no GPU on box", "check the driver"),
+        (box(RTX4090X2), "4", "--gpus 4: box has 2 such GPU(s)", "ask for at most 2"),
+        (
+            box(RTX4090X2),
+            "A100:1",
+            "--gpus A100:1: box has 0 such GPU(s) (2 in all: NVIDIA GeForce RTX 4090)",
+            "e.g. --gpus 4090:1",
+        ),
+    ]
+    for env, gpus, message, fix in cases:
+        argv = ("run", "box", "--gpus", gpus, "--json", "--", "python3", "hold.py")
+        proc = rgt(*argv, cwd=tmp_path, env=env)
+        assert proc.returncode == 2, proc.stderr
+        error = json.loads(proc.stdout)
+        assert message in error["message"] and fix in error["fix"]
+    assert ok(rgt("status", "--json"))["jobs"] == []

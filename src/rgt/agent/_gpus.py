@@ -178,7 +178,7 @@ class Holders(object):
         return [h for h in self.holders if h.get("job_id") != job_id]
 
 
-def _matches(gpu: Gpu, gpu_type: Optional[str]) -> bool:
+def matches(gpu: Gpu, gpu_type: Optional[str]) -> bool:
     """``A100`` matches "NVIDIA A100-SXM4-80GB", ``4090`` and ``RTX4090`` "NVIDIA GeForce RTX
     4090": letters and digits only, case ignored."""
     if not gpu_type:
@@ -296,7 +296,7 @@ def pick(
     for holder in others:
         for uuid in holder.get("gpus") or []:
             taken[str(uuid)] = holder
-    kind = [g for g in gpus if _matches(g, gpu_type)]
+    kind = [g for g in gpus if matches(g, gpu_type)]
     busy_mib = _system.env_float("RGT_GPU_BUSY_MIB", BUSY_MIB)
     free = [g for g in kind if g.uuid not in taken and g.used_mib <= busy_mib]
     if len(free) >= count:
@@ -342,3 +342,9 @@ def _said(gpu_type: Optional[str], count: int) -> str:
 def _refusal(cause: str, remedy: str, evidence: List[str]) -> Decision:
     # Not retryable: the same request on the same machine waits on other people's jobs.
     return Decision("unknown", False, cause, remedy, evidence or [cause])
+
+
+def short_type(name: str) -> str:
+    """The model word of a GPU's name, for hints: "NVIDIA GeForce RTX 4090" -> "4090"."""
+    words = [w for w in re.split(r"[\s-]+", name) if any(c.isdigit() for c in w)]
+    return words[0] if words else name.split()[-1]

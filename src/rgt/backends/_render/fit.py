@@ -151,6 +151,37 @@ def _check_box(backend: Backend, requested: Resources) -> None:
             fix="drop them for this machine (only --gpus is honoured here: rgt picks free "
             "GPUs and sets CUDA_VISIBLE_DEVICES), or use a Slurm or Kubernetes machine",
         )
+    gpu_type, count = requested.gpu_request()
+    if count:
+        _check_box_gpus(backend, gpu_type, count)
+
+
+def _check_box_gpus(backend: Backend, gpu_type: str | None, count: int) -> None:
+    """The machine has that many GPUs of that type at all (``nvidia-smi``, one round trip);
+    which of them are free is the agent's to say when the job starts (``rgt.agent._gpus``)."""
+    from rgt.agent import _gpus
+
+    query = f"nvidia-smi --query-gpu={_gpus.QUERY} --format=csv,noheader,nounits"
+    result = backend.transport.run(["sh", "-c", query], timeout=60)
+    gpus = _gpus.parse_smi(result.text()) if result.ok else []
+    said = f"--gpus {gpu_type + ':' if gpu_type else ''}{count}"
+    if not gpus:
+        raise UsageError(
+            f"{said}: nvidia-smi lists no GPU on {backend.machine.name}",
+            fix="drop --gpus (--gpus 0 for a CPU-only job), or check the driver there: "
+            "`nvidia-smi` must list the GPUs",
+        )
+    kind = [g for g in gpus if _gpus.matches(g, gpu_type)]
+    if len(kind) < count:
+        names = ", ".join(sorted({g.name for g in gpus}))
+        raise UsageError(
+            f"{said}: {backend.machine.name} has {len(kind)} such GPU(s) ({len(gpus)} in "
+            f"all: {names})",
+            fix=f"ask for at most {len(kind)}"
+            if kind
+            else "give a type in those names "
+            f"(e.g. --gpus {_gpus.short_type(gpus[0].name)}:{count}) or none (--gpus {count})",
+        )
 
 
 def _registered_only(backend: Backend, requested: Resources) -> None:
