@@ -10,7 +10,8 @@ machine cannot honour is refused with the fix, never dropped in silence (a job t
 - **kubernetes**: GPUs become ``nvidia.com/gpu`` limits, cpus and memory requests, the time an
   ``activeDeadlineSeconds`` (``_render/k8s.py``); partition, account and qos are Slurm's and
   are refused, as is more than one pod.
-- **ssh** and **local**: no scheduler. ``gpus`` is honoured by the agent on the machine, which
+- **ssh** and **local**: no scheduler. ``gpus`` is checked against the machine's
+  ``nvidia-smi`` here (that many of that type at all) and honoured by the agent there, which
   picks free GPUs and sets ``CUDA_VISIBLE_DEVICES`` (``rgt.agent._gpus``); nothing on the box
   could enforce cpus, memory or a time limit, so those are refused, with partition, account,
   qos and more than one node.
