@@ -23,27 +23,37 @@ from rgt.lint._nodes import dotted
 Summary = dict[str, Any]
 
 
-def summarize(facts: Facts, noqa: dict[int, frozenset[str]]) -> Summary:
-    """The module's summary; keys with nothing to say are left out (most modules say little)."""
+def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Summary:
+    """The module's summary; keys with nothing to say are left out (most modules say little).
+    ``linked``: the module imports another linted file or is imported by one. If not, what
+    it uses can only match what it offers itself, so a use is looked for only where the
+    module offers its match (in a tree of unrelated scripts, most look for nothing)."""
     out: Summary = {"imports": _imports(facts.tree)}
-    paths = _flow.sys_paths(facts)
-    if paths:
-        out["paths"] = paths
-    for key, value in (
-        ("classes", _flow.classes(facts)),
-        ("loss_params", _flow.loss_params(facts)),
-        ("model_losses", _flow.model_losses(facts)),
-        ("passes", _flow.passes(facts)),
-        ("loaders", _flow.loaders_over_classes(facts)),
-        ("runners", _flow.runners(facts)),
-        ("runner_calls", _flow.runner_calls(facts)),
-        ("steppers", _flow.steppers(facts)),
-        ("step_calls", _flow.step_calls(facts)),
-        ("samplers", _flow.samplers(facts)),
-        ("repeats", _flow.repeats(facts)),
-    ):
+    offers = (
+        ("classes", _flow.classes),
+        ("loss_params", _flow.loss_params),
+        ("runners", _flow.runners),
+        ("steppers", _flow.steppers),
+    )
+    for key, work in offers:
+        value = work(facts)
         if value:
             out[key] = value
+    uses = (
+        ("passes", _flow.passes, "loss_params"),
+        ("runner_calls", _flow.runner_calls, "runners"),
+        ("step_calls", _flow.step_calls, "steppers"),
+        ("loaders", _flow.loaders_over_classes, "classes"),
+        ("model_losses", _flow.model_losses, None),
+        ("samplers", _flow.samplers, None),
+        ("repeats", _flow.repeats, None),
+        ("paths", _flow.sys_paths, None),
+    )
+    for key, work, match in uses:
+        if linked or (match is not None and match in out):
+            value = work(facts)
+            if value:
+                out[key] = value
     if noqa:
         out["noqa"] = {str(line): sorted(codes) for line, codes in noqa.items()}
     return out

@@ -119,16 +119,16 @@ def loss_params(facts: Facts) -> dict[str, list[list[Any]]]:
 def _forwarded(facts: Facts, out: dict[str, list[list[Any]]]) -> None:
     """One step of a parameter passed on: ``train(self, model)`` calling
     ``self._train_batch(x, model)``, whose ``model`` feeds the loss."""
-    short = {q.rpartition(".")[2]: q for q in out}
-    for func in facts.functions:
-        names = params(func)
-        for call in facts.calls_in(func):
-            callee = (dotted(call.func) or "").removeprefix("self.")
-            if callee not in short:
+    for short, qual in [(q.rpartition(".")[2], q) for q in out]:
+        for call in facts.callers(short):
+            around = facts.functions_around(call)
+            if not around:
                 continue
+            func = around[0]
+            names = params(func)
             for index, arg in enumerate(call.args):
                 if isinstance(arg, ast.Name) and arg.id in names:
-                    for entry in out[short[callee]]:
+                    for entry in out[qual]:
                         if entry[0] == index:
                             hit = [names.index(arg.id), arg.id, *entry[2:]]
                             out.setdefault(qualname(facts, func), []).append(hit)
@@ -174,7 +174,9 @@ def passes(facts: Facts) -> list[list[Any]]:
     built = models(facts)
     out = []
     for call in facts.calls:
-        if not call.args and not call.keywords:
+        if not any(isinstance(a, ast.Name) and a.id in built for a in call.args) and not any(
+            isinstance(k.value, ast.Name) and k.value.id in built for k in call.keywords
+        ):
             continue
         callee = ref(facts, call)
         if callee is None:
@@ -222,7 +224,14 @@ FUNCTION_HEADS = ("get_", "make_", "load_", "build_", "create_", "compute_", "ca
 
 
 def _evaluates(facts: Facts, func: Function) -> bool:
-    return bool(modes.EVAL_NAME.search(func.name)) or modes._under_no_grad(facts, func)
+    """Named like an evaluation, or running under ``no_grad``/``inference_mode`` (its
+    decorator, or a ``with`` in it)."""
+    if modes.EVAL_NAME.search(func.name) or any(
+        modes._mentions(d, modes.NO_GRAD) for d in func.decorator_list
+    ):
+        return True
+    end = func.end_lineno or func.lineno
+    return any(func.lineno <= w.lineno <= end and modes._mentions_head(w) for w in facts.withs)
 
 
 def _sets_mode(calls: list[ast.Call], model: str) -> bool:
@@ -241,7 +250,9 @@ def runner_calls(facts: Facts) -> list[list[Any]]:
     named = models(facts)
     out = []
     for call in facts.calls if named else ():
-        if not call.args or method(call) in ("train", "eval", "to", "cuda"):
+        if not any(isinstance(a, ast.Name) and a.id in named for a in call.args):
+            continue
+        if method(call) in ("train", "eval", "to", "cuda"):
             continue
         for index, arg in enumerate(call.args):
             if isinstance(arg, ast.Name) and arg.id in named:
@@ -284,10 +295,8 @@ def _training_mode(facts: Facts, call: ast.Call, model: str) -> str:
     scope = facts.scope_of(call)
     before = [
         c
-        for c in facts.calls_in(scope)
-        if isinstance(c.func, ast.Attribute)
-        and dotted(c.func.value) == model
-        and method(c) in ("train", "eval")
+        for c in _mode_calls(facts, scope)
+        if dotted(c.func.value) == model  # type: ignore[attr-defined]
         and (c.lineno, c.col_offset) < (call.lineno, call.col_offset)
     ]
     if before:
@@ -301,6 +310,16 @@ def _training_mode(facts: Facts, call: ast.Call, model: str) -> str:
     if isinstance(value, ast.Call) and built_from(facts, value):
         return f"`{model}` built at line {value.lineno} (a module starts in training mode)"
     return ""
+
+
+def _mode_calls(facts: Facts, scope: ast.AST) -> list[ast.Call]:
+    """The ``x.train(...)``/``x.eval()`` calls in a scope, in source order (asked per call)."""
+    key = f"mode_calls:{id(scope)}"
+    found = facts.memo.get(key)
+    if not isinstance(found, list):
+        modes_set = {id(c) for m in ("train", "eval") for c in facts.methods_called(m)}
+        found = facts.memo[key] = [c for c in facts.calls_in(scope) if id(c) in modes_set]
+    return found
 
 
 def sys_paths(facts: Facts) -> list[str]:

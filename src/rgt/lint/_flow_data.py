@@ -194,19 +194,24 @@ def steppers(facts: Facts) -> dict[str, list[Any]]:
     """In a module that never clears gradients: the functions that step an optimizer after a
     backward pass (their own, or one a method of theirs runs), outside any loop of theirs (a
     loop is the single-file rule's): ``qualname -> [line, col, optimizer]``."""
-    if facts.methods_called("zero_grad") or losses._sets_grad_none(facts.tree):
+    steps = [c for c in facts.methods_called("step") if not c.args and not c.keywords]
+    steps = [c for c in steps if _optimizer_like(facts, c)]
+    if not steps or facts.methods_called("zero_grad") or losses._sets_grad_none(facts.tree):
         return {}
     bodies = {f.name: f for f in facts.functions}
     out: dict[str, list[Any]] = {}
-    for func in facts.functions:
-        inside = facts.calls_in(func)
-        steps = [c for c in inside if method(c) == "step" and not c.args and not c.keywords]
-        steps = [c for c in steps if _optimizer_like(facts, c)]
-        if not steps or any(isinstance(o, LOOPS) for o in facts.around(steps[0])[:1]):
+    for step in steps:
+        around = facts.around(step)
+        if not around or isinstance(around[0], LOOPS):
             continue
+        func = next(
+            (f for f in around if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)), None
+        )
+        if func is None or qualname(facts, func) in out:
+            continue
+        inside = facts.calls_in(func)
         reached = [c for n in _called(inside) if n in bodies for c in facts.calls_in(bodies[n])]
         if any(method(c) == "backward" for c in inside + reached):
-            step = steps[0]
             owner = dotted(step.func.value)  # type: ignore[attr-defined]
             out[qualname(facts, func)] = [step.lineno, step.col_offset, owner]
     return out

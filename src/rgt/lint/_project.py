@@ -138,40 +138,43 @@ class Project:
 
 def linked(texts: list[Text]) -> frozenset[str]:
     """The absolute paths of the texts that import another of them or are imported by one,
-    found by reading the import lines the way ``Project.module`` resolves them (relative
-    levels, the folders above): the files a summary is wanted of even where no rule needs
-    them parsed (a model's module, the entry script that passes the model on)."""
+    found by reading the import lines: a relative import resolved, an absolute one matched
+    against the dotted names the files could be imported by (``models.net`` is any
+    ``.../models/net.py``): the files a summary is wanted of even where no rule needs them
+    parsed (a model's module, the entry script that passes the model on). Matching by name
+    can only link too much, which costs a summary, never a finding."""
     present = {os.path.abspath(t.path) for t in texts}
+    names: dict[str, set[str]] = {}
+    for path in present:
+        parts = path[:-3].split(os.sep)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        for depth in range(1, min(4, len(parts)) + 1):
+            names.setdefault(".".join(parts[-depth:]), set()).add(path)
     found: set[str] = set()
     for text in texts:
         here = os.path.dirname(os.path.abspath(text.path))
         hits: set[str] = set()
         for match in _import_lines(text.text):
-            names = [match.group(1)] if match.group(1) else match.group(2).split(",")
-            for spelled in names:
-                hits |= _candidates(here, spelled.split(" as ")[0].strip()) & present
+            spelled = [match.group(1)] if match.group(1) else match.group(2).split(",")
+            for name in (s.split(" as ")[0].strip() for s in spelled):
+                if name.startswith("."):
+                    hits |= _candidates(here, name) & present
+                else:
+                    hits |= names.get(name, set())
+        hits.discard(os.path.abspath(text.path))
         if hits:
             found |= hits | {os.path.abspath(text.path)}
     return frozenset(found)
 
 
 def _candidates(here: str, spelled: str) -> set[str]:
+    """The files a relative import (``..utils.data``) can load."""
     name = spelled.lstrip(".")
-    level = len(spelled) - len(name)
-    folders = [here]
-    if level:
-        for _ in range(level - 1):
-            folders = [os.path.dirname(folders[0])]
-    else:
-        climb = here
-        for _ in range(MAX_CLIMB):
-            climb = os.path.dirname(climb)
-            folders.append(climb)
-    out = set()
-    for folder in folders:
-        base = os.path.join(folder, *name.split(".")) if name else folder
-        out |= {base + ".py", os.path.join(base, "__init__.py")}
-    return out
+    for _ in range(len(spelled) - len(name) - 1):
+        here = os.path.dirname(here)
+    base = os.path.join(here, *name.split(".")) if name else here
+    return {base + ".py", os.path.join(base, "__init__.py")}
 
 
 def old_torch(folder: str) -> str:

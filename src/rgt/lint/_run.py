@@ -94,10 +94,11 @@ def analyse(
         mine = words(text.path) if worth_parsing(text.text) else frozenset()
         if mine not in contexts:
             contexts[mine] = _cache.context(mine, wanted, QUERIED)
-        entry = _cache.key(text, contexts[mine])
+        linked = _is_imported(text, imported)  # the summary depends on it: part of the key
+        entry = _cache.key(text, contexts[mine] + ("|linked" if linked else ""))
         if packs.load(text, entry, RULES) is not None:
             return entry, None
-        return entry, _one(text, mine, wanted)
+        return entry, _one(text, mine, wanted, linked)
 
     findings: list[Finding] = []
     notes: list[FileNote] = []
@@ -147,10 +148,11 @@ def _fresh(
 ) -> Result:
     """A text's result, worked out: none when no rule can speak in it and no other file
     needs its summary (then its project words are never asked for)."""
+    linked = _is_imported(text, imported)
     if worth_parsing(text.text):
-        return _one(text, words(text.path), wanted)
-    if summarised(text.text, _is_imported(text, imported), text.path):
-        return _one(text, frozenset(), wanted)
+        return _one(text, words(text.path), wanted, linked)
+    if summarised(text.text, linked, text.path):
+        return _one(text, frozenset(), wanted, linked)
     return [], [], None
 
 
@@ -166,7 +168,7 @@ def _flat(outcomes: list[tuple[Text, Result]]) -> tuple[list[Finding], list[File
     return findings, notes, summaries
 
 
-def _one(text: Text, words: frozenset[str], wanted: frozenset[str]) -> Result:
+def _one(text: Text, words: frozenset[str], wanted: frozenset[str], linked: bool = False) -> Result:
     """One text's findings (or the note that it was skipped) and its summary (``_cross``); no
     rule runs on a file parsed only for its summary (``worth_parsing`` says none could speak).
     Its syntax tree is freed as soon as this returns, in a forked child too: keeping every
@@ -176,7 +178,7 @@ def _one(text: Text, words: frozenset[str], wanted: frozenset[str]) -> Result:
         return [], [source] if worth_parsing(text.text) else [], None
     facts = Facts.build(source.tree, source.path)
     found = list(_findings(source, facts, words, wanted)) if worth_parsing(text.text) else []
-    return found, [], _cross.summarize(facts, source.noqa)
+    return found, [], _cross.summarize(facts, source.noqa, linked)
 
 
 def _findings(

@@ -91,16 +91,21 @@ def may_find(text: str) -> bool:
 def check(facts: Facts) -> Iterator[Hit]:
     probs = facts.memo["probs"] = _Probabilities(facts)  # the summary's too (``_flow``)
     bound = {key.rpartition(".")[2] for key in facts.bindings}  # loss objects: ``criterion``
+    kinds: list[tuple[ast.Call, str]] = []
     for call in facts.calls_ending(
         lambda last: last in LOSS_NAMES or last == "Adam" or last in bound
     ):
         name = facts.call_name(call) or ""
-        if _is_loss(facts, name):
-            yield from _loss_input(facts, probs, call)
+        if _is_loss(facts, name) and call.args:
+            kind = _loss_kind(facts, call)
+            if kind is not None:
+                kinds.append((call, kind))
+                yield from _loss_input(facts, probs, call, kind)
         if _is_adam(name):
             decay = constant(keyword(call, "weight_decay"))
             if isinstance(decay, int | float) and decay > 0:
                 yield Hit("RGT104", call)
+    facts.memo["loss_calls"] = kinds  # the summary's (``_flow``)
     yield from _update_order(facts)
 
 
@@ -125,10 +130,7 @@ def unshaped(node: ast.AST) -> ast.AST:
     return node
 
 
-def _loss_input(facts: Facts, probs: _Probabilities, call: ast.Call) -> Iterator[Hit]:
-    if not call.args:
-        return
-    kind = _loss_kind(facts, call)
+def _loss_input(facts: Facts, probs: _Probabilities, call: ast.Call, kind: str) -> Iterator[Hit]:
     first = unshaped(call.args[0])
     if kind in ("ce", "nll") and probs.of(first, "softmax"):
         yield Hit("RGT101" if kind == "ce" else "RGT102", call)
