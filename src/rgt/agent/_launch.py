@@ -18,8 +18,9 @@ command line does not give it, and two more knobs from its own environment:
 log has prefixes only with ``accelerate launch --tee 3``. Whatever the launcher, torch (>= 2.2)
 prefixes an uncaught traceback with ``[rankN]:`` once the process group exists, so the failing
 rank's traceback is found in every case. ``deepspeed`` starts its ranks itself (no prefixes,
-one "exits with return code" line per rank); ``srun`` labels each line with its task number
-when ``SLURM_LABELIO`` is set, which the agent does.
+one "exits with return code" line for the child that failed). ``srun`` is recognised (the
+attempt records it) but its output is left as it is: ``SLURM_LABELIO`` would prefix every line
+with a bare ``N: ``, which a rule cannot tell from the job's own text.
 """
 
 from __future__ import annotations
@@ -86,8 +87,6 @@ def env_for(launcher: Optional[str], command: List[str], attempt_dir: str) -> Di
         if launcher == TORCHRUN and not any(_given(word) for word in _words(command)):
             env.update({"PET_TEE": "3", "PET_LOG_DIR": os.path.join(attempt_dir, "torchrun")})
         return env
-    if launcher == SRUN:
-        return {"SLURM_LABELIO": "1"}
     return {}
 
 

@@ -2,9 +2,9 @@
 
 The merged log (``logs/attempt-N.log``) stays what it always was: everything the launcher
 printed. Lines that name their rank are also appended, without the prefix, to that rank's own
-log while the job runs: torchrun's ``[rankR]:`` (``_launch`` asks for it), torch's own
-``[rankR]: `` before an uncaught traceback (any launcher), and srun's ``R: `` task label. A
-line without a prefix (the launcher's own) belongs to no rank. Nothing is guessed: a job whose
+log while the job runs: torchrun's ``[rankR]:`` (``_launch`` asks for it) and torch's own
+``[rankR]: `` before an uncaught traceback (any launcher). A line without a prefix (the
+launcher's own) belongs to no rank. Nothing is guessed: a job whose
 launcher prints no prefix gets no rank logs.
 
 torchrun's own per-rank files (``attempt-N/torchrun/<run>/attempt_<k>/<local rank>/``, stdout
@@ -25,12 +25,10 @@ import re
 from typing import IO, Any, Dict, List, Optional
 
 from rgt import _fs
-from rgt.agent._launch import SRUN
 
 # "[rank3]:" (torchrun's prefix, which rgt asked for) possibly followed by torch's own
 # "[rank3]: " before a traceback line; both name the same global rank.
 _TORCH_PREFIX = re.compile(rb"^\[rank(\d+)\]:(?: ?\[rank\1\]:)? ?")
-_SRUN_PREFIX = re.compile(rb"^\s*(\d+): ")
 READ_CHUNK = 1 << 20
 MAX_ERROR_FILE = 256 * 1024
 TAIL_BYTES = 64 * 1024
@@ -46,7 +44,7 @@ class RankLogs(object):
     def __init__(self, merged_log: str, directory: str, launcher: Optional[str]) -> None:
         self.merged_log = merged_log
         self.directory = directory
-        self.prefix = _SRUN_PREFIX if launcher == SRUN else _TORCH_PREFIX
+        self.launcher = launcher
         self.offset = _size(merged_log)  # a retry appends to nothing older than itself
         self.partial = b""
         self.files: Dict[int, IO[bytes]] = {}  # open while the attempt runs
@@ -66,7 +64,7 @@ class RankLogs(object):
             self._route(line + b"\n")
 
     def _route(self, line: bytes) -> None:
-        found = self.prefix.match(line)
+        found = _TORCH_PREFIX.match(line)
         if found is None:
             return
         rank = int(found.group(1))
