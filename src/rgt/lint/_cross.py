@@ -14,6 +14,7 @@ A summary is plain lists and dicts: it is pickled back from a forked child and k
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import Any
 
 from rgt.lint import _flow
@@ -29,7 +30,7 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
     it uses can only match what it offers itself, so a use is looked for only where the
     module offers its match (in a tree of unrelated scripts, most look for nothing)."""
     out: Summary = {"imports": _imports(facts.tree)}
-    offers = (
+    offers: tuple[tuple[str, Callable[[Facts], Any]], ...] = (
         ("classes", _flow.classes),
         ("loss_params", _flow.loss_params),
         ("runners", _flow.runners),
@@ -39,7 +40,7 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
         value = work(facts)
         if value:
             out[key] = value
-    uses = (
+    uses: tuple[tuple[str, Callable[[Facts], Any], str | None], ...] = (
         ("passes", _flow.passes, "loss_params"),
         ("runner_calls", _flow.runner_calls, "runners"),
         ("step_calls", _flow.step_calls, "steppers"),
