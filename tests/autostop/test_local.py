@@ -88,6 +88,10 @@ def test_a_missing_or_changed_artifact_blocks_the_stop(
     assert state(root)["last_refusal"]["reason"] == blocked[0]["detail"]["reason"]
     time.sleep(3)
     assert stops(record) == [] and kinds(root).count("autostop_blocked") == 1  # once per reason
+    shown = ok(rgt("status", "--json"))["autostop"]["box"]  # visible: policy and the reason
+    assert shown["not_fired_because"] == blocked[0]["detail"]["reason"]
+    assert shown["when"] == ["every job ended"] and shown["watcher_alive"] is True
+    assert "not fired: job" in rgt("status").stdout
 
 
 @pytest.mark.slow

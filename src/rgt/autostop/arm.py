@@ -54,6 +54,7 @@ def arm(
     tty = approve_at_terminal(what, name, f"rgt approve {name} --autostop")
     install(store, name, doc, notify_url)
     store.add_approval(name, f"{ACTION_ARM}:{doc['arm_id']}", getpass.getuser(), tty)
+    remember(store, name, doc["arm_id"])
     return {"machine": name, "armed": True, "policy": doc}
 
 
@@ -97,7 +98,17 @@ def disarm(store: Store, name: str) -> dict[str, Any]:
     had = backend.transport.exists(files.policy)
     backend.transport.run(["rm", "-f", "--", files.policy])
     store.add_approval(name, ACTION_DISARM, getpass.getuser(), tty)
+    remember(store, name, None)
     return {"machine": name, "armed": False, "was_armed": had}
+
+
+def remember(store: Store, name: str, arm_id: str | None) -> None:
+    """The machine's record says an arming exists, so `rgt status` knows whom to ask."""
+    machine = store.machine(name)
+    connection = {k: v for k, v in machine.connection.items() if k != ACTION_ARM}
+    if arm_id:
+        connection[ACTION_ARM] = arm_id
+    store.add_machine(replace(machine, connection=connection))
 
 
 def declare_self_stop(store: Store, name: str, command: str) -> str:

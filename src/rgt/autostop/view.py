@@ -46,8 +46,13 @@ def when(triggers: dict[str, Any]) -> list[str]:
 def line(name: str, report: dict[str, Any] | None) -> str | None:
     """One human line for a machine, or None when nothing is armed."""
     view = compact(report)
-    if view is None:
-        return None
+    return None if view is None else text(name, view)
+
+
+def text(name: str, view: dict[str, Any]) -> str:
+    """The human line of a compact view (``compact``)."""
+    if view.get("error") or not view.get("armed"):
+        return f"autostop {name}: " + (f"unknown ({view['error']})" if view.get("error") else "off")
     text = f"autostop {name}: armed, stops when {' or '.join(view['when'])}"
     if "spent" in view:
         text += f"; spent {view['spent']:.2f} {view.get('currency') or ''}".rstrip()
@@ -72,3 +77,22 @@ def events(name: str, report: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The watcher's newest events, for the patrol's event list (``job_id`` "autostop")."""
     found = (report or {}).get("events") or []
     return [dict(e, machine=name) for e in found if isinstance(e, dict)]
+
+
+def reports(store: Any, names: list[str]) -> dict[str, Any]:
+    """`rgt status`: the compact autostop of each named machine armed from this computer
+    (one ``patrol`` round trip each; machines never armed cost nothing)."""
+    from rgt.autostop.arm import status
+    from rgt.errors import RgtError
+
+    found: dict[str, Any] = {}
+    for machine in store.machines():
+        if machine.name not in names or not machine.active:
+            continue
+        if not machine.connection.get("autostop"):
+            continue
+        try:
+            found[machine.name] = compact(status(store, machine.name)) or {"armed": False}
+        except RgtError as exc:
+            found[machine.name] = {"armed": None, "error": exc.message}
+    return found

@@ -205,6 +205,8 @@ def _probe_log(o: Output, result: ProbeResult) -> None:
 @output_options
 def status(target: str | None, full: bool, out: Output) -> None:
     """Machines and jobs (TARGET: a machine name or a job id)."""
+    from rgt.autostop.view import reports as autostop_reports
+    from rgt.autostop.view import text as autostop_text
     from rgt.jobs.overview import overview
     from rgt.vendors.billing import summary as billing
     from rgt.watch import compact
@@ -213,6 +215,7 @@ def status(target: str | None, full: bool, out: Output) -> None:
     data = overview(store, machine_or_job(store, target))
     names = [m["name"] for m in data["machines"]] if target else None
     data["billing"] = billing(store, names)  # no network unless a vendor key is set
+    data["autostop"] = autostop_reports(store, [m["name"] for m in data["machines"]])
 
     def human(o: Output) -> None:
         o.table(
@@ -244,6 +247,8 @@ def status(target: str | None, full: bool, out: Output) -> None:
                 o.out.print(f"{j['job_id']}: {j.get('reason')}", markup=False)
         for line in data["billing"]["lines"]:  # cost, budget, kept volumes, clocks, orphans
             o.out.print(line, markup=False)
+        for name, view in data["autostop"].items():  # policy, money, why it did not fire
+            o.out.print(autostop_text(name, view), markup=False)
 
     out.result(data if full else compact.status_report(data), human, dense=not full)
 
