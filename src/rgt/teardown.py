@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rgt._tty import Terminal
+from rgt.agent.jobfiles import parse_time
 from rgt.approvals import human_consent
 from rgt.backends import backend_for
 from rgt.errors import GateRefused, UsageError
@@ -150,8 +151,7 @@ def teardown_notes(machine: Machine) -> list[str]:
 
 
 def _hours_since(stamp: str) -> float:
-    try:
-        start = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
-    except ValueError:
+    start = parse_time(stamp)
+    if start is None:
         return 0.0
     return max(0.0, (datetime.now(timezone.utc) - start).total_seconds() / 3600)

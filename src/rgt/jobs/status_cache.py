@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from rgt.agent.jobfiles import parse_time
 from rgt.backends import jobstatus
 from rgt.backends.base import Backend
 from rgt.backends.statusdoc import JobStatus, absent_doc
@@ -95,8 +96,7 @@ def write(store: Store, record: JobRecord, status: JobStatus) -> bool:
 
 
 def age_s(stamp: str) -> float:
-    try:
-        created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
-    except ValueError:
+    created = parse_time(stamp)
+    if created is None:
         return 0.0
     return (datetime.now(timezone.utc) - created).total_seconds()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from rgt.agent.jobfiles import parse_time
 from rgt.errors import UsageError, VendorError
 from rgt.state.store import Store
 from rgt.vendors import VENDORS, client_for
@@ -117,4 +118,7 @@ def cost_so_far(
 
 
 def _parse(stamp: str) -> datetime:
-    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    found = parse_time(stamp)
+    if found is None:
+        raise ValueError(f"not an rgt timestamp: {stamp!r}")
+    return found

@@ -16,18 +16,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from rgt.agent.jobfiles import parse_time  # the one parser of rgt's timestamps
 from rgt.state.store import Store
-
-
-def parse_time(stamp: Any) -> datetime | None:
-    if not isinstance(stamp, str) or not stamp:
-        return None
-    for fmt in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
-        try:
-            return datetime.strptime(stamp, fmt).replace(tzinfo=timezone.utc)
-        except ValueError:
-            continue
-    return None
 
 
 def age_s(stamp: Any, now: datetime) -> float | None:
