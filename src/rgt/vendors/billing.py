@@ -23,6 +23,7 @@ from collections.abc import Collection
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from rgt.agent.jobfiles import parse_time
 from rgt.errors import RgtError
 from rgt.models import Machine
 from rgt.state.store import Store
@@ -228,8 +229,6 @@ def _fingerprint(store: Store) -> str:
 
 
 def _time(stamp: str | None) -> datetime | None:
-    from rgt.watch.events import parse_time
-
     return parse_time(stamp)
 
 
