@@ -12,11 +12,13 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from rgt import _fs
+from tests.agent.conftest import process_gone
 
 DDP_JOB = """
     import os, time
@@ -123,3 +125,42 @@ def test_the_whole_group_restarts_with_the_resume_form(make_job) -> None:
     outputs = job.dir / "outputs"
     assert [(outputs / f"start-{r}").read_text() for r in (0, 1)] == ["5", "5"]
     assert job.events("attempt_started")[-1]["detail"]["launcher"] == "torchrun"
+
+
+LONG_JOB = """
+    import os, time
+    import torch, torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    out = os.environ["RGT_OUTPUT_DIR"]
+    attempt = os.environ["RGT_ATTEMPT"]
+    open(os.path.join(out, "rank%d-attempt%s-pid" % (rank, attempt)), "w").write(str(os.getpid()))
+    for step in range(20 if attempt == "1" else 3):
+        value = torch.ones(1)
+        dist.all_reduce(value)
+        time.sleep(0.5)
+    dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_ranks_orphaned_by_a_killed_launcher_do_not_run_beside_the_next_attempt(make_job) -> None:
+    """torchrun starts each rank in its own session: ``kill -9`` of torchrun itself leaves
+    them running (checked by hand: both ranks went on with their all_reduce loop). The agent
+    kills every rank it saw before it starts the next attempt."""
+    job = make_job().write(LONG_JOB)
+    spec = json.loads(Path(job.paths.spec).read_text())
+    spec["command"] = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    spec["command"] += ["--nproc_per_node=2", "train.py"]
+    _fs.atomic_write_json(job.paths.spec, spec)
+    job.start(OMP_NUM_THREADS="1")
+    ranks = [int(job.wait_file(f"outputs/rank{r}-attempt1-pid", 120).read_text()) for r in (0, 1)]
+    time.sleep(1)  # the agent notes the ranks at its heartbeat
+    os.kill(job.trainer_pid(), signal.SIGKILL)
+    assert job.finish(timeout=120) == 0, job.agent_log()
+
+    ended = job.events("attempt_ended")[0]["detail"]
+    assert ended["label"] == "preempted" and ended["orphaned_ranks_killed"] == sorted(ranks)
+    assert all(process_gone(pid) for pid in ranks)
+    assert job.status()["attempt"] == 2

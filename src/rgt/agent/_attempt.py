@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from rgt.agent import _gpus, _kernel, _launch, _pypath, _ranklogs, _resume, _system, _workdir
 from rgt.agent._classify import REMEDY_PREEMPTED, AttemptFacts, Decision, decide
@@ -47,6 +47,8 @@ class AttemptRunner(object):
         self.sentinel = None  # type: Optional[Sentinel]
         self.launcher = None  # type: Optional[str]  # torchrun, accelerate, deepspeed, srun
         self.rank_logs = None  # type: Optional[_ranklogs.RankLogs]
+        self.rank_pids: Set[int] = set()  # every rank process seen in this attempt
+        self.orphans: List[int] = []  # ranks that outlived their launcher, killed
         self.gpus = _gpus.GpuClaim(paths, spec)  # `--gpus N` on a box (rgt.agent._gpus)
 
     def run(self, attempt: int) -> Optional[Decision]:
@@ -60,7 +62,7 @@ class AttemptRunner(object):
             return failure
         boot, oom_before = _system.boot_id(), _system.oom_kill_count()
         host_oom_before, since = _kernel.host_oom_count(), _kernel.uptime_s()
-        self.warned = False
+        self.warned, self.rank_pids, self.orphans = False, set(), []
         self.sentinel = Sentinel(self.paths, self.spec, self.rec, attempt)
         proc = self._spawn(attempt)
         if proc is None:
@@ -212,6 +214,7 @@ class AttemptRunner(object):
             if self.sentinel is not None:
                 self.sentinel.tick(proc.pid)
             if time.monotonic() >= next_beat:
+                self._note_ranks(proc.pid)
                 self.rec.heartbeat()
                 next_beat = time.monotonic() + self.heartbeat_s
 
@@ -222,12 +225,24 @@ class AttemptRunner(object):
         sent = _system.signal_group(pgid, signal.SIGUSR1)
         self.rec.event("checkpoint_requested", {"signal": "SIGUSR1", "delivered": sent})
 
+    def _note_ranks(self, root: int) -> None:
+        if self.launcher is not None:
+            from rgt.agent._hang import rank_processes
+
+            self.rank_pids.update(rank_processes(root).values())
+
     def _reap_stragglers(self, pgid: int) -> List[int]:
         """Processes the job left in its group (workers, a background uploader) would hold
-        GPU memory and keep writing artifacts while we hash them, so the attempt ends here."""
-        if not _system.group_alive(pgid):
-            return []
-        return _system.terminate_group(pgid, self.grace_s)
+        GPU memory and keep writing artifacts while we hash them, so the attempt ends here.
+        torchrun starts each rank in a session of its own: when the launcher itself is killed
+        (``kill -9``, the OOM killer) its ranks live on as orphans and would train beside the
+        next attempt, so every rank seen during the attempt that still runs goes too."""
+        sent = _system.terminate_group(pgid, self.grace_s) if _system.group_alive(pgid) else []
+        for pid in sorted(self.rank_pids):
+            if _system.pid_alive(pid) and _system.process_belongs_to_job(pid, self.paths.root):
+                self.orphans.append(pid)
+                sent += _system.terminate_group(pid, self.grace_s)  # the rank's own session
+        return sent
 
     def _log_tail(self, attempt: int) -> str:
         try:
@@ -283,6 +298,8 @@ class AttemptRunner(object):
         }  # type: Dict[str, Any]
         if decision is not None:
             detail.update(decision.to_json())
+        if self.orphans:
+            detail["orphaned_ranks_killed"] = list(self.orphans)
         if record and record.get("ranks"):
             detail["ranks"] = record["ranks"]  # the launcher's list, the first failure first
         if self.rank_logs is not None and self.rank_logs.ranks():
