@@ -103,6 +103,7 @@ def main() -> None:
     for step in range(done + 1, steps + 1):
         loss = train(model, opt, step)
         _append(f"losses-rank{rank}.txt", f"{os.environ['RGT_ATTEMPT']} {step} {loss.hex()}")
+        print(f"rank {rank} step {step} loss {loss:.6f}", flush=True)  # the log stays alive
         victim(step, "step")
         ckpt.save(state_of(model, opt, step), step)
         victim(step, "save")

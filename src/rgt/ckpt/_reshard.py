@@ -73,6 +73,7 @@ class _Shard:
 
     def __init__(self, path: str, file_hash: str, size: int, pool: ThreadPoolExecutor) -> None:
         with open(path, "rb") as handle:
+            # Private (copy-on-write, never written here): torch views it without a warning.
             self.map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
         self.path, self.file_hash, self.size, self._pool = path, file_hash, size, pool
         self.hash: PyFuture[str] | None = None  # started when data is first read from it
@@ -96,9 +97,7 @@ class _Shard:
             raise CheckpointError(f"{self.path}: array {fqn} lies outside the data")
         if nbytes == 0:
             return torch.empty(shape, dtype=kind)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # a private copy-on-write map: never written here
-            flat = torch.frombuffer(self.map, dtype=kind, count=_numel(shape), offset=offset)
+        flat = torch.frombuffer(self.map, dtype=kind, count=_numel(shape), offset=offset)
         return flat.reshape(shape)
 
     def _hashing(self) -> None:
