@@ -8,9 +8,13 @@ real logs; these pin each family member so a later edit cannot drop one silently
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from rgt.triage import classify
+from rgt.triage import RuleFileError, classify, default_rules, read_tail, scan_file
+from rgt.triage.engine import DEFAULT_TAIL_BYTES
+from rgt.triage.rules import parse_rule
 
 NAN_LINES = [
     "step 11 loss nan",
@@ -156,3 +160,31 @@ def test_shm_exhaustion_is_not_a_full_disk() -> None:
         "No space left on device (28)\n"
     )
     assert classify(log, exit_code=1).label == "shm"
+
+
+INFO_LINES = "2024-05-01 12:00:07 INFO trainer: step 3 | loss: 0.41 | grad_norm: 1.2\n" * 2000
+
+
+def test_the_metric_rule_reads_only_lines_with_a_nan_or_inf_word() -> None:
+    gated = [rule for rule in default_rules() if rule.line_gate is not None]
+    assert [rule.id for rule in gated] == ["numeric.nan_metric"]
+    assert classify(INFO_LINES, exit_code=0).label == "unknown"  # INFO is no inf
+    verdict = classify(INFO_LINES + "step 4 | loss: nan | grad_norm: inf\n", exit_code=0)
+    assert (verdict.label, verdict.evidence) == (
+        "nan_loss",
+        ["step 4 | loss: nan | grad_norm: inf"],
+    )
+
+
+def test_the_whole_file_scan_finds_a_nan_metric_long_before_the_tail(tmp_path: Path) -> None:
+    log = tmp_path / "attempt-1.log"
+    log.write_text("step 2 train_loss=nan\n" + INFO_LINES * 3, encoding="utf-8")
+    assert log.stat().st_size > DEFAULT_TAIL_BYTES + 100_000
+    assert classify(read_tail(str(log)), exit_code=0).label == "unknown"
+    assert scan_file(str(log), exit_code=0).label == "nan_loss"
+
+
+def test_a_line_gate_needs_patterns_to_gate() -> None:
+    raw = {"id": "x.y", "label": "nan_loss", "priority": 1, "line_gate": "nan", "retryable": False}
+    with pytest.raises(RuleFileError, match="line_gate"):
+        parse_rule({**raw, "cause": "c", "remedy": "r"}, "test", "x")

@@ -21,7 +21,7 @@ from rgt.triage.rules import Rule
 
 MAX_SUSPECTS = 5
 SUSPECT_CHARS = 300
-WINDOW_CHARS = 65536  # the end of the tail: where the failure is, and a bounded cost
+WINDOW_CHARS = 32768  # the end of the tail: where the failure is, and a bounded cost
 MIN_WORD = 4
 # Words a failure line tends to hold, in any tool's phrasing; each distinct hit adds to the score.
 _FAILURE = re.compile(
@@ -46,14 +46,19 @@ class Nearest:
 
 def suspects(text: str, count: int = MAX_SUSPECTS) -> list[str]:
     """The lines with the most distinct failure words (later lines win ties), in log order."""
-    lines = [line.strip() for line in text[-WINDOW_CHARS:].splitlines() if line.strip()]
-    scored = []
-    for position, line in enumerate(lines):
-        hits = {m.group().lower() for m in _FAILURE.finditer(line)}
-        if hits:
-            scored.append((len(hits), position, line))
-    best = sorted(scored, key=lambda item: (item[0], item[1]), reverse=True)[:count]
-    return [line[:SUSPECT_CHARS] for _, _, line in sorted(best, key=lambda item: item[1])]
+    window = text[-WINDOW_CHARS:]
+    hits: dict[int, set[str]] = {}  # line start -> the distinct failure words on that line
+    for match in _FAILURE.finditer(window):  # one pass over the window, not one per line
+        start = window.rfind("\n", 0, match.start()) + 1
+        hits.setdefault(start, set()).add(match.group().lower())
+    best = sorted(hits, key=lambda start: (len(hits[start]), start), reverse=True)[:count]
+    lines = [_line(window, start) for start in sorted(best)]
+    return [line[:SUSPECT_CHARS] for line in lines if line]
+
+
+def _line(text: str, start: int) -> str:
+    end = text.find("\n", start)
+    return text[start : len(text) if end < 0 else end].strip()
 
 
 def nearest(lines: Sequence[str], rules: Sequence[Rule]) -> Nearest | None:

@@ -19,6 +19,11 @@ A rule fires when every condition it states holds:
 ``at_end``                 the patterns must match in the last lines before the log fell silent
                            (``AT_END_LINES`` non-empty lines), not anywhere in the tail
 ``yields_to``              labels whose rules, when they fire, silence this one entirely
+``line_gate``              a regex the rule's patterns are searched behind: only lines it matches
+                           are tried (a cheap whole-word test such as ``\bnan\b`` spares costly
+                           patterns the many lines that hold their literals in another word);
+                           in an ``ignore_case`` rule it is matched on the lower-cased log, so
+                           write it in lower case
 
 ``priority`` orders the rules that fired: the highest names the root cause, the rest become
 secondary labels. Precedence is data, so it is reviewable in one place and pinned by tests.
@@ -53,6 +58,7 @@ _KEYS = frozenset(
         "fires_on_success",
         "at_end",
         "yields_to",
+        "line_gate",
         "retryable",
         "cause",
         "remedy",
@@ -83,6 +89,7 @@ class Rule:
     retryable: bool
     cause: str
     remedy: str
+    line_gate: Pattern[str] | None = None
 
     def context_holds(self, readings: dict[str, Any]) -> bool:
         return all(_predicate(readings, key, op, want) for key, op, want in self.context)
@@ -175,6 +182,7 @@ def parse_rule(raw: Any, where: str, family: str) -> Rule:
         retryable=_field(raw, "retryable", bool, where),
         cause=_field(raw, "cause", str, where),
         remedy=_field(raw, "remedy", str, where),
+        line_gate=_gate(raw, where),
     )
     if not (
         rule.patterns or rule.exit_codes or rule.signals or rule.context or rule.uncaught_exception
@@ -204,6 +212,19 @@ def _patterns(raw: dict[str, Any], where: str) -> tuple[Pattern[str], ...]:
         except re.error as exc:
             raise RuleFileError(f"{where}: bad regex {text!r} in 'patterns': {exc}") from exc
     return tuple(compiled)
+
+
+def _gate(raw: dict[str, Any], where: str) -> Pattern[str] | None:
+    if "line_gate" not in raw:
+        return None
+    gate = raw["line_gate"]
+    if not isinstance(gate, str) or not gate or not raw.get("patterns"):
+        raise RuleFileError(f"{where}: field 'line_gate' must be a non-empty regex, with patterns")
+    flags = re.MULTILINE | (re.IGNORECASE if raw.get("ignore_case") else 0)
+    try:
+        return re.compile(gate, flags)
+    except re.error as exc:
+        raise RuleFileError(f"{where}: bad regex {gate!r} in 'line_gate': {exc}") from exc
 
 
 def _match_mode(raw: dict[str, Any], where: str) -> bool:

@@ -45,7 +45,8 @@ def scan_file(
 ) -> Verdict:
     """One verdict from the whole file: every matching line before the tail, then the tail."""
     ranked = tuple(rules) if rules is not None else default_rules()
-    plan = _plan(tuple(p for rule in ranked for p in rule.patterns))
+    # A gated rule's lines are those its gate matches: the gate alone picks them up (a superset).
+    plan = _plan(tuple(p for rule in ranked for p in _scan_patterns(rule)))
     size = os.path.getsize(path)  # a log still growing is read up to its size now
     tail_start = max(0, size - DEFAULT_TAIL_BYTES)
     early = _by_grep(path, plan, tail_start) if tail_start else []
@@ -55,6 +56,10 @@ def scan_file(
             early.extend(line for _at, line in hit_lines(plan, chunk))
     text = "\n".join([*early, read_tail(path)])
     return classify(text, exit_code, signal, context, ranked)
+
+
+def _scan_patterns(rule: Rule) -> tuple[Pattern[str], ...]:
+    return (rule.line_gate,) if rule.line_gate is not None else rule.patterns
 
 
 def _by_grep(path: str, plan: Plan, limit: int) -> list[str] | None:
