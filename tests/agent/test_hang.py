@@ -100,7 +100,7 @@ def test_ranks_still_importing_torch_wait_in_no_collective() -> None:
     places = _recorded("import-phase-stacks")
     assert [places[r]["collective"] for r in (0, 1)] == [None, None]
     detail, next_step = verdict(places, "py-spy")
-    assert detail["stuck"] == [] and next_step.startswith("no rank is in a collective")
+    assert detail["stuck"] == [] and next_step.startswith("no rank is inside a torch.distrib")
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_the_dump_reads_a_live_rank(a_rank: Any, tmp_path: Path, monkeypatch) ->
     assert detail["ranks"] == [0] and detail["positions"]["0"]["pid"] == a_rank.pid
     assert detail["positions"]["0"]["code"] == "step (rank.py:3)", detail
     assert (tmp_path / "attempt-1" / "stacks.json").exists()
-    assert next_step.startswith("no rank is in a collective"), next_step
+    assert next_step.startswith("no rank is inside a torch.distributed call"), next_step
 
 
 def test_without_py_spy_the_event_says_so(a_rank: Any, tmp_path: Path, monkeypatch) -> None:
@@ -131,3 +131,16 @@ def test_without_py_spy_the_event_says_so(a_rank: Any, tmp_path: Path, monkeypat
     detail, next_step = diagnose(os.getpid(), str(tmp_path))
     assert detail == {"ranks": [0], "py_spy": None, "dumped": False}
     assert next_step == NO_PY_SPY and "pip install py-spy" in next_step
+
+
+def test_with_no_rank_in_a_collective_the_odd_one_out_is_named() -> None:
+    # NCCL: all_reduce returns at once and a rank waiting for its peer blocks at loss.item();
+    # the rank whose line differs from the majority's is the one to look at.
+    synced = {"collective": None, "at": "item (train.py:30)", "code": "<module> (train.py:30)"}
+    loading = {"collective": None, "at": "read (data.py:7)", "code": "load (data.py:7)"}
+    places = {0: dict(synced), 1: dict(synced), 2: dict(loading), 3: dict(synced)}
+    detail, next_step = verdict(places, "py-spy")
+    assert (detail["stuck"], detail["odd_ones_out"]) == ([], [2])
+    assert "rank 2 at load (data.py:7), not where the others are" in next_step
+    two = {0: dict(synced), 1: dict(loading)}  # two ranks: no majority to go by
+    assert verdict(two, "py-spy")[0]["odd_ones_out"] == []

@@ -159,6 +159,7 @@ def verdict(places: Dict[int, Dict[str, Any]], py_spy: str) -> Tuple[Dict[str, A
     waiting = sorted(r for r, p in places.items() if p.get("collective"))
     elsewhere = sorted(r for r, p in places.items() if not p.get("collective") and "at" in p)
     detail = {
+        "odd_ones_out": [] if waiting else odd_ones_out(places),
         "py_spy": py_spy,
         "dumped": True,
         "ranks": sorted(places),
@@ -168,6 +169,23 @@ def verdict(places: Dict[int, Dict[str, Any]], py_spy: str) -> Tuple[Dict[str, A
         "positions": {str(rank): places[rank] for rank in sorted(places)},
     }  # type: Dict[str, Any]
     return detail, _next_step(detail)
+
+
+def odd_ones_out(places: Dict[int, Dict[str, Any]]) -> List[int]:
+    """With three ranks or more and none inside a torch.distributed call (NCCL's collectives
+    are asynchronous: a rank waiting for a peer blocks at its next GPU sync, ``loss.item()``,
+    in its own code), the ranks whose line differs from the one most others share."""
+    lines = {rank: place.get("code") or place.get("at") for rank, place in places.items()}
+    counts = {}  # type: Dict[Any, int]
+    for line in lines.values():
+        counts[line] = counts.get(line, 0) + 1
+    if len(lines) < 3 or len(counts) < 2:
+        return []
+    ranked = sorted(counts.values(), reverse=True)
+    if ranked[0] == ranked[1] or ranked[0] * 2 <= len(lines):
+        return []  # no clear majority: nothing to single out
+    common = max(counts, key=lambda line: counts[line])
+    return sorted(rank for rank, line in lines.items() if line != common)
 
 
 def _next_step(detail: Dict[str, Any]) -> str:
@@ -192,7 +210,19 @@ def _next_step(detail: Dict[str, Any]) -> str:
             "every rank waits in a collective: a peer on another node, or ranks calling "
             "different collectives (TORCH_DISTRIBUTED_DEBUG=DETAIL names them); `rgt cancel`"
         )
-    return "no rank is in a collective: the job is slow or stuck in its own code; read stacks.json"
+    if detail["odd_ones_out"]:
+        places_said = "; ".join(
+            "rank %d at %s" % (r, places[str(r)].get("code") or places[str(r)].get("at"))
+            for r in detail["odd_ones_out"]
+        )
+        return (
+            "no rank is inside a torch.distributed call, and %s, not where the others are: "
+            "with NCCL the others wait at their next GPU sync; look there first" % places_said
+        )
+    return (
+        "no rank is inside a torch.distributed call: the job is slow or stuck in its own code, "
+        "or (NCCL) the ranks wait at a GPU sync for a peer; compare the positions in stacks.json"
+    )
 
 
 def _save(directory: str, raw: Dict[str, Any]) -> None:
