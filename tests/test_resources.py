@@ -132,6 +132,7 @@ def test_a_box_takes_gpus_for_its_agent_and_a_scheduler_does_not() -> None:
     assert box_gpus("slurm", Resources(gpus="2")) is None
 
 
+@pytest.mark.slow
 def test_rgt_run_refusals_start_nothing_and_gpus_reach_the_spec(tmp_path: Path) -> None:
     ok(rgt("up", "local", "--name", "box", "--root", str(tmp_path / "root"), "--json"))
     (tmp_path / "job.py").write_text("print('hi')\n")
@@ -147,6 +148,7 @@ def test_rgt_run_refusals_start_nothing_and_gpus_reach_the_spec(tmp_path: Path) 
     assert json.loads(spec_file.read_text())["gpus"] == "0"
 
 
+@pytest.mark.slow
 def test_up_refuses_defaults_where_no_scheduler_keeps_them(tmp_path: Path) -> None:
     proc = rgt("up", "local", "--name", "box", "--gpus", "2", "--json")
     assert proc.returncode == 2
