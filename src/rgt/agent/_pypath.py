@@ -19,6 +19,7 @@ import os
 from typing import Dict, Optional
 
 from rgt import _fs
+from rgt.agent import _runtime_hook
 
 DIRNAME = "pythonpath"
 SITE = """# Written by the rgt agent (rgt.agent._pypath): rgt's training-side package (rgt.ckpt)
@@ -64,7 +65,9 @@ def add_to(env: Dict[str, str], job_root: str) -> Optional[str]:
     directory = os.path.join(job_root, DIRNAME)
     try:
         os.makedirs(directory, exist_ok=True)
-        _fs.atomic_write_bytes(os.path.join(directory, "sitecustomize.py"), (SITE % pyz).encode())
+        _fs.atomic_write_bytes(
+            os.path.join(directory, "sitecustomize.py"), (SITE % pyz + _runtime_hook.HOOK).encode()
+        )
     except OSError:  # a job that never imports rgt.ckpt must not fail for this
         return None
     before = env.get("PYTHONPATH", "")

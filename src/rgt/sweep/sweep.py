@@ -32,6 +32,7 @@ from typing import Any
 from rgt._fs import atomic_write_json
 from rgt.errors import RgtError
 from rgt.state.store import Store, utcnow
+from rgt.sweep import _runtime
 from rgt.sweep._file import Cell, Sweep, cell_id, load_sweep
 from rgt.sweep._run import RunLog, RunOptions, check_machines, run_sweep
 from rgt.sweep._state import CELL_STATES, CellView, Observation, observe
@@ -115,11 +116,13 @@ def _pull_cell(store: Store, view: CellView, dest: Path) -> dict[str, Any]:
     last = store.last_pull(job.job_id)
     row["job_id"] = job.job_id
     if last and last["verified"] and Path(last["dest"]) == target and _intact(target, last):
-        return dict(row, action="kept", ok=True, results=_results_file(target))
+        kept = _runtime.fetch(store, job.job_id, target)
+        return dict(row, action="kept", ok=True, results=_results_file(target), runtime=kept)
     try:
         result = pull(store, job.job_id, target)
     except RgtError as exc:
         return dict(row, action="failed", error=exc.message, fix=exc.fix)
+    knobs = _runtime.fetch(store, job.job_id, target) if result.ok else None
     return dict(
         row,
         action="pulled",
@@ -127,6 +130,7 @@ def _pull_cell(store: Store, view: CellView, dest: Path) -> dict[str, Any]:
         files=result.copied + result.skipped,
         bytes=result.bytes,
         results=_results_file(target) if result.ok else None,
+        runtime=knobs,
     )
 
 
@@ -156,6 +160,7 @@ def _link_group(dest: Path, cell: Cell, results: Path) -> None:
     """``dest/by-group/<group>/<cell-id>/results.json`` -> the pulled file (relative link)."""
     folder = dest / GROUPS_DIR / group_slug(cell.group) / cell.cell_id
     folder.mkdir(parents=True, exist_ok=True)
+    _runtime.link(folder, dest / cell.cell_id)  # the knobs the cell ran with, beside it
     link = folder / "results.json"
     relative = os.path.relpath(results, folder)
     if link.is_symlink() and os.readlink(link) == relative:

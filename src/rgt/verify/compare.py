@@ -21,7 +21,7 @@ from typing import Any
 
 from rgt.errors import UsageError
 from rgt.results import RunResults, find_runs
-from rgt.verify import sanity, stats
+from rgt.verify import runtime, sanity, stats
 from rgt.verify.configdiff import ConfigDiff, diff_configs
 from rgt.verify.directions import registry_direction
 from rgt.verify.findings import Finding, has_bug
@@ -90,6 +90,7 @@ def compare_runs(
         *sanity.seed_findings("B", b),
         *sanity.noise_findings({"A": values_a, "B": values_b}, delta, pooled, metric),
         *_config_findings(diff),
+        *runtime.knob_findings(list(a), list(b), diff.changed_keys),
         *direction_notes,
     ]
     verdict = _verdict(values_a, values_b, findings, resolved, sesoi, alpha)
