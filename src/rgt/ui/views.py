@@ -14,6 +14,7 @@ from typing import Any
 
 from rgt import clip
 from rgt.agent import jobfiles
+from rgt.autostop.view import line as autostop_line
 from rgt.models import JobRecord, Machine
 from rgt.ui.patrol import UiPatrol
 from rgt.watch.events import parse_time
@@ -56,6 +57,7 @@ def machine(m: Machine, patrol: UiPatrol) -> dict[str, Any]:
         "unreachable_since": row.get("unreachable_since") if row else None,
         "last_good_at": good["at"] if good else None,
         "gate": gate(patrol.gates.get(m.name), m.name),
+        "autostop": autostop_line(m.name, (good or {}).get("row", {}).get("autostop")),
     }
 
 
