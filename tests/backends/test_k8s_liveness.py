@@ -2,10 +2,11 @@
 
 The agent on the claim is asked through rgt's files pod, whose pid check can never see a
 job's processes (they run in the job's own pod). So ``statuses`` (`rgt status`),
-``read_machine`` (`rgt watch`) and ``interpret`` over the machine's roster (the teardown
-gate) must all take the API's word. The fake API server loses the node under a running job:
-the API says the pod Failed while its processes run on, and the agent's files still say
-running — the case where a read that trusted the agent would call a dead job alive."""
+``read_machine`` (`rgt watch`), ``interpret`` over the machine's roster (the teardown gate)
+and `rgt adopt` recording the job must all take the API's word. The fake API server loses
+the node under a running job: the API says the pod Failed while its processes run on, and
+the agent's files still say running — the case where a read that trusted the agent would
+call a dead job alive."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ pytest.importorskip("kubernetes", reason="pip install 'remote-gpu-trainer[kubern
 from rgt.backends.base import Backend
 from rgt.backends.statusdoc import absent_doc
 from rgt.errors import NotSupportedError
+from rgt.jobs.adopt import adopt
 from rgt.models import JobSpec, JobState
-from rgt.state.store import utcnow
+from rgt.state.store import Store, utcnow
 from rgt.transport.snapshot import take_snapshot
 from tests.backends.k8s_fake import FakeApi, k8s_api  # noqa: F401  (the fixture)
 from tests.backends.test_status_round_trips_k8s import kube
@@ -68,6 +70,13 @@ def test_a_pod_lost_with_its_node_is_failed_on_every_read_path(
         assert seen.liveness == "kubernetes" and not seen.agent_alive
         assert seen.extra["k8s"]["state"] == "failed"
         assert "BackoffLimitExceeded" in (seen.reason or "")
+
+    # `rgt adopt` (the job was launched from another RGT_HOME: this store never saw it)
+    # records the API's word too, through the same cache writer as every read.
+    adopted = adopt(Store.open(), backend.machine.name, ["k8s-lost"])
+    assert adopted["adopted"][0]["state"] == "failed"
+    record = Store.open().job("k8s-lost")
+    assert (record.state, record.label) == (JobState.FAILED, by_status.label)
 
 
 def test_resume_on_kubernetes_names_a_command_that_exists(

@@ -19,7 +19,9 @@ from typing import Any
 
 from rgt.backends import backend_for
 from rgt.backends.base import Backend
+from rgt.backends.statusdoc import JobStatus
 from rgt.errors import JobError, RgtError, UsageError
+from rgt.jobs import status_cache
 from rgt.models import JOB_ID_RE, JobSpec, JobState
 from rgt.state.store import Store, utcnow
 
@@ -33,9 +35,11 @@ def adopt(store: Store, name: str, job_ids: Sequence[str] = ()) -> dict[str, Any
     wanted = list(dict.fromkeys(job_ids)) or sorted(set(on_machine) - set(known))
     for job_id in wanted:
         _check_adoptable(name, job_id, on_machine, known)
-    adopted = []
-    for job_id in (j for j in wanted if j not in known):
-        adopted.append(_adopt_one(store, backend, job_id, on_machine[job_id]))
+    fresh = [j for j in wanted if j not in known]
+    # The backend's word on each job (on Slurm and Kubernetes the scheduler decides whether
+    # it lives, not the agent's files), cached the one way every read caches it.
+    statuses = backend.interpret({j: on_machine[j] for j in fresh}) if fresh else {}
+    adopted = [_adopt_one(store, backend, j, on_machine[j], statuses[j]) for j in fresh]
     if adopted:
         _void_down_approval(store, name)
     return {
@@ -68,26 +72,18 @@ def _check_adoptable(
 
 
 def _adopt_one(
-    store: Store, backend: Backend, job_id: str, status: dict[str, Any]
+    store: Store, backend: Backend, job_id: str, doc: dict[str, Any], status: JobStatus
 ) -> dict[str, Any]:
-    spec = _read_spec(backend, job_id)
-    try:
-        state = JobState(status.get("state") or "queued")
-    except ValueError as exc:
+    if doc.get("state") is not None and status.state is None:
         raise JobError(
-            f"job {job_id} on {backend.machine.name} has an unknown state {status.get('state')!r}",
+            f"job {job_id} on {backend.machine.name} has an unknown state {doc.get('state')!r}",
             job_id=job_id,
             fix="inspect its status.json on the machine (`rgt logs JOB` once adopted)",
-        ) from exc
-    store.add_job(spec, state)
-    attempts = status.get("attempt")
-    store.update_job(
-        job_id,
-        state=state,
-        attempts=attempts if isinstance(attempts, int) else 0,
-        label=status.get("label") if isinstance(status.get("label"), str) else None,
-        ended=status.get("ended") if isinstance(status.get("ended"), str) else None,
-    )
+        )
+    spec = _read_spec(backend, job_id)
+    record = store.add_job(spec, JobState.QUEUED)
+    status_cache.write(store, record, status)  # a job that wrote no status yet stays queued
+    state = status.state or JobState.QUEUED
     return {"job_id": job_id, "state": state.value, "command": list(spec.command)}
 
 
