@@ -164,3 +164,29 @@ def test_ranks_orphaned_by_a_killed_launcher_do_not_run_beside_the_next_attempt(
     assert ended["label"] == "preempted" and ended["orphaned_ranks_killed"] == sorted(ranks)
     assert all(process_gone(pid) for pid in ranks)
     assert job.status()["attempt"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.early  # accelerate's import, twice per attempt
+def test_accelerate_launch_a_killed_rank_is_named_and_the_group_resumes(make_job) -> None:
+    """accelerate 1.16 runs torchrun in-process: the same summary, the same verdict. Its own
+    ``--tee`` default hides rgt's ``PET_TEE``, so the command passes ``--tee 3`` for rank logs."""
+    accelerate = Path(sys.executable).with_name("accelerate")
+    job = make_job().write(DDP_JOB)
+    spec = json.loads(Path(job.paths.spec).read_text())
+    spec["command"] = [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2"]
+    spec["command"] += ["--num_machines", "1", "--mixed_precision", "no"]
+    spec["command"] += ["--dynamo_backend", "no", "--tee", "3", "train.py"]
+    _fs.atomic_write_json(job.paths.spec, spec)
+    job.start(OMP_NUM_THREADS="1")
+    pid = int(job.wait_file("outputs/rank1-pid", timeout=120).read_text())
+    os.kill(pid, signal.SIGKILL)
+    assert job.finish(timeout=120) == 0, job.agent_log()
+
+    assert job.status()["attempt"] == 2
+    assert (job.dir / "outputs" / "resumed-from").read_text() == "5"
+    detail = job.events("attempt_ended")[0]["detail"]
+    assert (detail["label"], detail["retryable"]) == ("preempted", True), detail
+    assert detail["evidence"][0] == f"torchrun: first failing rank 1, pid {pid}, killed by SIGKILL"
+    assert job.events("attempt_started")[0]["detail"]["launcher"] == "accelerate"
+    assert "rank 1 step 5" in (job.dir / "logs" / "attempt-1" / "rank-1.log").read_text()
