@@ -203,38 +203,35 @@ class GpuClaim(object):
         if self.request is None:
             return None
         gpu_type, count = self.request
-        if count == 0:  # CPU only: the job sees no GPU at all
-            self.env = {"CUDA_VISIBLE_DEVICES": ""}
-            rec.event("gpus_assigned", {"requested": 0, "cuda_visible_devices": ""})
-            return None
+        chosen, refused = self._choose(gpu_type, count) if count else ([], None)
+        if refused is not None:
+            return refused
+        self.env = cuda_env(chosen)
+        detail = {"requested": count, "type": gpu_type, "indices": [g.index for g in chosen]}
+        rec.event("gpus_assigned", dict(detail, uuids=[g.uuid for g in chosen]))
+        return None
+
+    def _choose(self, gpu_type: Optional[str], count: int) -> Tuple[List[Gpu], Optional[Decision]]:
+        said = _said(gpu_type, count)
         gpus = query_gpus()
         if not gpus:
-            return _refusal(
-                "--gpus %s: nvidia-smi lists no GPU on this machine" % _said(gpu_type, count),
+            return [], _refusal(
+                "--gpus %s: nvidia-smi lists no GPU on this machine" % said,
                 "drop --gpus, or check the driver: `nvidia-smi` must list the GPUs",
-                [],
             )
         directory = os.environ.get("RGT_GPU_LOCK_DIR") or self.fallback
         try:
             directory = lock_dir(self.fallback)
             chosen, why = self._lock(directory, gpus, gpu_type, count)
         except OSError as exc:  # a full or read-only disk: say so, never crash the agent
-            return _refusal(
-                "--gpus %s: cannot write the GPU lock in %s: %s"
-                % (_said(gpu_type, count), directory, exc),
+            return [], _refusal(
+                "--gpus %s: cannot write the GPU lock in %s: %s" % (said, directory, exc),
                 "free space there, or point RGT_GPU_LOCK_DIR at a writable local directory",
-                [],
             )
         if chosen is None:
-            return _refusal(why[0], why[1], why[2:])
+            return [], _refusal(why[0], why[1], why[2:])
         self.directory = directory
-        self.env = {
-            "CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in chosen),
-            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-        }
-        detail = {"requested": count, "indices": [g.index for g in chosen]}
-        rec.event("gpus_assigned", dict(detail, uuids=[g.uuid for g in chosen], type=gpu_type))
-        return None
+        return chosen, None
 
     def _lock(
         self, directory: str, gpus: List[Gpu], gpu_type: Optional[str], count: int
@@ -339,7 +336,15 @@ def _said(gpu_type: Optional[str], count: int) -> str:
     return "%s:%d" % (gpu_type, count) if gpu_type else str(count)
 
 
-def _refusal(cause: str, remedy: str, evidence: List[str]) -> Decision:
+def cuda_env(chosen: List[Gpu]) -> Dict[str, str]:
+    """The job's view: exactly the chosen cards, in nvidia-smi's numbering; none: no GPU."""
+    if not chosen:
+        return {"CUDA_VISIBLE_DEVICES": ""}
+    indices = ",".join(str(g.index) for g in chosen)
+    return {"CUDA_VISIBLE_DEVICES": indices, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+def _refusal(cause: str, remedy: str, evidence: Optional[List[str]] = None) -> Decision:
     # Not retryable: the same request on the same machine waits on other people's jobs.
     return Decision("unknown", False, cause, remedy, evidence or [cause])
 
