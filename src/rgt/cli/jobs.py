@@ -172,10 +172,13 @@ def run(
         "seed": env["RGT_SEED"],
         "traceback": result.traceback,
         **({"log_tail": result.log_tail} if result.failed else {}),
+        **({"reason": result.status.get("reason")} if result.failed else {}),
     }
 
     def human(o: Output) -> None:
         o.line(f"job [bold]{record.job_id}[/] on {machine}: {result.state.value}")
+        if result.failed and result.status.get("reason"):  # e.g. the GPUs' holders
+            o.out.print(printable(str(result.status["reason"])), markup=False)
         _probe_log(o, result)
         if result.traceback:
             o.line(
