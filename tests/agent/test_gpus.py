@@ -217,6 +217,11 @@ def test_rgt_run_gpus_reaches_the_agent_through_the_spec(
             time.sleep(0.05)
         seen.append((out.read_text(), job_dir))
     assert [text for text, _ in seen] == ["0,1,2,3|PCI_BUS_ID", "4,5,6,7|PCI_BUS_ID"]
+    argv = ("run", "box", "--gpus", "1", "--probe-seconds", "5", "--json")
+    third = rgt(*argv, "--", "python3", "hold.py", cwd=tmp_path, env=env)
+    doc = json.loads(third.stdout)
+    assert third.returncode == 1 and doc["state"] == "failed"
+    assert "0 of this machine's 8 GPU(s) free (job box-" in doc["reason"]  # said by `rgt run`
     for _, job_dir in seen:
         (job_dir / "STOP").write_text("")
 
