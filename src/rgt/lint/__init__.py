@@ -22,7 +22,7 @@ from rgt.errors import UsageError
 from rgt.lint import _join, _project, _run, _source, _words
 from rgt.lint._model import FileNote, Finding, LintReport, Rule, Severity
 from rgt.lint._run import RULES
-from rgt.lint._source import Text, expand, local_imports, read
+from rgt.lint._source import Text, expand, read
 
 __all__ = ["RULES", "FileNote", "Finding", "LintReport", "Rule", "Severity", "lint_paths"]
 
@@ -87,9 +87,9 @@ def _read(paths: list[str]) -> tuple[list[Text], list[FileNote], dict[str, list[
             skipped.append(text)
             continue
         texts.append(text)
-        modules = local_imports(text)
+        modules, also = _source._imports(text)
         imported[text.path] = [_identity(m) for m in modules]
-        queue.extend(modules)
+        queue.extend(modules + also)
     links = {path: [read_as[k] for k in keys if k in read_as] for path, keys in imported.items()}
     return texts, skipped, links
 

@@ -206,11 +206,18 @@ IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.?[\w.]+)[ \t]+import|import[ \t]+([
 
 
 def local_imports(text: Text) -> list[str]:
+    """The modules a script links to (``_imports``' first part)."""
+    return _imports(text)[0]
+
+
+def _imports(text: Text) -> tuple[list[str], list[str]]:
     """Modules next to a script that it imports (``import data``, ``from models import Net``),
     and modules of its own project imported by their full name from elsewhere in the tree
     (``from detectron2.engine import ...`` in ``tools/train_net.py``: looked for from the
     project's root, ``project_root``), found by reading the import lines (before anything is
-    parsed)."""
+    parsed); then the modules found only in the root's ``src/`` or a folder the script puts on
+    ``sys.path``: read for the rules that follow objects across files (``_join``), but not
+    linked for the project words (a library in ``src/`` lends the script no GPU)."""
     here = _script_folder(text.path)
     names: dict[str, bool] = {}  # name → imported relatively (``from .data import``)
     for match in _import_lines(text.text):
@@ -222,15 +229,37 @@ def local_imports(text: Text) -> list[str]:
                     (n.split(" as ")[0].strip() for n in match.group(2).split(",")), False
                 )
             )
-    found = []
+    found, also = [], []
     root: str | None = None
+    extra = _sys_path_folders(text.text, here) if "sys.path" in text.text else []
     for name, relative in sorted((n, r) for n, r in names.items() if n):
         module = _module(here, name)
         if module is None and not relative:
             root = project_root(here) if root is None else root
             module = _module(root, name) if root != here else None
+            for folder in [os.path.join(root, "src"), *extra] if module is None else ():
+                more = _module(folder, name)
+                if more is not None:
+                    also.append(more)
+                    break
         if module is not None:
             found.append(module)
+    return found, also
+
+
+SYS_PATH = re.compile(r"sys\.path\.(?:insert|append)\(([^\n]*)\)")
+QUOTED = re.compile(r"[\"']([^\"'\n]+)[\"']")
+
+
+def _sys_path_folders(code: str, here: str) -> list[str]:
+    """Folders a script adds to ``sys.path`` (``sys.path.insert(0, "lib")``,
+    ``os.path.join(os.path.dirname(__file__), "..")``): the last quoted part of the call,
+    taken relative to the script's folder (a ``src/`` layout: the project's root + ``src``)."""
+    found = []
+    for match in SYS_PATH.finditer(code):
+        parts = QUOTED.findall(match.group(1))
+        if parts:
+            found.append(os.path.normpath(os.path.join(here, parts[-1])))
     return found
 
 

@@ -270,9 +270,34 @@ def _update_order(facts: Facts) -> Iterator[Hit]:
         if zero is False and not _accumulates(loop):
             yield Hit("RGT105", opt[0])
             zero = True  # once per module: the fix is one line
+        elif zero and any(method(c) == "backward" for c in inside):
+            uncleared = _uncleared(facts, opt)
+            if uncleared is not None and not _accumulates(loop):
+                yield uncleared
         sched = [c for c in steps if _is_scheduler(facts, c)]
         if sched and _first_line(sched) < _first_line(opt):
             yield Hit("RGT106", sched[0])
+
+
+def _uncleared(facts: Facts, steps: list[ast.Call]) -> Hit | None:
+    """A stepped optimizer never cleared in a module that clears only other optimizers
+    (``optimizer_E.zero_grad()``, never ``optimizer_D``'s, nor a model's ``zero_grad``)."""
+    cleared = {dotted(c.func.value) for c in facts.methods_called("zero_grad")}  # type: ignore[attr-defined]
+    if None in cleared or not all(_named_optimizer(facts, k) for k in cleared if k):
+        return None
+    for step in steps:
+        key = dotted(step.func.value)  # type: ignore[attr-defined]
+        if key and key not in cleared and not _sets_grad_none(facts.tree):
+            shown = ", ".join(f"`{k}.zero_grad()`" for k in sorted(k for k in cleared if k))
+            return Hit("RGT105", step, f"`{key}` is stepped but only {shown} is called")
+    return None
+
+
+def _named_optimizer(facts: Facts, key: str) -> bool:
+    made = facts.bound_calls(key)
+    if made:
+        return all(n.startswith(OPTIMIZERS) for n in made)
+    return key.split(".")[-1].lower().endswith(("optimizer", "optim", "opt"))
 
 
 def _first_line(calls: list[ast.Call]) -> tuple[int, int]:
