@@ -115,8 +115,8 @@ def tail_latency(repeats: int = 30) -> None:
             walls.sort()
             cpus.sort()
             print(
-                f"  {name:<26} wall median {walls[len(walls) // 2]:6.1f} max {walls[-1]:6.1f} ms"
-                f"   CPU median {cpus[len(cpus) // 2]:5.1f} max {cpus[-1]:5.1f} ms  -> {label}"
+                f"  {name:<25} wall min {walls[0]:5.1f} median {walls[len(walls) // 2]:6.1f} ms"
+                f"  CPU median {cpus[len(cpus) // 2]:5.1f} max {cpus[-1]:5.1f} ms -> {label}"
             )
 
 

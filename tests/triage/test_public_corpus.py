@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rgt.triage import LABELS, classify
+import pytest
+
+from rgt.triage import LABELS
 from tests.triage.public_corpus import (
     FROZEN_TEST_SHA256,
     TEST,
@@ -13,15 +15,10 @@ from tests.triage.public_corpus import (
     load_public,
     written_from,
 )
+from tests.triage.triage_eval import evaluate
 
 ALL = load_public(measured=False)
 MEASURED = load_public()
-
-
-def _accuracy(half: str) -> float:
-    logs = [log for log in MEASURED if log.half == half]
-    right = sum(classify(log.log, log.exit_code, log.signal).label == log.label for log in logs)
-    return right / len(logs)
 
 
 def test_every_log_cites_a_public_url_and_a_known_label() -> None:
@@ -55,7 +52,12 @@ def test_sources_the_rules_were_written_from_are_not_measured() -> None:
     assert seen and not any(log.source in seen for log in MEASURED)
 
 
-def test_accuracy_on_both_halves() -> None:
-    # BENCHMARKS.md has the per-label table; these floors catch a regression, not the goal.
-    assert _accuracy(TUNE) >= 0.97
-    assert _accuracy(TEST) >= 0.88
+@pytest.mark.slow  # ~550 logs through the rule base
+def test_the_targets_of_issue_38_on_both_halves() -> None:
+    # BENCHMARKS.md has the per-label tables and the confusion matrices. The test half is only
+    # measured here: rules are written against the tune half (bench_triage.py --half tune).
+    tune = evaluate(log for log in MEASURED if log.half == TUNE)
+    test = evaluate(log for log in MEASURED if log.half == TEST)
+    assert tune.top1 >= 0.97
+    wrong, fixed = test.false_retries
+    assert test.top1 >= 0.93 and test.unknown_rate <= 0.05 and wrong <= 0.01 * fixed
