@@ -7,6 +7,7 @@ test_resources_slurm.py)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -200,3 +201,21 @@ def test_machine_defaults_land_where_each_backend_reads_them() -> None:
         check_defaults("kubernetes", defaults)
     with pytest.raises(UsageError, match="resource defaults are for Slurm and Kubernetes"):
         check_defaults("generic-ssh", Resources(gpus="1"))
+
+
+def test_settings_layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$RGT_RESOURCES over the project's rgt.toml over the user's config.toml."""
+    project = tmp_path / "p" / "sub"
+    project.mkdir(parents=True)
+    assert Resources.from_settings(project) == Resources()
+    (Path(os.environ["RGT_HOME"]) / "config.toml").write_text('[resources]\npartition = "u"\n')
+    assert Resources.from_settings(project).partition == "u"
+    (tmp_path / "p" / "rgt.toml").write_text('[resources]\ngpus = "A100:2"\n')
+    assert Resources.from_settings(project) == Resources(gpus="A100:2")
+    monkeypatch.setenv("RGT_RESOURCES", "gpus=0,cpus=4")
+    assert Resources.from_settings(project) == Resources(gpus="0", cpus=4)
+    (tmp_path / "p" / "rgt.toml").write_text("[resources]\ngpu = 2\n")
+    monkeypatch.delenv("RGT_RESOURCES")
+    with pytest.raises(SpecError, match="unknown resource key 'gpu'") as caught:
+        Resources.from_settings(project)
+    assert caught.value.path and caught.value.path.endswith("rgt.toml")

@@ -116,10 +116,13 @@ class Resources:
 
     @classmethod
     def from_settings(cls, start: Path | None = None) -> Resources:
-        """The project's ``rgt.toml`` ``[resources]`` (else the user config's); empty if none."""
+        """``$RGT_RESOURCES`` (``gpus=1,cpus=8``), else the project's ``rgt.toml``
+        ``[resources]``, else the user config's (``rgt.config``'s precedence); empty if none."""
         from rgt.config import Settings, project_config_path
 
         table = Settings.load(start).get("resources") or {}
+        if isinstance(table, str):  # $RGT_RESOURCES="gpus=1,cpus=8"
+            return cls.parse(table)
         if not isinstance(table, Mapping):
             raise SpecError(
                 "'resources' in rgt.toml must be a table",
