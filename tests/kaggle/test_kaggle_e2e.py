@@ -54,6 +54,12 @@ def test_run_preempt_resume_pull_gate(kaggle: FakeKaggle, tmp_path: Path) -> Non
     stopped = wait_for(job_id, label="preempted")
     assert stopped["state"] == "running" and not stopped["agent_alive"], stopped
     assert stopped["liveness"] == "kaggle" and "rgt resume" in stopped["reason"]
+    # `rgt watch` reads through the same interpret as `rgt status`: the API's word, not the
+    # mirror's last document.
+    watched = ok(rgt("watch", "kg", "--once", "--no-gpu", "--full", "--json"))
+    (seen,) = [j for j in watched["jobs"] if j["job_id"] == job_id]
+    assert (seen["state"], seen["label"]) == ("running", "preempted"), seen
+    assert seen["liveness"] == "kaggle" and not seen["agent_alive"]
 
     kaggle.time_limit_s = 60.0  # the next version has time to finish
     resumed = rgt("resume", job_id, "--json")

@@ -22,7 +22,7 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from rgt.agent import jobfiles
 from rgt.agent.jobfiles import parse_time
 from rgt.agent.paths import JobPaths
 from rgt.backends.local import LocalBackend
-from rgt.backends.statusdoc import JobStatus, absent_doc
+from rgt.backends.statusdoc import JobStatus
 from rgt.errors import NotSupportedError
 from rgt.models import Machine
 from rgt.resources import Resources
@@ -106,12 +106,15 @@ class KaggleBackend(LocalBackend):
     def status(self, job_id: str) -> dict[str, Any]:
         return self.statuses([job_id])[job_id].to_doc()
 
-    def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
-        kernels = {j: self._observe(j) for j in job_ids if self.record(j).get("versions")}
-        found = self.machine_jobs() if job_ids else {}
+    def interpret(self, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, JobStatus]:
+        """The mirror's documents judged by the Kaggle API (``statuses``, ``read_machine``:
+        `rgt status`, `watch` and the gate alike). A kernel's version that ended is synced
+        into the mirror first, so its documents are read again after the sync."""
+        kernels = {j: self._observe(j) for j in docs if self.record(j).get("versions")}
+        synced = self.machine_jobs() if kernels else {}
         out = {}
-        for job_id in job_ids:
-            doc = dict(found.get(job_id) or absent_doc(job_id))
+        for job_id, found in docs.items():
+            doc = dict(synced.get(job_id) or found)
             if job_id in kernels:
                 doc = merge(doc, kernels[job_id], self.record(job_id))
             out[job_id] = JobStatus.from_doc(doc, job_id)
