@@ -59,7 +59,8 @@ def trial(base: Path, index: int) -> float:
     run = rgt("run", name, "--json", "--probe-seconds", "0", "--", "python3", "train.py", cwd=proj)
     job = json.loads(run.stdout)["job_id"]
     store = Store.open()
-    arm.install(store, name, arm.prepare(store, name, Options(after_jobs=True)), None)
+    money = {"price_per_hour": None, "spent_at_arm": 0.0}  # a local machine has no price
+    arm.install(store, name, arm.prepare(store, name, Options(after_jobs=True), money), None)
     deadline = time.monotonic() + 120
     while not (record.exists() and record.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.05)

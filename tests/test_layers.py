@@ -31,6 +31,7 @@ RANKS = {
     "transport": 2,
     "backends": 3,
     "jobs": 4,
+    "autostop": 4,
     "vendors": 6,
     "watch": 5,
     "sweep": 5,

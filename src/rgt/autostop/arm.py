@@ -13,7 +13,6 @@ from __future__ import annotations
 import getpass
 import json
 from dataclasses import replace
-from datetime import datetime, timezone
 from typing import Any
 
 from rgt.autostop import policy as pol
@@ -24,31 +23,29 @@ ACTION_ARM = "autostop"
 ACTION_DISARM = "autostop-off"
 
 
-def money(store: Store, name: str) -> dict[str, Any]:
-    """Price per hour and spend so far, as the ledger has them (`rgt status`'s money clock)."""
-    from rgt.vendors.billing import machine_cost
-
-    cost = machine_cost(store, store.machine(name), datetime.now(timezone.utc))
-    return {"price_per_hour": cost["price_per_hour"], "spent_at_arm": cost["cost_so_far"] or 0.0}
-
-
-def prepare(store: Store, name: str, options: pol.Options) -> dict[str, Any]:
-    """The checked policy; raises before anyone is asked anything."""
+def prepare(store: Store, name: str, options: pol.Options, money: dict[str, Any]) -> dict[str, Any]:
+    """The checked policy; raises before anyone is asked anything. ``money``: the machine's
+    ``price_per_hour`` and ``spent_at_arm``, as the ledger has them (the caller reads them:
+    the vendors' money clock sits above this layer)."""
     from rgt.profiles import load_profile
 
     machine = store.machine(name)
     if not machine.active:
         raise UsageError(f"{name} was released", fix="arm autostop on an active machine")
-    return pol.build(machine, load_profile(machine.profile), options, money(store, name))
+    return pol.build(machine, load_profile(machine.profile), options, money)
 
 
 def arm(
-    store: Store, name: str, options: pol.Options, notify_url: str | None = None
+    store: Store,
+    name: str,
+    options: pol.Options,
+    money: dict[str, Any],
+    notify_url: str | None = None,
 ) -> dict[str, Any]:
     """Check, ask the human, write the policy on the machine, start its watcher."""
     from rgt.approvals import approve_at_terminal
 
-    doc = prepare(store, name, options)
+    doc = prepare(store, name, options, money)
     what = f"Autostop on {name} runs `{doc['stop']['command']}` once every job ended and its "
     what += "results are verified on storage that survives the stop."
     tty = approve_at_terminal(what, name, f"rgt approve {name} --autostop")

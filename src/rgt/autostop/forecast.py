@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from rgt.models import JobRecord, JobState, Machine
@@ -80,15 +80,20 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def forecast(
-    store: Store, name: str, command: tuple[str, ...], resources: dict[str, Any] | None = None
+    store: Store,
+    name: str,
+    command: tuple[str, ...],
+    resources: dict[str, Any] | None = None,
+    price: float | None = None,
 ) -> Forecast:
+    """``price``: per hour, as the ledger has it (the caller reads it; None: the machine's
+    ``--price``)."""
     from rgt.autostop.policy import currency_of
     from rgt.profiles import load_profile
-    from rgt.vendors.billing import machine_cost
 
     machine = store.machine(name)
     kind = machine_type(machine)
-    price = machine_cost(store, machine, datetime.now(timezone.utc))["price_per_hour"]
+    price = machine.price_per_hour if price is None else price
     past = durations(store, command, kind)
     p50 = quantile(past, 0.5) if past else None
     p90 = quantile(past, 0.9) if past else None

@@ -93,10 +93,21 @@ def approve_autostop(name: str, given: dict[str, Any], out: Output) -> None:
     options = Options(
         given["idle"], given["after_jobs"], given["at"], given["budget"], given["on_preempt"]
     )
-    arm.prepare(store, name, options)  # a bad policy fails before the webhook is read
+    money = ledger_money(store, name)
+    arm.prepare(store, name, options, money)  # a bad policy fails before the webhook is read
     url = _webhook(given["notify_source"])
-    result = arm.arm(store, name, options, url)
+    result = arm.arm(store, name, options, money, url)
     out.result(result, lambda o: o.line(policy_line(name, result["policy"])))
+
+
+def ledger_money(store: Any, name: str) -> dict[str, Any]:
+    """Price per hour and spend so far, as `rgt status`'s money clock has them."""
+    from datetime import datetime, timezone
+
+    from rgt.vendors.billing import machine_cost
+
+    cost = machine_cost(store, store.machine(name), datetime.now(timezone.utc))
+    return {"price_per_hour": cost["price_per_hour"], "spent_at_arm": cost["cost_so_far"] or 0.0}
 
 
 def _webhook(source: str | None) -> str | None:

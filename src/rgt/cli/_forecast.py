@@ -20,10 +20,13 @@ def dry_run_option(func: Any) -> Any:
 
 def show(out: Output, machine: str, command: tuple[str, ...], resources: Any) -> None:
     from rgt.autostop.forecast import forecast, lines
+    from rgt.cli._autostop import ledger_money
     from rgt.state.store import Store
 
+    store = Store.open()
     wanted = resources.to_json() if resources is not None else None
-    result = forecast(Store.open(), machine, tuple(command), wanted)
+    price = ledger_money(store, machine)["price_per_hour"]
+    result = forecast(store, machine, tuple(command), wanted, price)
 
     def human(o: Output) -> None:
         for line in lines(result):
