@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -301,3 +303,16 @@ def test_rgt_run_refuses_gpus_the_box_does_not_have_before_anything_starts(
         error = json.loads(proc.stdout)
         assert message in error["message"] and fix in error["fix"]
     assert ok(rgt("status", "--json"))["jobs"] == []
+
+
+def test_a_zombie_agent_holds_nothing() -> None:
+    """A kill -9'd agent nobody reaps (PID 1 of a container that never waits) is no holder."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    start = _gpus.process_start(child.pid)
+    holder = {"boot_id": "b", "agent": {"pid": child.pid, "start": start}, "job": {}}
+    assert start is not None and not _gpus.stale(holder, "b")
+    os.kill(child.pid, signal.SIGKILL)
+    while _gpus.process_start(child.pid) is not None:  # a zombie until we wait for it
+        time.sleep(0.01)
+    assert os.path.exists(f"/proc/{child.pid}") and _gpus.stale(holder, "b")
+    child.wait()

@@ -88,14 +88,17 @@ def request_of(text: Optional[str]) -> Optional[Tuple[Optional[str], int]]:
 
 
 def process_start(pid: int) -> Optional[str]:
-    """The process's start time in clock ticks since boot (/proc/PID/stat field 22)."""
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22); None
+    when it is gone or a zombie."""
     try:
         with open("/proc/%d/stat" % pid, "rb") as handle:
             stat = handle.read().decode("ascii", "replace")
     except OSError:
         return None
     fields = stat[stat.rfind(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else None
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None  # a zombie holds nothing (a container's PID 1 may never reap it)
+    return fields[19]
 
 
 def _same_process(pid: Any, start: Any) -> bool:
