@@ -329,10 +329,22 @@ def sys_paths(facts: Facts) -> list[str]:
     for call in facts.calls_ending(lambda last: last in ("insert", "append")):
         if not (facts.call_name(call) or "").startswith("sys.path.") or not call.args:
             continue
-        where = _path_value(facts, call.args[-1], 0)
-        if where:
-            out.append(os.path.normpath(where))
+        for value in _path_args(facts, call.args[-1]):
+            where = _path_value(facts, value, 0)
+            if where:
+                out.append(os.path.normpath(where))
     return out
+
+
+def _path_args(facts: Facts, node: ast.expr) -> list[ast.expr]:
+    """The value given to ``sys.path.insert``; for a helper's parameter
+    (``def add_path(path): sys.path.insert(0, path)``), what its callers here pass."""
+    around = facts.functions_around(node)
+    if not isinstance(node, ast.Name) or not around or node.id not in params(around[0]):
+        return [node]
+    index = params(around[0]).index(node.id)
+    calls = facts.callers(around[0].name)
+    return [c.args[index] for c in calls if len(c.args) > index]
 
 
 def _path_value(facts: Facts, node: ast.AST, depth: int) -> str | None:

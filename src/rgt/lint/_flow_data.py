@@ -101,6 +101,9 @@ def rng_fields(facts: Facts, cls: ast.ClassDef) -> dict[str, Any]:
         made = _rng_made(facts, methods["__init__"])
         if made:
             out["made"] = made
+        holds = _holds(facts, methods["__init__"])
+        if holds:
+            out["holds"] = holds
     runs = [methods[m] for m in DRAWS_IN if m in methods]
     if not runs:
         return out
@@ -122,6 +125,20 @@ def rng_fields(facts: Facts, cls: ast.ClassDef) -> dict[str, Any]:
         if name.startswith("numpy.random.") and name.rpartition(".")[2] not in NOT_DRAWS:
             out["global"] = [call.lineno, name.replace("numpy.", "np.", 1)]
             break
+    return out
+
+
+def _holds(facts: Facts, init: Function) -> dict[str, list[Any]]:
+    """Attributes ``__init__`` sets to an object built from a class (``self.transform =
+    RandomGain(seed=seed)``): ``attr -> [line, class as spelled]``; the object may keep an RNG."""
+    out: dict[str, list[Any]] = {}
+    for call in facts.calls_in(init):
+        statement = facts.assignment_of(call)
+        cls = class_of(facts, call) if statement else None
+        for target in statement.targets if statement and cls else []:
+            key = dotted(target) or ""
+            if key.startswith("self.") and key.count(".") == 1:
+                out[key[5:]] = [call.lineno, cls]
     return out
 
 
@@ -196,7 +213,7 @@ def steppers(facts: Facts) -> dict[str, list[Any]]:
     loop is the single-file rule's): ``qualname -> [line, col, optimizer]``."""
     steps = [c for c in facts.methods_called("step") if not c.args and not c.keywords]
     steps = [c for c in steps if _optimizer_like(facts, c)]
-    if not steps or facts.methods_called("zero_grad") or losses._sets_grad_none(facts.tree):
+    if not steps or live_zero_grads(facts) or losses._sets_grad_none(facts.tree):
         return {}
     bodies = {f.name: f for f in facts.functions}
     out: dict[str, list[Any]] = {}
@@ -209,12 +226,59 @@ def steppers(facts: Facts) -> dict[str, list[Any]]:
         )
         if func is None or qualname(facts, func) in out:
             continue
-        inside = facts.calls_in(func)
-        reached = [c for n in _called(inside) if n in bodies for c in facts.calls_in(bodies[n])]
-        if any(method(c) == "backward" for c in inside + reached):
-            owner = dotted(step.func.value)  # type: ignore[attr-defined]
-            out[qualname(facts, func)] = [step.lineno, step.col_offset, owner]
+        owner = dotted(step.func.value)  # type: ignore[attr-defined]
+        for runner in [
+            func,
+            *(f for c in facts.callers(func.name) for f in facts.functions_around(c)[:1]),
+        ]:
+            inside = facts.calls_in(runner)
+            reached = [c for n in _called(inside) if n in bodies for c in facts.calls_in(bodies[n])]
+            if any(method(c) == "backward" for c in inside + reached):
+                out.setdefault(qualname(facts, runner), [step.lineno, step.col_offset, owner])
     return out
+
+
+def live_zero_grads(facts: Facts) -> list[ast.Call]:
+    """The ``zero_grad`` calls that can run: not those only under ``if flag:`` where ``flag``
+    is a parameter defaulting to False that no call here sets (tt-blacksmith's
+    ``optimizer_step(self, zero_grad=False)``, always called as ``optimizer_step()``)."""
+    clears = facts.calls_ending(lambda last: "zero_grad" in last)  # ``zero_grad(params)`` too
+    return [c for c in clears if not _switched_off(facts, c)]
+
+
+def _switched_off(facts: Facts, call: ast.Call) -> bool:
+    around = facts.functions_around(call)
+    if not around:
+        return False
+    func = around[0]
+    args = func.args.posonlyargs + func.args.args
+    defaults = dict(
+        zip(
+            [a.arg for a in args[len(args) - len(func.args.defaults) :]],
+            func.args.defaults,
+            strict=True,
+        )
+    )
+    for branch in facts.ifs:
+        test = branch.test
+        if not (isinstance(test, ast.Name) and _encloses(branch, call) and _encloses(func, branch)):
+            continue
+        default = defaults.get(test.id)
+        if isinstance(default, ast.Constant) and default.value in (False, None):
+            callers = facts.callers(func.name)
+            return bool(callers) and not any(_sets(c, test.id) for c in callers)
+    return False
+
+
+def _encloses(outer: ast.AST, node: ast.AST) -> bool:
+    start = (getattr(outer, "lineno", 0), getattr(outer, "col_offset", 0))
+    end = (getattr(outer, "end_lineno", 0), getattr(outer, "end_col_offset", 0))
+    return start <= (getattr(node, "lineno", 0), getattr(node, "col_offset", 0)) <= end
+
+
+def _sets(call: ast.Call, name: str) -> bool:
+    """Does the call pass something for ``name`` (by keyword, or positionally at all)?"""
+    return bool(call.args) or any(k.arg in (name, None) for k in call.keywords)
 
 
 def _called(calls: list[ast.Call]) -> set[str]:

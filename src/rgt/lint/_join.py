@@ -161,6 +161,10 @@ def _dataset(project: Project, path: str, spelled: str) -> tuple[str, str, dict[
         depth += 1
         for attr, what in entry.get("made", {}).items():
             merged["made"].setdefault(attr, [where, *what])
+        for attr, (line, spelled) in entry.get("holds", {}).items():
+            held = _held_rng(project, where, spelled) if attr not in merged["made"] else None
+            if held is not None:
+                merged["made"][attr] = [where, line, held]
         merged["used"] |= set(entry.get("used", ()))
         if entry.get("global") and merged["global"] is None:
             merged["global"] = [where, *entry["global"], name]
@@ -169,6 +173,20 @@ def _dataset(project: Project, path: str, spelled: str) -> tuple[str, str, dict[
             if more is not None:
                 todo.append(more)
     return found[0], found[1], merged
+
+
+def _held_rng(project: Project, path: str, spelled: str) -> str | None:
+    """An object's class (or a base of it) that makes an RNG in ``__init__``: what to say."""
+    found = _class(project, path, spelled)
+    todo, depth = [found] if found else [], 0
+    while todo and depth < 6:
+        where, _name, entry = todo.pop(0)
+        depth += 1
+        for attr, (line, what) in entry.get("made", {}).items():
+            shown = show(where, line, path)
+            return f"a `{found[1]}` whose `self.{attr}` is {what} ({shown})"  # type: ignore[index]
+        todo += [c for c in (_class(project, where, b) for b in entry.get("bases", ())) if c]
+    return None
 
 
 def _worker_rng(project: Project, path: str, summary: Summary) -> Iterator[Site]:
@@ -221,9 +239,9 @@ def _steppers(project: Project, path: str, summary: Summary) -> Iterator[Site]:
         )
         if step is not None and target is not None:
             loop = show(path, line, target[0])
-            detail = (f"`{target[1]}` steps `{step[2]}` after a backward pass and nothing in its "
-                      f"module clears gradients; the loop at {loop} calls it every pass and "
-                      f"does not clear them either")  # fmt: skip
+            detail = (f"`{target[1]}` steps `{step[2]}` after a backward pass and no zero_grad "
+                      f"of its module runs on that path; the loop at {loop} calls it every pass "
+                      f"and does not clear them either")  # fmt: skip
             yield target[0], step[0], step[1], "RGT105", detail
 
 

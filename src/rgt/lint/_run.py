@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -37,7 +38,11 @@ R = TypeVar("R")
 # What a module imported by another must mention for its summary to matter (``_join``): a
 # model's softmax, a Dataset's RNG, a sampler or loader, an optimizer step, an evaluation.
 CROSS_WORDS = ("oftmax", "igmoid", "random", "Generator", "DistributedSampler", "oader",
-               "step", "train", "eval", "no_grad", "inference_mode")  # fmt: skip
+               "step", "train", "eval", "no_grad", "inference_mode", "__getitem__",
+               "__iter__")  # fmt: skip
+
+
+RNG_MAKER = re.compile(r"random\.(RandomState|default_rng|Generator|Random)\b")
 
 
 def summarised(text: str, imported: bool, path: str = "") -> bool:
@@ -45,14 +50,14 @@ def summarised(text: str, imported: bool, path: str = "") -> bool:
     another file imports that mentions what the cross-file rules follow."""
     if worth_parsing(text):
         return True
-    return (
-        imported
-        and ("torch" in text or "__init__" in path)
-        and (
-            any(w in text for w in CROSS_WORDS)
-            or modes.EVAL_DEF.search(text) is not None
-            or path.endswith("__init__.py")
-        )
+    if not imported:
+        return False
+    if "sys.path" in text or path.endswith("__init__.py"):  # where imports lead (``_project``)
+        return True
+    if "class " in text and RNG_MAKER.search(text):  # an RNG kept by a class, torch or not
+        return True
+    return "torch" in text and (
+        any(w in text for w in CROSS_WORDS) or modes.EVAL_DEF.search(text) is not None
     )
 
 
