@@ -289,17 +289,25 @@ def cancel(job_id: str, out: Output) -> None:
 @click.option(
     "--to",
     "dest",
-    type=click.Path(path_type=Path),
-    help="Destination directory (default ./rgt-pulls/JOB_ID).",
+    help="Destination directory (default ./rgt-pulls/JOB_ID), or hf://ORG/REPO[@REV]: upload "
+    "the verified artifacts to the Hugging Face Hub (resumable).",
+)
+@click.option(
+    "--hf-token",
+    metavar="SOURCE",
+    help="hf:// only: the write token from - (stdin), credentials:NAME or env:NAME; never the "
+    "token itself.",
 )
 @output_options
-def pull(job_id: str, dest: Path | None, out: Output) -> None:
+def pull(job_id: str, dest: str | None, out: Output, hf_token: str | None = None) -> None:
     """Copy a job's artifacts, check every sha256 and load-verify each one."""
     from rich.progress import Progress
 
     from rgt.jobs.pull import pull as do_pull
 
-    target = (dest or Path("rgt-pulls") / job_id).absolute()
+    if dest and dest.startswith("hf://"):
+        return _to_hub(job_id, dest, hf_token, out)
+    target = (Path(dest) if dest else Path("rgt-pulls") / job_id).absolute()
     with Progress(console=out.err, disable=out.json_mode, transient=True) as bar:
         task = bar.add_task(f"pull {job_id}", total=None)
         result = do_pull(
@@ -317,6 +325,16 @@ def pull(job_id: str, dest: Path | None, out: Output) -> None:
     out.result(data, human)
     if not result.ok:
         sys.exit(1)
+
+
+def _to_hub(job_id: str, to: str, token_source: str | None, out: Output) -> None:
+    from rgt.fetch.publish import publish
+
+    data = publish(Store.open(), job_id, to, token_source)
+    sent, kept = len(data["lfs_sent"]), len(data["lfs_skipped"])
+    out.result(data, lambda o: o.line(
+        f"{job_id} → {escape(to)}: {data['files']} verified file(s), {sent} large file(s) sent, "
+        f"{kept} already on the Hub; commit {escape(str(data['commit']))}"))  # fmt: skip
 
 
 @click.command()
