@@ -130,3 +130,21 @@ def test_disarmed_it_never_fires(box: tuple[str, Path, Path], tmp_path: Path) ->
     assert stops(record) == []
     status = json.loads(rgt("watch", "--once", "--json").stdout)
     assert "autostop" not in status["machines"][0]  # the compact form shows only an armed one
+
+
+@pytest.mark.slow
+def test_kill9_of_the_job_agent_then_resume_fires_once_after_the_end(
+    box: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    name, root, record = box
+    job = run_job(name, project(tmp_path, WRITE), "python3", "train.py", "6")
+    assert arm(name, "--after-jobs")[0] == 0
+    agent = int((root / ".rgt" / "jobs" / job / "agent.pid").read_text())
+    kill9(agent)  # the job's agent dies: its job is neither running supervised nor ended
+    time.sleep(8)  # the job's own process would have ended by now
+    assert stops(record) == []  # a job without a recorded end is never "ended"
+    assert ok(rgt("resume", job, "--json"))  # a new agent: ends the orphan, runs attempt 2
+    assert wait_ended(name, job) == "succeeded"
+    assert wait_for(lambda: stops(record), 30), kinds(root)
+    time.sleep(2)
+    assert len(stops(record)) == 1

@@ -86,3 +86,21 @@ def test_the_cap_checkpoints_commits_then_stops_and_the_resume_is_exact(
     attempt2 = (root / ".rgt" / "jobs" / job / "logs" / "attempt-2.log").read_text()
     assert f"start at step {saved}" in attempt2
     assert len(stops(record)) == 1
+
+
+@pytest.mark.slow
+def test_the_at_time_checkpoints_first_too(tmp_path: Path) -> None:
+    from datetime import datetime, timedelta
+
+    root, record = tmp_path / "root", tmp_path / "STOP"
+    up = rgt("up", "local", "--name", "box", "--root", str(root), "--self-stop", recorder(record))
+    assert up.returncode == 0, up.stderr
+    job = run_job("box", project(tmp_path, TRAIN), "python3", "train.py", str(STEPS), "0.02")
+    when = (datetime.now().astimezone() + timedelta(seconds=8)).isoformat(timespec="seconds")
+    code, seen = arm("box", "--at", when)
+    assert code == 0, seen
+    assert wait_for(lambda: stops(record), 60), kinds(root)
+    log = (root / ".rgt" / "jobs" / job / "logs" / "attempt-1.log").read_text()
+    assert "checkpointed at step" in log
+    found = kinds(root)
+    assert found.index("autostop_checkpoint") < found.index("autostop_fired")
