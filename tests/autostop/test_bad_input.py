@@ -71,3 +71,21 @@ def test_arming_where_the_stop_still_bills_is_refused(
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "billing continues" in proc.stderr
     assert not Path(files(root).policy).exists()
+
+
+@pytest.mark.slow
+def test_arming_needs_the_pin_like_a_release(box: Path, rgt_home: Path) -> None:
+    """Same approval path as `rgt approve NAME`: with a PIN set, a program that drives a
+    terminal and types the name cannot arm autostop."""
+    from rgt.approvals import PIN_FILE
+    from tests.ttys import PtyRgt, set_pin
+
+    (rgt_home / PIN_FILE).unlink()  # conftest recorded the --no-pin opt-out
+    assert set_pin("correct horse 42") == 0
+    proc = PtyRgt("approve", "box", "--autostop")
+    proc.expect("Type box to approve")
+    proc.type("box")
+    proc.expect("Approval PIN")
+    proc.type("a guess")
+    assert proc.wait() == 3
+    assert not Path(files(box).policy).exists()
