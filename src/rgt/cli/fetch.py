@@ -27,6 +27,13 @@ TOKEN_VAR = "HF_TOKEN"
     help="Refuse a larger file and cut a body at N bytes (a body with no length: 16 GiB).",
 )
 @click.option("--wait", "wait_s", type=float, default=0, help="Follow it this many seconds.")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Download nothing: check the HF cache already on NAME (every snapshot file against the "
+    "hash its blob's name gives).",
+)
+@click.option("--cache", metavar="DIR", help="--verify: the cache dir (default: as HF resolves).")
 @output_options
 def fetch(
     name: str,
@@ -38,9 +45,11 @@ def fetch(
     max_bytes: int | None,
     wait_s: float,
     out: Output,
+    verify: bool = False,
+    cache: str | None = None,
 ) -> None:
     """Download hf://ORG/MODEL[@REV] or an https:// URL ON NAME, resumable, as a job."""
-    from rgt.fetch import FetchRequest, start_fetch
+    from rgt.fetch import FetchRequest, start_fetch, start_verify
     from rgt.jobs.launch import probe
 
     token_env = None
@@ -48,8 +57,11 @@ def fetch(
         os.environ[TOKEN_VAR] = sys.stdin.readline().strip()  # this process only, sent by stdin
         token_env = TOKEN_VAR
     store = Store.open()
-    request = FetchRequest(source, includes, to, token_env, sha256, max_bytes)
-    record, target = start_fetch(store, name, request)
+    if verify:
+        record, target = start_verify(store, name, source, cache), cache or "the HF cache"
+    else:
+        request = FetchRequest(source, includes, to, token_env, sha256, max_bytes)
+        record, target = start_fetch(store, name, request)
     out.info(f"fetch {record.job_id} on {name} -> {target}; follow with `rgt watch {name}`")
     data = {"job_id": record.job_id, "machine": name, "source": source, "to": target}
     if wait_s > 0:

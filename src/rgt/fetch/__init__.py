@@ -25,6 +25,7 @@ DOWNLOADER = Path(__file__).with_name("downloader.py")
 AIDS = Path(__file__).with_name("fetch_aids.py")  # imported by the downloader, shipped with it
 BODY = Path(__file__).with_name("fetch_body.py")  # the caps and checks of a file's bytes
 CONFINE = Path(__file__).parents[1] / "_confine.py"  # the check of every name from the hub
+VERIFIER = Path(__file__).with_name("cache_verify.py")  # `--verify`: a cache already there
 SHA256 = re.compile(r"\A[0-9a-fA-F]{64}\Z")
 
 
@@ -70,6 +71,24 @@ def start_fetch(store: Store, name: str, req: FetchRequest) -> tuple[JobRecord, 
             retry=RetryPolicy(max_retries=0),
         )
         return launch(store, name, options), to
+
+
+def start_verify(store: Store, name: str, source: str, cache: str | None) -> JobRecord:
+    """A job on ``name`` that checks the HF cache there against its blobs' hashes
+    (``cache_verify``); its log ends with the report, also its artifact cache-verify.json."""
+    from rgt.backends import backend_for
+    from rgt.jobs.launch import LaunchOptions, launch
+
+    if not HF_SOURCE.match(source):
+        raise UsageError(f"--verify checks a hub repo's cache, not {source!r}",
+                         fix="give hf://ORG/MODEL[@REV]")  # fmt: skip
+    backend = backend_for(store, name)
+    command = [backend.python, VERIFIER.name, source, *(["--cache", cache] if cache else [])]
+    with tempfile.TemporaryDirectory(prefix="rgt-verify-") as snapshot:
+        shutil.copy(VERIFIER, Path(snapshot) / VERIFIER.name)
+        options = LaunchOptions(command=tuple(command), cwd=Path(snapshot),
+                                retry=RetryPolicy(max_retries=0))  # fmt: skip
+        return launch(store, name, options)
 
 
 def _check(req: FetchRequest) -> None:
