@@ -1,6 +1,8 @@
 """The backend contract as tests (like fsspec's abstract tests): ``BackendContract`` holds them,
 and each backend's test class subclasses it and provides a class-scoped ``backend`` fixture
-(``tests/backends/test_conformance.py``). A new backend adds one subclass there.
+(``tests/backends/test_conformance.py``). A new backend adds one subclass there, with the
+promise mixins it keeps (``Cancels`` or ``RefusesCancel``; ``RefusesSecrets`` when it cannot
+carry secrets); a test there fails while a registered backend has none.
 
 One job runs per class (push code → submit → wait): every test then checks one promise of the
 contract on that run, so the suite costs one small job per backend.
@@ -77,6 +79,7 @@ class BackendContract:
     """The promises every backend keeps. Subclasses override the ``backend`` fixture."""
 
     carries_secrets: ClassVar[bool] = True
+    registered: ClassVar[str] = ""  # the backend's name in rgt.backends.REGISTRY ("": a fake)
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -150,6 +153,14 @@ class BackendContract:
         with pytest.raises(BackendError, match="already exists"):
             run.backend.submit(run.spec)
 
+    def test_a_job_never_launched_is_not_on_the_machine(self, backend: Backend) -> None:
+        status = backend.status("never-launched")
+        assert status["exists"] is False and status["state"] == "queued"
+
+
+class Cancels:
+    """Mixed into the contract of a backend that can end a running job (``cancel``)."""
+
     def test_cancel_ends_a_running_job_as_cancelled(self, run: Run) -> None:
         backend = run.backend
         spec = job_spec(backend, f"conf-{backend.kind}-cancel", run.snapshot)
@@ -175,9 +186,16 @@ class BackendContract:
         status = wait_terminal(backend, spec.job_id, timeout=60)
         assert status["state"] == "cancelled", status
 
-    def test_a_job_never_launched_is_not_on_the_machine(self, backend: Backend) -> None:
-        status = backend.status("never-launched")
-        assert status["exists"] is False and status["state"] == "queued"
+
+class RefusesCancel:
+    """Mixed into the contract of a backend that cannot end a job through its API: ``cancel``
+    says so, with the fix (where the human ends it), and the job is left as it was."""
+
+    def test_cancel_is_refused_with_the_fix(self, run: Run) -> None:
+        with pytest.raises(NotSupportedError) as refused:
+            run.backend.cancel(run.spec.job_id)
+        assert refused.value.backend == run.backend.kind and refused.value.fix
+        assert run.backend.status(run.spec.job_id)["state"] == run.status["state"]
 
 
 class RefusesSecrets:

@@ -1,15 +1,19 @@
-"""The backend contract (``conformance.BackendContract``) on every backend: the in-memory fake,
-this machine, a real sshd, a real single-node Slurm and Kubernetes (a fake API server on
-loopback that runs pods on this host, ``k8s_fake.py``)."""
+"""The backend contract (``conformance.BackendContract`` and its promise mixins) on every
+registered backend: the in-memory fake, this machine, a real sshd, a real single-node Slurm,
+Kubernetes (a fake API server on loopback that runs pods on this host, ``k8s_fake.py``) and
+Kaggle (a fake of its documented API that runs each pushed kernel as a local process,
+``tests/kaggle/fake.py``). A backend added to ``rgt.backends.REGISTRY`` without a class here
+fails ``test_every_registered_backend_runs_the_contract``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from rgt.backends import get_backend
+from rgt.backends import REGISTRY, get_backend
 from rgt.backends._k8s_up import KubeUp, register_kubernetes
 from rgt.backends.base import Backend
 from rgt.backends.slurm import SlurmBackend
@@ -17,9 +21,12 @@ from rgt.machines import register_local
 from rgt.models import Machine
 from rgt.resources import Resources
 from rgt.state.store import Store
+from rgt.vendors.kaggle_up import KaggleUp, register_kaggle
 from tests.backends.conformance import (
     HOSTILE_ROOT,
     BackendContract,
+    Cancels,
+    RefusesCancel,
     RefusesSecrets,
     Run,
     job_spec,
@@ -27,11 +34,16 @@ from tests.backends.conformance import (
 )
 from tests.backends.fake import FakeBackend
 from tests.backends.k8s_fake import FakeApi, k8s_api  # noqa: F401  (the fixture)
+from tests.kaggle.conftest import KEY, USER
+from tests.kaggle.fake import FakeKaggle
+from tests.kaggle.fake import serve as serve_kaggle
 from tests.slurm import SlurmCluster
 from tests.sshd import SshServer, register
 
 
-class TestFake(BackendContract):
+class TestFake(BackendContract, Cancels):
+    registered = "fake"  # the tests' in-memory backend registers itself
+
     @pytest.fixture(scope="class")
     @classmethod
     def backend(cls, home: Path, tmp_path_factory: pytest.TempPathFactory) -> Backend:
@@ -39,7 +51,9 @@ class TestFake(BackendContract):
         return FakeBackend(Machine("fk", "fake", "local", {}, str(root)))
 
 
-class TestLocal(BackendContract):
+class TestLocal(BackendContract, Cancels):
+    registered = "local"
+
     @pytest.fixture(scope="class")
     @classmethod
     def backend(cls, home: Path, tmp_path_factory: pytest.TempPathFactory) -> Backend:
@@ -47,7 +61,9 @@ class TestLocal(BackendContract):
         return get_backend(register_local(Store.open(), "here", root).machine)
 
 
-class TestSsh(BackendContract):
+class TestSsh(BackendContract, Cancels):
+    registered = "ssh"
+
     @pytest.fixture(scope="class")
     @classmethod
     def backend(
@@ -58,8 +74,9 @@ class TestSsh(BackendContract):
 
 
 @pytest.mark.slow
-class TestSlurm(BackendContract, RefusesSecrets):
+class TestSlurm(BackendContract, Cancels, RefusesSecrets):
     carries_secrets = False
+    registered = "slurm"
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -96,8 +113,9 @@ class TestSlurm(BackendContract, RefusesSecrets):
 
 
 @pytest.mark.slow
-class TestKubernetes(BackendContract, RefusesSecrets):
+class TestKubernetes(BackendContract, Cancels, RefusesSecrets):
     carries_secrets = False
+    registered = "kubernetes"
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -125,3 +143,40 @@ class TestKubernetes(BackendContract, RefusesSecrets):
         container = job["spec"]["template"]["spec"]["containers"][0]
         assert container["resources"]["requests"] == {"cpu": "2"}
         wait_terminal(run.backend, spec.job_id)
+
+
+@pytest.mark.slow
+class TestKaggle(BackendContract, RefusesCancel, RefusesSecrets):
+    carries_secrets = False
+    registered = "kaggle"
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+        fake = FakeKaggle(tmp_path_factory.mktemp("kaggle-fake"), USER, KEY)
+        server = serve_kaggle(fake)
+        try:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("RGT_KAGGLE_API_URL", fake.url + "/v1")
+                patch.setenv("KAGGLE_USERNAME", USER)
+                patch.setenv("KAGGLE_KEY", KEY)
+                patch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path_factory.mktemp("no-kaggle-dir")))
+                machine, _ = register_kaggle(Store.open(), "kg", KaggleUp())
+                yield get_backend(machine)
+        finally:
+            server.shutdown()
+            server.server_close()
+            fake.stop()
+
+
+def test_every_registered_backend_runs_the_contract() -> None:
+    """The guard: each name in the registry has a class here, and each class says which
+    cancel promise it keeps (a backend that cannot cancel says so, with the fix)."""
+    classes = [c for c in globals().values() if isinstance(c, type)]
+    classes = [c for c in classes if issubclass(c, BackendContract)]
+    covered = {c.registered for c in classes if c is not BackendContract}
+    assert set(REGISTRY) - covered == set(), "add a TestX(BackendContract, ...) class"
+    for cls in classes:
+        if cls is not BackendContract:
+            assert issubclass(cls, (Cancels, RefusesCancel)), cls
+            assert cls.carries_secrets or issubclass(cls, RefusesSecrets), cls
