@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from rgt.agent import _autostop_files as af
 from rgt.agent import _autostop_gate as gate
-from rgt.agent import _preempt
+from rgt.agent import _preempt, _system
 
 WARN_AT = (80, 95)
 RECHECK_S = 30.0  # after a refusal, the gate's re-hash of every artifact runs at most this often
@@ -189,12 +189,12 @@ class Watcher(object):
                 "the jobs save a checkpoint and stop; the machine stops after the commit",
             )
             return False
-        waited = now - float(self.state["asked_at"])
-        if waited > float(self.policy.get("checkpoint_wait_s") or 600):
+        limit = float(self.policy.get("checkpoint_wait_s") or 600)
+        if now - float(self.state["asked_at"]) > limit:
             names = ", ".join(j["job_id"] for j in running)
             self.refused(
                 what,
-                "jobs %s did not stop %d s after the checkpoint request" % (names, waited),
+                "jobs %s did not stop within %d s of the checkpoint request" % (names, limit),
                 now,
             )
         return False
@@ -203,7 +203,7 @@ class Watcher(object):
         self.next_gate = now + _recheck_s()
         last = self.state.get("last_refusal") or {}
         self.state["last_refusal"] = {
-            "time": af.event_record("", {}, None, "")["time"],
+            "time": _system.now_iso(),
             "trigger": what,
             "reason": why,
         }
@@ -222,7 +222,7 @@ class Watcher(object):
             self.files,
             arm_id,
             {
-                "time": af.event_record("", {}, None, "")["time"],
+                "time": _system.now_iso(),
                 "trigger": what,
                 "command": stop.get("command"),
             },
