@@ -101,10 +101,13 @@ def _table(o: Output, data: dict[str, Any]) -> None:
 @click.option("--to", "dest", type=click.Path(path_type=Path), help="Default ./rgt-pulls/NAME.")
 @output_options
 def pull(sweep_file: Path, dest: Path | None, out: Output) -> None:
-    """Pull every finished cell, verified, into DIR/<cell-id>/ (+ DIR/by-group/ for compare)."""
+    """Pull every finished cell, verified, into DIR/<cell-id>/ (+ DIR/by-group/ for compare);
+    a sweep with `aggregate = "/shared/path"` collects and reconciles on that path instead."""
     from rgt.sweep.sweep import load_sweep, pull_sweep
 
     spec = load_sweep(sweep_file)
+    if spec.aggregate and dest is None:
+        return _aggregate(spec, out)
     target = (dest or Path("rgt-pulls") / spec.name).absolute()
     data = pull_sweep(Store.open(), spec, target)
 
@@ -121,6 +124,25 @@ def pull(sweep_file: Path, dest: Path | None, out: Output) -> None:
         ]
         o.table(["cell", "state", "action", "verified", "note"], rows, f"{spec.name} -> {target}")
         o.line("[green]every pulled cell verified[/]" if data["ok"] else "[red]NOT all OK[/]")
+
+    out.result(data, human)
+    if not data["ok"]:
+        sys.exit(1)
+
+
+def _aggregate(spec: Any, out: Output) -> None:
+    from rgt.sweep._aggregate import aggregate_sweep
+    from rgt.sweep.sweep import group_slug
+
+    data = aggregate_sweep(Store.open(), spec, group_slug)
+
+    def human(o: Output) -> None:
+        rows = [(r["cell_id"], r["state"], "OK" if r["verified"] else "-", r.get("copied", ""),
+                 r.get("kept", ""), r.get("error") or "") for r in data["cells"]]  # fmt: skip
+        o.table(["cell", "state", "verified", "copied", "kept", "note"], rows, data["dest"])
+        o.line(
+            "[green]every finished cell verified there[/]" if data["ok"] else "[red]NOT all OK[/]"
+        )
 
     out.result(data, human)
     if not data["ok"]:

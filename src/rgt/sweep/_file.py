@@ -14,6 +14,8 @@
     retries = 3                           # optional: the agent's retry budget per job
     resume_with = "--init_from=resume"    # optional: `rgt run --resume-with` (cell placeholders
     ckpt = "out/ckpt.pt"                  # and {ckpt} allowed) and `--ckpt` (resume_form)
+    aggregate = "/shared/sweeps"          # optional: `sweep pull` collects and reconciles on
+                                          # this path of the machines' shared filesystem
     [grid]                                # a cartesian product ...
     lr = [0.01, 0.1]
     # [[cells]]                           # ... or an explicit list of override tables
@@ -62,6 +64,7 @@ ALLOWED = (
     "retries",
     "resume_with",
     "ckpt",
+    "aggregate",
 )
 BUILTIN_FIELDS = ("seed", "cell_id")
 Scalar = str | int | float | bool
@@ -97,6 +100,7 @@ class Sweep:
     code: Path = field(default_factory=Path.cwd)
     retries: int = 3
     resume: dict[str, str] | None = None  # spec.json "resume" (rgt.jobs.resume_form)
+    aggregate: str | None = None  # results collected on the machines' shared filesystem
 
 
 def load_sweep(path: Path) -> Sweep:
@@ -129,6 +133,7 @@ def load_sweep(path: Path) -> Sweep:
         code=run_keys.code(path, data),
         retries=run_keys.positive_int(where, data, "retries", 3, minimum=0),
         resume=from_sweep_table(where, data),
+        aggregate=run_keys.aggregate(where, data),
     )
 
 

@@ -108,3 +108,19 @@ def seeds(where: str, data: dict[str, Any]) -> list[int]:
             where, "seeds", f"'seeds' is {seeds!r}", "a list of distinct integers, e.g. [0, 1, 2]"
         )
     return list(seeds)
+
+
+def aggregate(where: str, data: dict[str, Any]) -> str | None:
+    """An absolute path on the machines (one line, no NUL): where results are collected."""
+    value = data.get("aggregate")
+    if value is None:
+        return None
+    if (
+        not isinstance(value, str)
+        or not value.startswith("/")
+        or any(c in value for c in "\0\n\r")
+        or "/../" in value + "/"
+    ):
+        fix = "an absolute path on the machines' shared filesystem, e.g. /shared/sweeps"
+        raise err(where, "aggregate", f"'aggregate' is {value!r}", fix)
+    return value
