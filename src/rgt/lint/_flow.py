@@ -46,9 +46,9 @@ def params(func: Function) -> list[str]:
 def classes(facts: Facts) -> dict[str, dict[str, Any]]:
     """Each class: its line, bases, what its ``forward`` returns (``probs``), and the RNG facts
     of a Dataset (``_flow_data.rng_fields``)."""
-    probs = facts.memo.get("probs")
-    if not isinstance(probs, losses._Probabilities):
-        probs = losses._Probabilities(facts)
+    models = facts.memo.get("probs")
+    if not isinstance(models, dict):
+        models = losses._Probabilities(facts).models
     out: dict[str, dict[str, Any]] = {}
     for cls in facts.classes:
         entry: dict[str, Any] = {"line": cls.lineno}
@@ -56,7 +56,7 @@ def classes(facts: Facts) -> dict[str, dict[str, Any]]:
         if bases:
             entry["bases"] = bases
         for kind in ("softmax", "sigmoid"):
-            if losses.WHOLE in probs.models[kind].get(cls.name, ()):
+            if losses.WHOLE in models[kind].get(cls.name, ()):
                 entry["probs"] = kind
         entry.update(rng_fields(facts, cls))
         out[cls.name] = entry

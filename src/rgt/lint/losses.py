@@ -89,7 +89,10 @@ def may_find(text: str) -> bool:
 
 
 def check(facts: Facts) -> Iterator[Hit]:
-    probs = facts.memo["probs"] = _Probabilities(facts)  # the summary's too (``_flow``)
+    probs = _Probabilities(facts)
+    # The summary's too (``_flow``): the models only, never ``probs`` itself (it holds
+    # ``facts``: a cycle would keep the syntax tree alive, the collector being off).
+    facts.memo["probs"] = probs.models
     bound = {key.rpartition(".")[2] for key in facts.bindings}  # loss objects: ``criterion``
     kinds: list[tuple[ast.Call, str]] = []
     for call in facts.calls_ending(
