@@ -17,6 +17,7 @@ import pytest
 
 from rgt import _fs
 from rgt.agent._launch import recognise
+from rgt.agent._ranklogs import RankLogs
 from rgt.triage import classify
 
 FAILING_JOB = """
@@ -50,6 +51,27 @@ FAILING_JOB = """
 )
 def test_launchers_are_recognised_from_the_command(command: list[str], launcher: str) -> None:
     assert recognise(command) == launcher
+
+
+def test_rank_logs_follow_the_merged_log_and_stop_at_their_cap(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("RGT_RANK_LOG_MAX_BYTES", "200")
+    merged = tmp_path / "attempt-1.log"
+    merged.write_bytes(b"before the attempt\n")
+    logs = RankLogs(str(merged), str(tmp_path / "attempt-1"), "torchrun")
+    with merged.open("ab") as out:
+        out.write(b"[rank0]:step 1\ntorchrun's own line\n[rank1]:[rank1]: Traceback (most")
+        out.flush()
+        logs.follow()  # half a line: kept back until its end arrives
+        out.write(b" recent call last):\n[rank1]: ValueError: x\n")
+        out.write(b"[rank0]:" + b"y" * 300 + b"\n[rank0]:never copied\n")
+    logs.close()
+    assert (tmp_path / "attempt-1" / "rank-1.log").read_bytes() == (
+        b"Traceback (most recent call last):\nValueError: x\n"
+    )
+    rank0 = (tmp_path / "attempt-1" / "rank-0.log").read_bytes()
+    assert rank0.startswith(b"step 1\nrgt-agent: this copy stops at 200 bytes")
+    assert len(rank0) <= 200 and b"never copied" not in rank0
+    assert logs.ranks() == [0, 1]
 
 
 @pytest.mark.slow

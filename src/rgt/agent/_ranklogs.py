@@ -30,6 +30,9 @@ from rgt import _fs
 # "[rank3]: " before a traceback line; both name the same global rank.
 _TORCH_PREFIX = re.compile(rb"^\[rank(\d+)\]:(?: ?\[rank\1\]:)? ?")
 READ_CHUNK = 1 << 20
+# Each rank's copy stops growing here (RGT_RANK_LOG_MAX_BYTES): torchrun keeps its own full
+# per-rank files and the merged log has every line, so a chatty job's logs do not triple.
+RANK_LOG_MAX_BYTES = 256 << 20
 MAX_ERROR_FILE = 256 * 1024
 TAIL_BYTES = 64 * 1024
 
@@ -48,31 +51,44 @@ class RankLogs(object):
         self.offset = _size(merged_log)  # a retry appends to nothing older than itself
         self.partial = b""
         self.files: Dict[int, IO[bytes]] = {}  # open while the attempt runs
+        self.written: Dict[int, int] = {}
+        self.max_bytes = int(_env_float("RGT_RANK_LOG_MAX_BYTES", RANK_LOG_MAX_BYTES))
 
-    def follow(self) -> None:
-        """Read what the merged log gained since the last call; never raises."""
+    def follow(self) -> int:
+        """Read (up to a chunk of) what the merged log gained since the last call; never
+        raises. Returns the bytes read."""
         try:
             with open(self.merged_log, "rb") as handle:
                 handle.seek(self.offset)
                 data = handle.read(READ_CHUNK)
         except OSError:
-            return
+            return 0
         self.offset += len(data)
         lines = (self.partial + data).split(b"\n")
         self.partial = lines.pop()
         for line in lines:
             self._route(line + b"\n")
+        return len(data)
 
     def _route(self, line: bytes) -> None:
         found = _TORCH_PREFIX.match(line)
         if found is None:
             return
-        rank = int(found.group(1))
+        rank, text = int(found.group(1)), line[found.end() :]
+        written = self.written.get(rank, 0)
+        if written >= self.max_bytes:
+            return
+        if written + len(text) > self.max_bytes:
+            text = b"rgt-agent: this copy stops at %d bytes; every line is in the merged log\n" % (
+                self.max_bytes
+            )
+            written = self.max_bytes - len(text)
         try:
             if rank not in self.files:
                 os.makedirs(self.directory, exist_ok=True)
                 self.files[rank] = open(self.path(rank), "ab")  # noqa: SIM115 (closed by close())
-            self.files[rank].write(line[found.end() :])
+            self.files[rank].write(text)
+            self.written[rank] = written + len(text)
         except OSError:
             return  # a full disk keeps the merged log (the job's own); rank copies are extra
 
@@ -80,7 +96,8 @@ class RankLogs(object):
         return os.path.join(self.directory, "rank-%d.log" % rank)
 
     def close(self) -> None:
-        self.follow()
+        while self.follow():
+            pass
         if self.partial:
             self._route(self.partial + b"\n")
             self.partial = b""
@@ -169,6 +186,13 @@ def _tail(path: str) -> str:
             return handle.read().decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
 
 
 def _size(path: str) -> int:
