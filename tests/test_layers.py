@@ -135,3 +135,21 @@ def test_no_import_cycle_between_packages_or_top_level_modules() -> None:
 
 def test_the_checker_sees_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# Only front ends (the CLI; autostop's and teardown's arming at a terminal) talk to a human: a
+# backend or a vendor client that needs consent takes a ``Consent`` from its caller and, given
+# none, raises ``ApprovalNeeded`` with the command to run.
+NEVER_ASK = ("backends", "vendors", "transport", "jobs", "state", "sweep", "fetch", "watch")
+HUMAN = {"rgt.approvals", "rgt._tty"}
+
+
+def test_backends_and_vendors_never_ask_a_human() -> None:
+    asking = {
+        f"{path.relative_to(SRC)}: {_node(target)}"
+        for package in NEVER_ASK
+        for path in (SRC / package).rglob("*.py")
+        for target in _imports(path, path.relative_to(SRC.parent).with_suffix("").parts)
+        if len(target) >= 2 and target[0] == "rgt" and _node(target) in HUMAN
+    }
+    assert asking == set()

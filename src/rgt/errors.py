@@ -12,6 +12,7 @@ can act on (host, job_id, path, returncode, stderr_tail).
     │   ├── AmbiguousJobError        a short job id that several jobs' ids start with
     │   └── NotSupportedError        a verb this backend cannot do (names the backend and verb)
     ├── GateRefused                  exit 3: a gate (teardown, approval) said no, with reasons
+    │   └── ApprovalNeeded           a step needs a human's consent and no human was asked
     ├── StateError                   the local state DB is unusable (locked, newer schema)
     │   ├── StateWriteError          the state DB refused a write (disk full, I/O, read-only)
     │   └── StateFileError           a job's status/manifest on the machine is cut or garbled
@@ -31,7 +32,7 @@ can act on (host, job_id, path, returncode, stderr_tail).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -135,6 +136,28 @@ class GateRefused(RgtError):
         self.reasons = list(reasons)
         self.verdict = verdict
         self.notes = list(notes)
+
+
+class ApprovalNeeded(GateRefused):
+    """A destructive step needs a human's consent and the caller gave no way to ask one.
+
+    Library code never prompts: a function that needs consent takes a ``Consent`` (the CLI
+    passes ``rgt.approvals.approve_at_terminal``) and defaults to ``needs_human``, which raises
+    this with the command the human runs in their own terminal."""
+
+    def __init__(self, message: str, *, command: str) -> None:
+        fix = f"run `{command}` yourself, in a terminal"
+        super().__init__(message, [f"a human must approve: `{command}`"], fix=fix)
+        self.command = command
+
+
+# (what will happen, the machine's name, the command a human runs) -> the terminal's name
+Consent = Callable[[str, str, str], str]
+
+
+def needs_human(what: str, name: str, command: str) -> str:
+    """The consent of a caller that has no human to ask (MCP, scripts): always refused."""
+    raise ApprovalNeeded(f"{what} This needs a human's approval.", command=command)
 
 
 class StateError(RgtError):

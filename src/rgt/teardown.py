@@ -12,7 +12,7 @@ from rgt._tty import Terminal
 from rgt.agent.jobfiles import parse_time
 from rgt.approvals import human_consent
 from rgt.backends import backend_for
-from rgt.errors import GateRefused, UsageError
+from rgt.errors import Consent, GateRefused, UsageError, needs_human
 from rgt.gate import GateVerdict, abandon_action, evaluate
 from rgt.jobs.pulled import failure_reasons
 from rgt.models import ACTION_DOWN, Machine
@@ -74,14 +74,18 @@ def teardown(
     check_only: bool = False,
     keep_volume: bool = False,
     rehash: bool = False,
+    consent: Consent = needs_human,
 ) -> dict[str, Any]:
     """Release ``name`` through the gate. At a terminal, when only the approval is missing, the
-    human is asked for it; ``yes`` never approves: it only means "do not ask" (scripts)."""
+    human is asked for it; ``yes`` never approves: it only means "do not ask" (scripts).
+    ``consent`` asks for the release of a vendor instance no machine stands for (the CLI: at
+    the terminal; by default it is refused with the command to run)."""
     from rgt.vendors.billing import after_release, gate_notes
     from rgt.vendors.release import release, release_unregistered
 
-    if (never_reached := release_unregistered(store, name, keep_volume, check_only)) is not None:
-        return never_reached
+    unregistered = release_unregistered(store, name, keep_volume, check_only, consent)
+    if unregistered is not None:
+        return unregistered
     machine = store.machine(name)
     if not machine.active:
         raise UsageError(f"machine {name} was already released on {machine.released}")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rgt.errors import HostKeyChangedError, TransportError
+from rgt.backends.ssh import retrust
+from rgt.errors import ApprovalNeeded, HostKeyChangedError, TransportError
 from rgt.state.store import Store
 from rgt.transport.ssh import MAX_SOCKET_DIR, SshTransport, control_dir
 from tests.conftest import HOSTILE_NAMES
@@ -142,6 +143,12 @@ def test_changed_host_key_is_refused_then_retrusted(
     assert "terminal" in json.loads(unattended.stdout)["message"]
     with pytest.raises(HostKeyChangedError):
         transport.run(["true"])
+    # The library never asks a human itself: without a consent from a front end it refuses,
+    # typed, with the command to run (what MCP or a script calling it gets).
+    with pytest.raises(ApprovalNeeded) as needed:
+        retrust(Store.open(), "rented")
+    assert needed.value.command == "rgt trust rented" and needed.value.exit_code == 3
+    assert Store.open().machine("rented").connection["host_key"] == first_key
     # The human sees the key the machine presents now, then types the name.
     human = PtyRgt("trust", "rented", "--json")
     human.expect("Type rented to approve")

@@ -4,6 +4,7 @@ a lost create answer never makes a second instance, --max-price refuses, orphans
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from rgt.state.store import Store
 from rgt.teardown import teardown
 from rgt.vendors.lifecycle import VendorUp, vendor_up
 from rgt.vendors.orphans import find_orphans
+from tests.clirun import rgt
 from tests.sshd import SshServer
 from tests.ttys import PtyRgt
 from tests.vendors.fakes._server import FakeVendor, Fault
@@ -140,6 +142,13 @@ def test_an_up_that_never_reached_the_machine_is_released_by_down(
     assert fake.billed() and Store.open().vendor_instances("never")[0]["released"] is None
     with pytest.raises(GateRefused, match="needs a human"):  # nothing to pull, still human
         teardown(Store.open(), "never")
+    assert fake.billed() and Store.open().vendor_instances("never")[0]["released"] is None
+    # A script (`--yes`: never ask; what the MCP down tool runs) gets the typed refusal with
+    # the command the human runs, and the instance stays as it was.
+    scripted = rgt("down", "never", "--yes", "--json")
+    refused = json.loads(scripted.stdout)
+    assert scripted.returncode == 3 and refused["error"] == "ApprovalNeeded", scripted.stdout
+    assert "`rgt down never`" in refused["fix"]
     assert fake.billed() and Store.open().vendor_instances("never")[0]["released"] is None
     down = PtyRgt("down", "never")
     down.expect("Type never to approve")

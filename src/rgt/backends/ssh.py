@@ -26,7 +26,7 @@ from typing import Any
 
 from rgt.agent.paths import JobPaths
 from rgt.backends.base import Backend, staging_path
-from rgt.errors import BackendError, RgtError, UsageError
+from rgt.errors import BackendError, Consent, RgtError, UsageError, needs_human
 from rgt.models import Machine
 from rgt.resources import Resources
 from rgt.state.store import Store, utcnow
@@ -268,9 +268,10 @@ def host_fingerprint(known_hosts: str | Path) -> str | None:
     return words[1] if proc.returncode == 0 and len(words) > 1 else None
 
 
-def retrust(store: Store, name: str) -> dict[str, Any]:
+def retrust(store: Store, name: str, consent: Consent = needs_human) -> dict[str, Any]:
     """``rgt trust NAME``: read the key the machine presents now (into a scratch known_hosts),
-    show it, and record it only after a human at the terminal approved (PIN once set)."""
+    show it, and record it only after ``consent`` (the CLI: a human at the terminal, PIN once
+    set)."""
     machine = store.machine(name)
     if machine.backend != "ssh":
         raise UsageError(f"{name} is not an SSH machine", fix="only SSH machines have host keys")
@@ -283,9 +284,7 @@ def retrust(store: Store, name: str) -> dict[str, Any]:
         transport.check(["true"])
         transport.close()
         new = host_fingerprint(probe.known_hosts)
-        from rgt.approvals import approve_at_terminal
-
-        approve_at_terminal(
+        consent(
             f"{name} now presents host key {new} (recorded: {old}). Trust it only if the "
             "platform console shows this key or you re-rented or rebuilt the machine.",
             name,

@@ -290,11 +290,15 @@ def _pin_choice(set_pin: bool, remove_pin: bool, no_pin: bool) -> dict[str, Any]
 @output_options
 def down(name: str, yes: bool, check: bool, keep_volume: bool, rehash: bool, out: Output) -> None:
     """Release machine NAME through the teardown gate (ended, pulled, verified, approved)."""
+    from rgt.approvals import approve_at_terminal
+    from rgt.errors import needs_human
     from rgt.teardown import teardown
 
+    consent = needs_human if yes else approve_at_terminal  # --yes: never ask
     result = teardown(
-        Store.open(), name, yes=yes, check_only=check, keep_volume=keep_volume, rehash=rehash
-    )
+        Store.open(), name, yes=yes, check_only=check, keep_volume=keep_volume, rehash=rehash,
+        consent=consent,
+    )  # fmt: skip
 
     def human(o: Output) -> None:
         for c in result["gate"]["checks"]:

@@ -59,9 +59,10 @@ def _left_out(o: Output, ignored: Ignored) -> None:
 @output_options
 def trust(name: str, out: Output) -> None:
     """Forget NAME's recorded host key and trust the one it presents now."""
+    from rgt.approvals import approve_at_terminal
     from rgt.backends.ssh import retrust
 
-    data = retrust(Store.open(), name)
+    data = retrust(Store.open(), name, approve_at_terminal)
     out.result(
         data,
         lambda o: o.line(

@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rgt.approvals import approve_at_terminal
-from rgt.errors import KeyRefusedError, RgtError, UsageError, VendorError
+from rgt.errors import Consent, KeyRefusedError, RgtError, UsageError, VendorError, needs_human
 from rgt.state.store import Store
 from rgt.vendors import client_for
 from rgt.vendors._model import STOPPED, TERMINATED, Instance
@@ -173,7 +172,11 @@ def _profile_leftovers(vendor: str) -> list[str]:
 
 
 def release_unregistered(
-    store: Store, name: str, keep_volume: bool, check_only: bool
+    store: Store,
+    name: str,
+    keep_volume: bool,
+    check_only: bool,
+    consent: Consent = needs_human,
 ) -> dict[str, Any] | None:
     """``rgt down NAME`` for a vendor instance that no registered, active machine stands for:
 
@@ -182,8 +185,9 @@ def release_unregistered(
     - kept by an earlier ``down --keep-volume``: that `down` passed the gate (every job pulled
       and verified, a human approved), and the stopped instance runs nothing since.
 
-    Either way the gate's only open question is the human's consent to destroy it, asked at
-    the terminal. None when NAME is an active machine or has no unreleased instance."""
+    Either way the gate's only open question is the human's consent to destroy it, asked
+    through ``consent`` (the CLI: at the terminal). None when NAME is an active machine or has
+    no unreleased instance."""
     machine = next((m for m in store.machines() if m.name == name), None)
     if machine is not None and machine.active:
         return None
@@ -211,7 +215,7 @@ def release_unregistered(
         if kept
         else f"{name} was never reached; terminating it through the vendor stops its meter."
     )
-    approve_at_terminal(what, name, f"rgt down {name}")
+    consent(what, name, f"rgt down {name}")
     done = release(store, name, keep_volume=keep_volume)
     assert done is not None
     return {**result, **done, "released": not done["kept"]}
