@@ -45,6 +45,7 @@ DEFAULTS = {
     "RGT_PRICE_PER_HOUR": 0.0,
     "RGT_WATCH_INPUT_PCT": input_wait.DEFAULT_PCT,
 }
+HANG_LOOK_S = 5.0
 MAX_READ = 1 << 20  # bytes of new log scanned per tick; a flood is sampled, not all read
 
 
@@ -78,6 +79,7 @@ class Sentinel(object):
         self.input = input_wait.InputWait(self.limits["RGT_WATCH_INPUT_PCT"])
         self.session = SessionClock(spec, rec)  # notebook VMs: warn before the platform's cap
         self.launcher = None  # type: Optional[str]
+        self.hang_look = 0.0
         self.ranks_dir = ""
         self.job_path = ""
 
@@ -162,7 +164,8 @@ class Sentinel(object):
                 "ckpt_age_s": _newest_age(self.paths.ckpt_dir),
             }
             self._raise("stall", "log_stalled", detail, NEXT_STALL % (pid, self.paths.job_id))
-            if self.launcher is not None and "hang" not in self.active:
+            if self.launcher is not None and "hang" not in self.active and now >= self.hang_look:
+                self.hang_look = now + HANG_LOOK_S  # no rank yet: look again a little later
                 self._ranks_hung(pid, quiet)
 
     def _ranks_hung(self, pid: int, quiet: float) -> None:
