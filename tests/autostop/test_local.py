@@ -67,7 +67,7 @@ def test_fires_once_after_the_jobs_ended_and_their_artifacts_verify(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", ["missing", "changed"])
+@pytest.mark.parametrize("damage", ["missing", "changed", "unverified"])
 def test_a_missing_or_changed_artifact_blocks_the_stop(
     box: tuple[str, Path, Path], tmp_path: Path, damage: str
 ) -> None:
@@ -77,14 +77,20 @@ def test_a_missing_or_changed_artifact_blocks_the_stop(
     assert artifact.read_text() == "result"
     if damage == "missing":
         artifact.unlink()
-    else:
+    elif damage == "changed":
         artifact.write_text("tampered")
+    else:  # no manifest: nothing says what the job's results are, nor that they were re-read
+        (root / ".rgt" / "jobs" / job / "manifest.json").unlink()
     code, seen = arm(name)
     assert code == 0, seen
     blocked = wait_for(lambda: [e for e in events(root) if e["kind"] == "autostop_blocked"], 30)
     assert blocked, kinds(root)
-    word = "missing" if damage == "missing" else "no longer matches"
-    assert word in blocked[0]["detail"]["reason"] and "out.txt" in blocked[0]["detail"]["reason"]
+    words = {
+        "missing": "out.txt is missing",
+        "changed": "out.txt no longer matches",
+        "unverified": "no readable manifest.json: its artifacts were never verified",
+    }
+    assert words[damage] in blocked[0]["detail"]["reason"]
     assert state(root)["last_refusal"]["reason"] == blocked[0]["detail"]["reason"]
     time.sleep(3)
     assert stops(record) == [] and kinds(root).count("autostop_blocked") == 1  # once per reason
