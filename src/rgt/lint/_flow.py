@@ -198,9 +198,12 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
     passed to them in a loop and never put it in eval mode, never back-propagate:
     ``qualname -> [line, [[position, name], ...]]`` (each parameter it runs like a model)."""
     out: dict[str, list[Any]] = {}
+    guarded = {
+        id(f) for w in facts.withs if modes._mentions_head(w) for f in facts.functions_around(w)
+    }
     for func in facts.functions:
         names = params(func)
-        if not names or not facts.loops_in(func):
+        if not names or not (id(func) in guarded or _evaluates(func)) or not facts.loops_in(func):
             continue
         inside = facts.calls_in(func)
         if any(method(c) in ("backward", "step") for c in inside):
@@ -214,7 +217,7 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
             and not target.id.startswith(FUNCTION_HEADS)
         }
         run = {name for name in run if not _sets_mode(inside, name)}
-        if run and _evaluates(facts, func):
+        if run:
             pairs = [[names.index(n), n] for n in sorted(run)]
             out[qualname(facts, func)] = [func.lineno, pairs]
     return out
@@ -223,15 +226,12 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
 FUNCTION_HEADS = ("get_", "make_", "load_", "build_", "create_", "compute_", "calc_")
 
 
-def _evaluates(facts: Facts, func: Function) -> bool:
-    """Named like an evaluation, or running under ``no_grad``/``inference_mode`` (its
-    decorator, or a ``with`` in it)."""
-    if modes.EVAL_NAME.search(func.name) or any(
+def _evaluates(func: Function) -> bool:
+    """Named like an evaluation, or decorated with ``no_grad``/``inference_mode`` (a ``with``
+    of those inside it counts too: ``runners``)."""
+    return bool(modes.EVAL_NAME.search(func.name)) or any(
         modes._mentions(d, modes.NO_GRAD) for d in func.decorator_list
-    ):
-        return True
-    end = func.end_lineno or func.lineno
-    return any(func.lineno <= w.lineno <= end and modes._mentions_head(w) for w in facts.withs)
+    )
 
 
 def _sets_mode(calls: list[ast.Call], model: str) -> bool:
