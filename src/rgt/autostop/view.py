@@ -96,3 +96,17 @@ def reports(store: Any, names: list[str]) -> dict[str, Any]:
         except RgtError as exc:
             found[machine.name] = {"armed": None, "error": exc.message}
     return found
+
+
+def profile_words(raw: dict[str, Any]) -> list[str]:
+    """`rgt profiles NAME`: the platform's autostop stop (or why there is none), dated."""
+    spec = raw.get("self_stop")
+    if not spec:
+        return ["autostop: no documented stop from inside; declare one: rgt up … --self-stop CMD"]
+    stamp = f" ({spec['status']} {spec['verified']}, {spec['source']})"
+    if spec["mode"] == "command":
+        return [f"autostop stop: {spec['command']}{stamp}"]
+    return [
+        f"autostop: {'refused' if spec['mode'] == 'refused' else 'nothing to stop'}: "
+        f"{spec['reason']}{stamp}"
+    ]

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from rgt.autostop.view import profile_words as autostop_words
 from rgt.cli._output import Output, escape, output_options
 from rgt.profiles import (
     DEFAULT_MONTHS,
@@ -104,6 +105,7 @@ def _profile_human(out: Output, p: Profile) -> None:
     kind = "irreversible" if stop.irreversible else "reversible"
     _say(out, f"meter stop: {stop.action} ({kind}) via {stop.command}{stop.stamp.suffix()}")
     _say(out, *(f"  still bills: {item}" for item in stop.still_bills))
+    _say(out, *autostop_words(p.raw))  # README: Autostop
     _say(out, "danger clocks:")
     _say(
         out,
