@@ -7,15 +7,23 @@ on the shared disk is copied again."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from rgt.machines import register_local
+from rgt.results import find_runs
 from rgt.state.store import Store
 from rgt.sweep.sweep import load_sweep
+from rgt.verify.runtime import of_run
 from tests.sshd import SshServer, register
 from tests.sweep.helpers import rgt, rgt_json, sweep_toml, write_project
+
+TORCH = """import torch
+from torch.utils.data import DataLoader
+LOADER = DataLoader(list(range(8)), batch_size=4, shuffle=True, num_workers=0)
+"""
 
 
 @pytest.mark.slow
@@ -27,7 +35,10 @@ def test_results_are_collected_and_reconciled_on_the_shared_path(
     shared = tmp_path / "shared fs"
     body = sweep_toml("agg", ["a", "b"], lrs=[0.1, 0.2], seeds=[0, 1],
                       extra=f"aggregate = {json.dumps(str(shared))}")  # fmt: skip
+    body = body.replace('"python3"', json.dumps(sys.executable))  # torch is in this one
     path = write_project(tmp_path / "proj", body)
+    cell = path.parent / "cell.py"  # the helpers' cell, with a torch loader that outlives it
+    cell.write_text(TORCH + cell.read_text())
     run = rgt("sweep", "run", str(path), "--poll", "0.3", "--json")
     assert run.returncode == 0, run.stderr
     assert {x["machine"] for x in json.loads(run.stdout)["run"]["launched"]} == {"a", "b"}
@@ -43,6 +54,12 @@ def test_results_are_collected_and_reconciled_on_the_shared_path(
     compare = rgt_json("verify", "compare", str(root / "by-group" / "lr=0.1"),
                        str(root / "by-group" / "lr=0.2"), "--metric", "accuracy")  # fmt: skip
     assert (compare["n_a"], compare["n_b"]) == (2, 2)
+    assert all(c["runtime"] for c in first["cells"])  # each job's capture, kept beside it
+    group = root / "by-group" / "lr=0.1"
+    assert all((d / "rgt-runtime.json").is_file() for d in group.iterdir())
+    knobs = [of_run(r).knobs for r in find_runs(group)]
+    assert knobs == [{"batch_size": 4, "num_workers": 0}] * 2
+    assert not [f for f in compare["findings"] if f["kind"].startswith("knob_")]
 
     second = rgt_json("sweep", "pull", str(path), cwd=tmp_path)
     assert all(c["copied"] == 0 and c["kept"] == 1 for c in second["cells"])

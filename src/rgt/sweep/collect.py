@@ -89,12 +89,33 @@ def collect_cell(root: str, cell: dict[str, Any]) -> dict[str, Any]:
         else:
             row["bad"].append({"path": rel, "why": "sha256 differs from the manifest"})
     row["files"] = row["copied"] + row["kept"]
+    row["runtime"] = _runtime(job_dir, dest)
     if not row["bad"]:
         _write_json(os.path.join(dest, "manifest.json"), manifest)
         _write_json(marker, {"time": time.time(), "job_id": cell.get("job_id"),
                              "files": row["files"]})  # fmt: skip
         row["ok"] = True
     return row
+
+
+def _runtime(job_dir: str, dest: str) -> bool:
+    """The job's run-time capture (``runtime.json``: the knobs it resolved, rgt.verify.runtime)
+    beside the cell as ``rgt-runtime.json``; job metadata, so copied only when it is JSON."""
+    source = os.path.join(job_dir, "runtime.json")
+    try:
+        if os.path.islink(source) or os.path.getsize(source) > (1 << 20):
+            return False
+        with open(source, "rb") as handle:
+            raw = handle.read()
+        json.loads(raw)
+    except (OSError, ValueError):
+        return False
+    os.makedirs(dest, exist_ok=True)
+    tmp = os.path.join(dest, f".rgt-runtime.tmp-{os.getpid()}")
+    with open(tmp, "wb") as handle:
+        handle.write(raw)
+    os.replace(tmp, os.path.join(dest, "rgt-runtime.json"))
+    return True
 
 
 def reconcile(root: str, cells: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -128,6 +149,13 @@ def _link(root: str, cell: dict[str, Any], results: str) -> None:
     os.makedirs(folder, exist_ok=True)
     link = os.path.join(folder, "results.json")
     relative = os.path.relpath(results, folder)
+    _symlink(link, relative)
+    runtime = os.path.join(root, "cells", cell["cell_id"], "rgt-runtime.json")
+    if os.path.isfile(runtime):
+        _symlink(os.path.join(folder, "rgt-runtime.json"), os.path.relpath(runtime, folder))
+
+
+def _symlink(link: str, relative: str) -> None:
     if os.path.islink(link) and os.readlink(link) == relative:
         return
     if os.path.lexists(link):
