@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.netns_nodes import ssh_two_nodes  # noqa: F401  (two sshd nodes, netns)
+
 # The Slurm cluster is defined here once: a session fixture imported into several test modules
 # is a fixture of each, and each started its own cluster beside the others (five at once on one
 # worker, one node name between them: a node that never became idle).
 from tests.slurm import slurm_cluster  # noqa: F401  (one Slurm cluster per worker)
+from tests.slurm_nodes import slurm_two_nodes  # noqa: F401  (two-node Slurm, netns)
 from tests.sshd import sshd_factory, sshd_server  # noqa: F401  (real-sshd fixtures)
 from tests.ttys import without_a_pin
 
@@ -38,6 +41,8 @@ HOSTILE_NAMES = (
 # an MCP server and its SDK), so one worker builds it once instead of every worker its own.
 SHARED_RESOURCES = {
     "slurm_cluster": "slurm",
+    "slurm_two_nodes": "slurm-nodes",  # tests/slurm_nodes.py: built once, its jobs one at a time
+    "ssh_two_nodes": "ssh-nodes",
     "far_server": "netns",
     "demo_runs": "demo-runs",
     "mcp_server": "mcp",
@@ -50,6 +55,8 @@ SLOW_FIXTURES = {
     "sshd_server",
     "sshd_factory",
     "slurm_cluster",
+    "slurm_two_nodes",
+    "ssh_two_nodes",
     "far_server",
     "demo_runs",
     "corpus",

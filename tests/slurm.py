@@ -30,9 +30,10 @@ from rgt.backends._slurm_state import SlurmJob, parse_scontrol
 DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch", "scontrol")
 MUNGE_DIRS = ("/run/munge", "/var/log/munge", "/var/lib/munge", "/etc/munge")
 
-CONF = """\
+# The keys every test cluster shares (tests/slurm_nodes.py adds its own nodes to them).
+SETTINGS = """\
 ClusterName=rgttest
-SlurmctldHost={host}
+SlurmctldHost={ctld_host}
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
 SlurmUser=root
@@ -49,14 +50,17 @@ ReturnToService=2
 MinJobAge=600
 KillWait=15
 StateSaveLocation={dir}/state
-SlurmdSpoolDir={dir}/spool
 SlurmctldPidFile={dir}/slurmctld.pid
-SlurmdPidFile={dir}/slurmd.pid
 SlurmctldLogFile={dir}/slurmctld.log
+"""
+SINGLE_NODE = """\
+SlurmdSpoolDir={dir}/spool
+SlurmdPidFile={dir}/slurmd.pid
 SlurmdLogFile={dir}/slurmd.log
 NodeName={host} CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
+CONF = SETTINGS + SINGLE_NODE
 
 
 def free_port() -> int:
@@ -71,10 +75,17 @@ class SlurmCluster:
     directory: Path
 
     def run(self, *argv: str, check: bool = True) -> str:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=60, check=False, env=self.env()
+        )
         if check and proc.returncode != 0:
             raise AssertionError(f"{argv} failed ({proc.returncode}): {proc.stderr}")
         return proc.stdout
+
+    def env(self) -> dict[str, str] | None:
+        """The environment Slurm commands run with: this process's (SLURM_CONF set by the
+        fixture); a cluster beside it passes its own SLURM_CONF instead."""
+        return None
 
     def job(self, slurm_id: str) -> SlurmJob:
         job = parse_scontrol(self.run("scontrol", "show", "job", "-o", slurm_id))
@@ -166,6 +177,7 @@ def _write_conf(directory: Path) -> Path:
     conf.write_text(
         CONF.format(
             host=socket.gethostname(),
+            ctld_host=socket.gethostname(),
             ctld_port=free_port(),
             slurmd_port=free_port(),
             dir=directory,
