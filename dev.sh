@@ -53,6 +53,7 @@ apt_need() {
   command -v tmux >/dev/null 2>&1 || echo tmux
   command -v slurmctld >/dev/null 2>&1 || echo slurm-wlm
   command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || echo munge
+  command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || echo iproute2  # network-namespace nodes
   [ -x /usr/bin/chromium ] || echo chromium  # the `rgt ui` browser tests
   [ -x /usr/bin/chromedriver ] || echo chromium-driver
 }
