@@ -45,10 +45,16 @@ class UploadReport:
 
 
 def upload(
-    target: HubTarget, token: str, root: Path, files: Sequence[UploadFile], message: str
+    target: HubTarget,
+    token: str,
+    root: Path,
+    files: Sequence[UploadFile],
+    message: str,
+    key: str | None = None,
 ) -> UploadReport:
+    """``key`` names what is uploaded (a job id) for the ledger; default: the local root."""
     client = HubClient(target, token)
-    ledger = Ledger(f"{target.endpoint}|{target.repo}|{target.revision}|{root}")
+    ledger = Ledger(f"{target.endpoint}|{target.repo}|{target.revision}|{key or root}")
     report = UploadReport(target.repo, target.revision, files=len(files))
     if files and all(ledger.entry(f).get("commit") for f in files):
         report.already_committed, report.commit = True, ledger.entry(files[0])["commit"]

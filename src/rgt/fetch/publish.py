@@ -33,7 +33,8 @@ def publish(store: Store, job_id: str, to: str, token_source: str | None,
     target = HubTarget.parse(to, os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
     token = read_token(token_source, stdin)
     root, files = verified_copy(store, job_id)
-    report = upload(target, token, root, files, f"rgt: the verified artifacts of job {job_id}")
+    message = f"rgt: the verified artifacts of job {job_id}"
+    report = upload(target, token, root, files, message, key=f"job:{job_id}")
     return {"job_id": job_id, "to": to, "from": str(root), **report.to_json(), "ok": True}
 
 
