@@ -270,6 +270,7 @@ def _update_order(facts: Facts) -> Iterator[Hit]:
             continue
         if zero is None and any(method(c) == "backward" for c in inside):
             zero = bool(facts.methods_called("zero_grad")) or _sets_grad_none(facts.tree)
+            zero = zero or _attached_privacy_engine(facts)
         if zero is False and not _accumulates(facts, loop, opt[0]):
             yield Hit("RGT105", opt[0])
             zero = True  # once per module: the fix is one line
@@ -291,7 +292,7 @@ def _uncleared(facts: Facts, steps: list[ast.Call]) -> Hit | None:
     ):
         return None  # a helper clears them (``zero_grad(params)``): which, not seen here
     cleared = {dotted(c.func.value) for c in facts.methods_called("zero_grad")}  # type: ignore[attr-defined]
-    if None in cleared or not all(_named_optimizer(facts, k) for k in cleared if k):
+    if not cleared or None in cleared or not all(_named_optimizer(facts, k) for k in cleared if k):
         return None
     for step in steps:
         key = dotted(step.func.value)  # type: ignore[attr-defined]
@@ -330,6 +331,15 @@ def _named_optimizer(facts: Facts, key: str) -> bool:
     if made:
         return all(n.startswith(OPTIMIZERS) for n in made)
     return key.split(".")[-1].lower().endswith(("optimizer", "optim", "opt"))
+
+
+def _attached_privacy_engine(facts: Facts) -> bool:
+    """Opacus before 1.0: ``PrivacyEngine(...).attach(optimizer)`` makes the optimizer's
+    step clear the gradients it clipped (its maintainers: "zero_grad is not needed for
+    opacus", opacus#194). Opacus 1.x (``make_private``) wants zero_grad as torch does."""
+    if not any(full.split(".")[0] == "opacus" for full in facts.aliases.values()):
+        return False
+    return bool(facts.methods_called("attach"))
 
 
 def _first_line(calls: list[ast.Call]) -> tuple[int, int]:
