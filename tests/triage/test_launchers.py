@@ -14,7 +14,7 @@ import pytest
 
 from rgt.agent._classify import AttemptFacts, decide
 from rgt.triage import classify
-from rgt.triage.launchers import focus, root_cause
+from rgt.triage.launchers import first_failure, focus, root_cause
 
 HERE = Path(__file__).parent / "launchers"
 TORCHRUN = (HERE / "torchrun-2.13-gloo-rank1-sigkill.log").read_text()
@@ -150,3 +150,47 @@ def test_a_prefixed_log_is_read_from_the_first_failing_ranks_lines() -> None:
     focused = focus(TEE)
     assert "Connection closed by peer" not in focused and "ChildFailedError" not in focused
     assert "step 2 rank 0" not in focused and "[default" not in focused
+
+
+# torchrun's summary when the peer of a SIGKILLed rank exited (gloo "Connection closed by
+# peer") in the same second: failures are ordered by whole seconds, ties go to the lowest rank
+# (torch/distributed/elastic/multiprocessing/errors get_first_failure). Written in the real
+# summary's format from the fixture above: in 6 trials by hand (tight all_reduce loop, kill -9
+# of rank 1, then of rank 0) torchrun always saw the SIGKILLed rank first, so no recorded log.
+SAME_SECOND = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-12-06_20:05:25
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 17631)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 17631
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-06_20:05:25
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 17630)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def test_a_sigkilled_rank_in_the_same_second_is_the_first_failure() -> None:
+    rank = first_failure(SAME_SECOND)
+    assert rank is not None and (rank.rank, rank.signal) == (1, 9)
+    assert rank.describe().startswith("torchrun: first failing rank 1, pid 17631, killed by")
+    assert "torchrun named rank 0, exit code 1, in the same second" in rank.describe()
+    decision = decide(AttemptFacts(1, None, SAME_SECOND, oom_before=0, oom_after=0))
+    assert (decision.label, decision.retryable) == ("preempted", True)
+    # A SIGKILL a second or more later is torchrun's own escalation on a survivor.
+    first_entry = "time      : 2026-12-06_20:05:25\n  host      : localhost\n  rank      : 1"
+    later = SAME_SECOND.replace(first_entry, first_entry.replace("20:05:25", "20:05:56"))
+    assert first_failure(later).rank == 0  # type: ignore[union-attr]
+    assert first_failure(TORCHRUN).rank == 1  # type: ignore[union-attr]

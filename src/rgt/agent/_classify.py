@@ -126,9 +126,9 @@ def decide(facts: AttemptFacts) -> Decision:
     if facts.signal_num in EXTERNAL_KILLS and not facts.agent_sent_signal:
         oom = _oom_evidence(facts, facts.pid)
         return _host_oom(oom) if oom else _external_kill(facts.signal_num)
-    from rgt.triage.launchers import root_cause
+    from rgt.triage.launchers import first_failure
 
-    rank = root_cause(facts.log_tail)
+    rank = first_failure(facts.log_tail)
     if rank is None or facts.agent_sent_signal:
         return triage(facts)
     if rank.signal in EXTERNAL_KILLS:

@@ -137,12 +137,14 @@ def launcher_stderr(directory: str) -> Dict[int, str]:
 
 def write_record(directory: str, launcher: Optional[str], log_tail: str) -> Dict[str, Any]:
     """``ranks.json``: every rank the launcher's summary names, and torchrun's error file."""
-    from rgt.triage.launchers import failures, root_cause
+    from rgt.triage.launchers import failures, first_failure
 
     listed = failures(log_tail)
-    if not listed:
-        first = root_cause(log_tail)  # deepspeed's "exits with return code", or a bare line
-        listed = [first] if first is not None else []
+    first = first_failure(log_tail)  # also deepspeed's "exits with return code", a bare line
+    if first is not None and (not listed or listed[0].pid != first.pid):
+        for entry in listed:
+            entry.first = False
+        listed = [first] + [entry for entry in listed if entry.pid != first.pid]
     record = {
         "launcher": launcher,
         "ranks": [entry.to_json() for entry in listed],

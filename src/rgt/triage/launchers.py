@@ -28,6 +28,7 @@ _RANK = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank\s*:\s*(\d+)\)", re.IG
 _EXIT = re.compile(r"\bexitcode\s*:\s*(-?\d+)(?:\s*\(pid\s*:\s*(\d+)\))?", re.IGNORECASE)
 _ERROR_FILE = re.compile(r"\berror[ _]file\s*:\s*(\S+)", re.IGNORECASE)
 _TRACEBACK = re.compile(r"\btraceback\s*:\s*(.+)", re.IGNORECASE)
+_TIME = re.compile(r"^\s*time\s*:\s*(\S+)", re.IGNORECASE | re.MULTILINE)
 # The elastic agent's log line for the first child it saw end, printed before the summary.
 _FAILED_LINE = re.compile(
     r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\) of binary", re.IGNORECASE
@@ -69,6 +70,7 @@ class RankFailure:
         error_file: str = "",
         traceback: str = "",
         first: bool = True,
+        time: str = "",
     ) -> None:
         self.launcher = launcher
         self.rank = rank
@@ -78,6 +80,8 @@ class RankFailure:
         self.error_file = error_file
         self.traceback = traceback
         self.first = first  # the launcher's root cause, not one of the ranks that went after it
+        self.time = time  # the summary's "time" (one-second resolution), "" when not printed
+        self.note = ""
 
     @property
     def signal(self) -> int | None:
@@ -96,7 +100,8 @@ class RankFailure:
             how = f"killed by {signal_name(self.signal)}"
         else:
             how = f"exit code {self.exit_code}"
-        return f"{self.launcher}: {'first failing ' if self.first else ''}{who}, {how}"
+        said = f"{self.launcher}: {'first failing ' if self.first else ''}{who}, {how}"
+        return said + self.note
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -107,6 +112,7 @@ class RankFailure:
             "signal": signal_name(self.signal) if self.signal is not None else None,
             "first": self.first,
             "error_file": self.error_file or None,
+            "note": self.note.strip(" ()") or None,
         }
 
 
@@ -142,6 +148,7 @@ def _from_summary(text: str) -> RankFailure | None:
     rank = _RANK.search(block)
     error_file = _ERROR_FILE.search(block)
     traceback = _TRACEBACK.search(block)
+    when = _TIME.search(block)
     return RankFailure(
         "torchrun",
         int(rank.group(1)) if rank else None,
@@ -150,6 +157,7 @@ def _from_summary(text: str) -> RankFailure | None:
         int(exit_match.group(2)) if exit_match.group(2) else None,
         _known(error_file.group(1)) if error_file else "",
         traceback.group(1).strip() if traceback else "",
+        time=when.group(1) if when else "",
     )
 
 
@@ -176,6 +184,7 @@ def _entries(block: str) -> list[RankFailure]:
         if exit_match is None:
             continue
         rank = _RANK.search(part)
+        when = _TIME.search(part)
         entries.append(
             RankFailure(
                 "torchrun",
@@ -184,9 +193,30 @@ def _entries(block: str) -> list[RankFailure]:
                 int(exit_match.group(1)),
                 int(exit_match.group(2)) if exit_match.group(2) else None,
                 first=False,
+                time=when.group(1) if when else "",
             )
         )
     return entries
+
+
+def first_failure(text: str) -> RankFailure | None:
+    """The rank whose end started the group's failure. Usually torchrun's ``Root Cause``; but
+    torchrun orders failures by a timestamp of whole seconds and breaks ties by the lowest
+    rank, so a rank that died of its peer's SIGKILL within the same second can be named
+    first. torchrun itself SIGTERMs the survivors, so a SIGKILLed rank listed in the same
+    second as a root cause that merely exited is the real first failure."""
+    root = root_cause(text)
+    if root is None or root.signal is not None or not root.time:
+        return root
+    for other in failures(text)[1:]:
+        if other.signal == signals.SIGKILL and other.time == root.time:
+            other.first = True
+            other.note = (
+                f" (torchrun named rank {root.rank}, exit code {root.exit_code}, in the same "
+                "second: its order has one-second resolution)"
+            )
+            return other
+    return root
 
 
 def _known(value: str) -> str:
