@@ -119,6 +119,8 @@ def test_up_records_the_expectation_and_audit_reports_it(tmp_path: Path) -> None
         f for f in json.loads(audit.stdout)["findings"] if f["check"] == "gpu expectation"
     ]
     assert "expected 8 × A100 (from --expect-gpu)" in finding["finding"]
+    refused = rgt("run", "box", "--probe-seconds", "0", "--", sys.executable, "-c", "print(1)")
+    assert refused.returncode == 3 and "gpu expectation" in refused.stderr  # the run gate
     # the recorded single-H100 CSV capture, through the CSV path
     assert rgt("up", "local", "--name", "box", "--root", str(root), "--expect-gpu",
                "H100:1").returncode == 0  # fmt: skip
