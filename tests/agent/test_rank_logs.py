@@ -136,3 +136,43 @@ def test_deepspeed_the_failing_rank_and_its_traceback(make_job) -> None:
     assert job.events("attempt_started")[0]["detail"]["launcher"] == "deepspeed"
     rank1 = (job.dir / "logs" / "attempt-1" / "rank-1.log").read_text()
     assert rank1.startswith("Traceback") and "ValueError: bad batch on rank 1" in rank1
+
+
+RECORDED_JOB = """
+    import torch, torch.distributed as dist
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    @record
+    def main():
+        dist.init_process_group("gloo")
+        value = torch.ones(1)
+        dist.all_reduce(value)
+        if dist.get_rank() == 1:
+            raise ValueError("bad batch on rank 1")
+        dist.barrier()
+
+    main()
+"""
+
+
+@pytest.mark.slow
+def test_torchruns_error_file_is_kept_for_a_script_wrapped_in_record(make_job) -> None:
+    """With ``@record`` on the entry point, torchrun copies the first failing rank's error
+    into the TORCHELASTIC_ERROR_FILE the agent set for the attempt; ranks.json carries it."""
+    job = make_job().write(RECORDED_JOB)
+    spec = json.loads(Path(job.paths.spec).read_text())
+    spec["command"] = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    spec["command"] += ["--nproc_per_node=2", "train.py"]
+    _fs.atomic_write_json(job.paths.spec, spec)
+    job.start(OMP_NUM_THREADS="1")
+    assert job.finish(timeout=120) == 1, job.agent_log()
+
+    attempt = job.dir / "logs" / "attempt-1"
+    assert (attempt / "launcher-error.json").exists()
+    ranks = json.loads((attempt / "ranks.json").read_text())
+    assert ranks["error_file"]["message"] == "ValueError: bad batch on rank 1"
+    assert 'raise ValueError("bad batch on rank 1")' in ranks["error_file"]["traceback"]
+    first = ranks["ranks"][0]
+    assert (first["rank"], first["exit_code"]) == (1, 1)
+    assert first["error_file"].endswith("/attempt_0/1/error.json")
+    assert job.events("attempt_ended")[0]["detail"]["label"] == "code_error"
