@@ -138,3 +138,36 @@ def test_rgt_run_records_and_exports_the_seed(tmp_path: Path) -> None:
         assert record.spec.env["RGT_SEED"] == result["seed"]  # in the job's record
         logs = rgt("logs", result["job_id"], "-f")
         assert f"seed is {result['seed']}" in logs.stdout  # and the job saw it
+
+
+HF = """
+from transformers import TrainingArguments
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=8, report_to=[],
+                         gradient_accumulation_steps=4, dataloader_num_workers=2)
+"""
+LIGHTNING = """
+import pytorch_lightning as pl
+trainer = pl.Trainer(accumulate_grad_batches=3, precision="bf16-mixed", accelerator="cpu",
+                     logger=False, enable_checkpointing=False, enable_progress_bar=False)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("script", "knobs"),
+    [
+        (HF, {"batch_size": 8, "grad_accum": 4, "num_workers": 2, "precision": "fp32"}),
+        (LIGHTNING, {"grad_accum": 3, "precision": "bf16-mixed"}),
+    ],
+    ids=["transformers", "lightning"],
+)
+def test_the_frameworks_own_settings_are_read(
+    make_job,  # noqa: F811
+    script: str,
+    knobs: dict[str, Any],
+) -> None:
+    job = make_job().write(script)
+    job.start()
+    assert job.finish() == 0, job.agent_log() + Path(job.paths.log(1)).read_text()
+    (capture,) = _runtime(job.dir)["processes"].values()
+    assert runtime.from_capture(capture).knobs == knobs
