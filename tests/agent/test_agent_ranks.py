@@ -19,6 +19,7 @@ import pytest
 
 from rgt import _fs
 from tests.agent.conftest import process_gone
+from tests.cgroups import memory_cgroup, remove_cgroup
 
 DDP_JOB = """
     import os, time
@@ -190,3 +191,46 @@ def test_accelerate_launch_a_killed_rank_is_named_and_the_group_resumes(make_job
     assert detail["evidence"][0] == f"torchrun: first failing rank 1, pid {pid}, killed by SIGKILL"
     assert job.events("attempt_started")[0]["detail"]["launcher"] == "accelerate"
     assert "rank 1 step 5" in (job.dir / "logs" / "attempt-1" / "rank-1.log").read_text()
+
+
+OOM_JOB = """
+    import os, time
+    import torch, torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    for step in range(1000):
+        value = torch.ones(1)
+        dist.all_reduce(value)
+        if rank == 1 and step == 3:
+            # Rank 1 joins a small memory cgroup of its own and outgrows it: the kernel's
+            # OOM killer takes it, as it takes a rank that outgrows a rented box's RAM.
+            open(os.environ["OOM_CGROUP_PROCS"], "w").write(str(os.getpid()))
+            blocks = []
+            while True:
+                blocks.append(bytearray(32 << 20))
+        time.sleep(0.2)
+"""
+
+
+@pytest.mark.slow
+def test_a_rank_the_oom_killer_took_is_host_oom_with_evidence(make_job, tmp_path: Path) -> None:
+    cgroup = memory_cgroup(tmp_path, 256 << 20)
+    try:
+        job = make_job().write(OOM_JOB)
+        spec = json.loads(Path(job.paths.spec).read_text())
+        spec["command"] = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        spec["command"] += ["--nproc_per_node=2", "train.py"]
+        _fs.atomic_write_json(job.paths.spec, spec)
+        job.start(OMP_NUM_THREADS="1", OOM_CGROUP_PROCS=str(cgroup / "cgroup.procs"))
+        assert job.finish(timeout=180) == 1, job.agent_log()
+    finally:
+        remove_cgroup(cgroup)
+    detail = job.events("attempt_ended")[0]["detail"]
+    assert (detail["label"], detail["retryable"]) == ("host_oom", False), detail
+    assert job.status()["attempt"] == 1
+    evidence = " ".join(detail["evidence"])
+    # The rank's own cgroup counted the kill; the agent's (its parent) counts it too on
+    # cgroup v2, and the kernel log names the pid where it can be read.
+    assert "oom_kill rose" in evidence or "Killed process" in evidence, detail
+    assert detail["ranks"][0]["rank"] == 1 and detail["ranks"][0]["signal"] == "SIGKILL"
