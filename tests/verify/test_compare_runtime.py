@@ -140,6 +140,27 @@ def test_rgt_run_records_and_exports_the_seed(tmp_path: Path) -> None:
         assert f"seed is {result['seed']}" in logs.stdout  # and the job saw it
 
 
+@pytest.mark.slow
+def test_a_pulled_job_brings_the_flags_it_saw(tmp_path: Path) -> None:
+    """`rgt pull` keeps the job's capture beside the artifacts; pulling again is still clean."""
+    assert rgt("up", "local", "--name", "me", "--root", str(tmp_path / "root")).returncode == 0
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "train.py").write_text(
+        "import os, pathlib, torch\ntorch.manual_seed(int(os.environ['RGT_SEED']))\n"
+        "pathlib.Path(os.environ['RGT_OUTPUT_DIR'], 'w.txt').write_text('x')\n"
+    )
+    job = ok(rgt("run", "me", "--seed", "77", "--probe-seconds", "0", "--json", "--",
+                 sys.executable, "train.py", cwd=tmp_path / "p"))["job_id"]  # fmt: skip
+    assert rgt("logs", job, "-f").returncode == 0
+    dest = tmp_path / "got"
+    first = ok(rgt("pull", job, "--to", str(dest), "--json"))
+    flags = first["runtime"]["determinism"]
+    assert flags["RGT_SEED"] == "77" and flags["torch_initial_seed"] == 77
+    assert (dest / runtime.FILENAME).is_file()
+    again = ok(rgt("pull", job, "--to", str(dest), "--json"))  # the capture is not "unexpected"
+    assert again["ok"] and again["runtime"]["source"] == "runtime"
+
+
 HF = """
 from transformers import TrainingArguments
 args = TrainingArguments(output_dir="out", per_device_train_batch_size=8, report_to=[],

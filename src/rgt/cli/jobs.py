@@ -308,15 +308,20 @@ def pull(job_id: str, dest: str | None, out: Output, hf_token: str | None = None
     if dest and dest.startswith("hf://"):
         return _to_hub(job_id, dest, hf_token, out)
     target = (Path(dest) if dest else Path("rgt-pulls") / job_id).absolute()
+    store = Store.open()
     with Progress(console=out.err, disable=out.json_mode, transient=True) as bar:
         task = bar.add_task(f"pull {job_id}", total=None)
         result = do_pull(
-            Store.open(),
+            store,
             job_id,
             target,
             progress=lambda _p, done, total: bar.update(task, completed=done, total=total),
         )
     data = result.to_json()
+    if result.ok:  # what the job resolved and the seed/determinism flags it saw, kept beside
+        from rgt.sweep._runtime import fetch as fetch_runtime
+
+        data["runtime"] = fetch_runtime(store, job_id, target)
 
     def human(o: Output) -> None:
         for line in result.summary():

@@ -22,6 +22,7 @@ from rgt.verdicts import BAD, FileVerdict, UnitVerdict, check_file, check_tree
 
 MANIFEST_SCHEMA = "rgt.manifest/1"
 MANIFEST_NAME = "manifest.json"
+RUNTIME_NAME = "rgt-runtime.json"  # the job's run-time capture a pull keeps (rgt.verify.runtime)
 _SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 
 Progress = Callable[["FileCheck"], None]
@@ -98,7 +99,7 @@ def verify_tree(
     manifest: dict[str, Any] | None = None,
     *,
     progress: Progress | None = None,
-    ignore: Collection[str] = (MANIFEST_NAME,),
+    ignore: Collection[str] = (MANIFEST_NAME, RUNTIME_NAME),
 ) -> VerifyReport:
     """Check every file under ``root``, or every file ``manifest`` declares (and report what is
     missing or unexpected). ``progress`` gets each ``FileCheck`` as it completes."""

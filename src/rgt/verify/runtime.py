@@ -21,7 +21,7 @@ from rgt.results import RunResults
 from rgt.verify.configdiff import flatten
 from rgt.verify.findings import Finding
 
-FILENAME = "rgt-runtime.json"  # beside a pulled cell (and linked into its group folder)
+FILENAME = "rgt-runtime.json"  # in a pull's folder (and linked into a sweep's group folders)
 KNOBS = ("batch_size", "grad_accum", "num_workers", "precision", "world_size")
 MAX_BYTES = 1 << 20  # a capture is a few KiB; a bigger file is not one
 # Config keys (the last part of a flattened key) that name each knob in common frameworks.
