@@ -25,6 +25,7 @@ from tests.autostop.helpers import (
     project,
     recorder,
     run_job,
+    state,
     stops,
     wait_ended,
     wait_for,
@@ -103,3 +104,25 @@ def test_the_webhook_hears_why_it_did_not_fire(tmp_path: Path, hook: Hook) -> No
     assert "out.txt is missing" in body["detail"]["reason"] and body["job_id"] == "autostop"
     assert hook.url not in json.dumps(_events(root))  # the URL is a secret: never written
     assert stops(record) == []
+
+
+@pytest.mark.slow
+def test_arming_again_hands_the_watcher_over_with_the_new_webhook(
+    tmp_path: Path, hook: Hook
+) -> None:
+    root, record = tmp_path / "root", tmp_path / "STOP"
+    up = rgt("up", "local", "--name", "box", "--root", str(root), "--self-stop", recorder(record))
+    assert up.returncode == 0, up.stderr
+    job = run_job(
+        "box", project(tmp_path, "open('out.txt', 'w').write('x')\n"), "python3", "train.py"
+    )
+    assert wait_ended("box", job) == "succeeded"
+    (root / ".rgt" / "jobs" / job / "work" / "out.txt").unlink()
+    assert arm_at_terminal("box")[0] == 0  # no webhook
+    first = wait_for(lambda: state(root).get("watcher_pid"), 20)
+    assert wait_for(lambda: "autostop_blocked" in kinds(root), 30)
+    code, seen = arm_at_terminal("box", "--notify", "env:HOOK", env={"HOOK": hook.url})
+    assert code == 0, seen
+    assert wait_for(lambda: any("autostop_blocked" in b for b in hook.bodies), 40), kinds(root)
+    assert state(root)["watcher_pid"] != first
+    assert not (root / ".rgt" / "autostop" / "takeover").exists()

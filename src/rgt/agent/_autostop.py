@@ -34,7 +34,8 @@ from rgt.agent import _autostop_gate as gate
 from rgt.agent import _preempt, _system
 
 WARN_AT = (80, 95)
-RECHECK_S = 30.0  # after a refusal, the gate's re-hash of every artifact runs at most this often
+RECHECK_S = 30.0  # after a refusal, the gate re-hashes the artifacts at most this often
+TAKEOVER_S = 15.0  # a newer arming waits this long for the running watcher to hand over
 STOP_TIMEOUT_S = 300.0
 URGENT = ("autostop_blocked", "autostop_fired", "autostop_stop_failed", "preemption_notice")
 
@@ -59,8 +60,10 @@ class Watcher(object):
     def tick(self, now: float) -> bool:
         """One look; True when the watcher is done (disarmed, or this arming fired)."""
         policy = af.read_policy(self.files)
-        if policy is None:
-            return True
+        if policy is None or os.path.exists(self.files.takeover):
+            return True  # disarmed, or a newer arming's watcher takes over (with its webhook)
+        if self.policy and policy["arm_id"] != self.policy.get("arm_id"):
+            return True  # armed again: the watcher started with that arming takes over
         if policy["arm_id"] != self.policy.get("arm_id"):
             self.policy, self.state = policy, af.read_state(self.files, policy["arm_id"])
             self.next_gate = 0.0
@@ -328,11 +331,12 @@ def main(argv: List[str], version: str) -> int:
     parser.add_argument("root", metavar="ROOT", help="<durable>/.rgt")
     parser.add_argument("--secrets-stdin", action="store_true", help="the webhook, as JSON")
     parser.add_argument("--once", action="store_true", help="one tick, in the foreground")
+    parser.add_argument("--takeover", action="store_true", help="a running watcher hands over")
     args = parser.parse_args(argv)
     root = os.path.realpath(args.root)
     files = af.AutostopFiles(root)
     notify = _read_notify() if args.secrets_stdin else None
-    if af.lock_watcher(files) is None:
+    if af.lock_watcher(files, wait_s=TAKEOVER_S if args.takeover else 0.0) is None:
         sys.stderr.write("rgt-agent: an autostop watcher already runs for %s\n" % root)
         return 0
     watcher = Watcher(root, notify)

@@ -59,6 +59,11 @@ class AutostopFiles(object):
     def log(self) -> str:
         return self._p("watcher.log")
 
+    @property
+    def takeover(self) -> str:
+        """Created by a newer arming's watcher: the running one exits at its next tick."""
+        return self._p("takeover")
+
     def fired(self, arm_id: str) -> str:
         return self._p("fired-%s.json" % arm_id)
 
@@ -142,16 +147,30 @@ def log(files: AutostopFiles, message: str) -> None:
         _fs.append_line(files.log, "%s %s" % (stamp, message))
 
 
-def lock_watcher(files: AutostopFiles) -> Optional[int]:
-    """The one watcher's flock, held until the process exits; None when another holds it."""
+def lock_watcher(files: AutostopFiles, wait_s: float = 0.0) -> Optional[int]:
+    """The one watcher's flock, held until the process exits; None when another holds it.
+    ``wait_s`` > 0: ask the holder to hand over (``takeover``) and wait that long for it."""
     os.makedirs(files.dir, exist_ok=True)
     fd = os.open(files.lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            _touch(files.takeover)
+            time.sleep(0.1)
+    with contextlib.suppress(OSError):
+        os.remove(files.takeover)
     return fd
+
+
+def _touch(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
 
 
 def watcher_alive(files: AutostopFiles) -> bool:

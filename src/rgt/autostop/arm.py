@@ -73,7 +73,7 @@ def start_watcher(backend: Any, agent: str, notify_url: str | None) -> None:
     from rgt.agent.paths import JobPaths
 
     files = AutostopFiles(backend.root.root)
-    argv = [backend.python, "-S", agent, "autostop", backend.root.root]
+    argv = [backend.python, "-S", agent, "autostop", backend.root.root, "--takeover"]
     stdin = None
     if notify_url:
         argv.append("--secrets-stdin")
