@@ -284,3 +284,30 @@ def test_the_cache_keeps_what_crosses_files_and_noqa_silences_it(tmp_path: Path)
         text.replace("criterion(model(x), y)", "criterion(model(x), y)  # rgt: noqa RGT101")
     )
     assert found(root, cache=True) == []
+
+
+def test_an_evaluation_method_run_after_a_training_method_leaves_the_model_in_training(
+    tmp_path: Path,
+) -> None:
+    trainer = (
+        "import torch\nfrom models.net import Net\n\n\nclass Runner:\n"
+        "    def __init__(self, model, loaders):\n"
+        "        self.model = model\n        self.loaders = loaders\n\n"
+        "    def _train_epoch(self, opt):\n        self.model.train()\n"
+        "        for x, y in self.loaders[0]:\n            opt.zero_grad()\n"
+        "            self.model(x).sum().backward()\n            opt.step()\n\n"
+        "    def _validate(self):\n        with torch.no_grad():\n"
+        "            for x, y in self.loaders[1]:\n                self.model(x)\n\n"
+        "    def fit(self, opt, epochs):\n        for epoch in range(epochs):\n"
+        "            self._train_epoch(opt)\n            self._validate()\n\n\n"
+        "Runner(Net(), loaders).fit(opt, 3)\n"
+    )
+    root = project(tmp_path, {"models/net.py": MODEL, "runner.py": trainer})
+    hits = [f for f in found(root) if f[1] == "RGT201"]
+    assert [(f[0], f[1]) for f in hits] == [("runner.py", "RGT201")]
+    assert "`self._train_epoch()` at line 24 leaves it so" in hits[0][2]
+    fixed = trainer.replace(
+        "        with torch.no_grad():", "        self.model.eval()\n        with torch.no_grad():"
+    )
+    (root / "runner.py").write_text(fixed)
+    assert [f for f in found(root) if f[1] == "RGT201"] == []

@@ -201,9 +201,12 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
     guarded = {
         id(f) for w in facts.withs if modes._mentions_head(w) for f in facts.functions_around(w)
     }
+    kept = trained_attributes(facts)
     for func in facts.functions:
         names = params(func)
-        if not names or not (id(func) in guarded or _evaluates(func)) or not facts.loops_in(func):
+        if not (names or kept) or not (id(func) in guarded or _evaluates(func)):
+            continue
+        if not facts.loops_in(func):
             continue
         inside = facts.calls_in(func)
         if any(method(c) in ("backward", "step") for c in inside):
@@ -217,10 +220,25 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
             and not target.id.startswith(FUNCTION_HEADS)
         }
         run = {name for name in run if not _sets_mode(inside, name)}
-        if run:
+        held = {dotted(t) for t in map(_callee, inside) if isinstance(t, ast.Attribute)} & kept
+        held = {name for name in held if name and not _sets_mode(inside, name)}
+        if run or held:
             pairs = [[names.index(n), n] for n in sorted(run)]
+            pairs += [[HELD, n] for n in sorted(n for n in held if n)]
             out[qualname(facts, func)] = [func.lineno, pairs]
     return out
+
+
+HELD = -2  # the "position" of a model an evaluation method keeps on ``self``
+
+
+def trained_attributes(facts: Facts) -> set[str]:
+    """``self.model``-like attributes put in training mode somewhere in the module."""
+    return {
+        name
+        for c in facts.methods_called("train")
+        if (name := dotted(c.func.value)) and name.startswith("self.") and name.count(".") == 1  # type: ignore[attr-defined]
+    }
 
 
 FUNCTION_HEADS = ("get_", "make_", "load_", "build_", "create_", "compute_", "calc_")
@@ -248,7 +266,7 @@ def runner_calls(facts: Facts) -> list[list[Any]]:
     keyword, model, why]`` - after ``model.train()`` with no ``.eval()`` since, or built in the
     same function with no ``.eval()`` since (modules start in training mode)."""
     named = models(facts)
-    out = []
+    out = _held_calls(facts)
     for call in facts.calls if named else ():
         if not any(isinstance(a, ast.Name) and a.id in named for a in call.args):
             continue
@@ -310,6 +328,60 @@ def _training_mode(facts: Facts, call: ast.Call, model: str) -> str:
     if isinstance(value, ast.Call) and built_from(facts, value):
         return f"`{model}` built at line {value.lineno} (a module starts in training mode)"
     return ""
+
+
+def _held_calls(facts: Facts) -> list[list[Any]]:
+    """Calls of a method of ``self`` made while a model kept on ``self`` is in training mode:
+    after ``self.model.train()`` in the same function, or after a call of a method of this
+    module that leaves it so (``self._train_loop()`` then ``self._val_loop()``)."""
+    kept = trained_attributes(facts)
+    if not kept:
+        return []
+    leaves = {
+        f.name: model
+        for f in facts.functions
+        for model in kept
+        if _last_mode(facts, facts.calls_in(f), model) == "train"
+    }
+    out: list[list[Any]] = []
+    defined = {f.name for f in facts.functions}
+    for call in facts.calls:
+        name = dotted(call.func) or ""
+        if not name.startswith("self.") or name.count(".") != 1 or name[5:] not in defined:
+            continue
+        before = [
+            c
+            for c in facts.calls_in(facts.scope_of(call))
+            if (c.lineno, c.col_offset) < (call.lineno, call.col_offset)
+        ]
+        for model in kept:
+            mode = _last_mode(facts, before, model)
+            why = f"`{model}.train()` before it" if mode == "train" else ""
+            if mode is None:
+                setter = [
+                    c
+                    for c in before
+                    if leaves.get((dotted(c.func) or "").removeprefix("self.")) == model
+                ]
+                why = (
+                    f"`{dotted(setter[-1].func)}()` at line {setter[-1].lineno} leaves it so"
+                    if setter
+                    else ""
+                )
+            callee = ref(facts, call) if why else None
+            if callee:
+                out.append([call.lineno, call.col_offset, callee, HELD, None, model, why])
+    return out
+
+
+def _last_mode(facts: Facts, calls: list[ast.Call], model: str) -> str | None:
+    """ "train" or "eval": the last mode ``calls`` put ``model`` in (None: none)."""
+    found = None
+    for call in calls:
+        owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+        if owner == model and method(call) in ("train", "eval"):
+            found = "eval" if method(call) == "eval" or modes._train_false(call) else "train"
+    return found
 
 
 def _mode_calls(facts: Facts, scope: ast.AST) -> list[ast.Call]:

@@ -37,7 +37,7 @@ def findings(
     project = Project(summaries)
     seen: set[tuple[str, int, str]] = set()
     out = []
-    for path, line, col, code, detail in _sites(project, words):
+    for path, line, col, code, detail in _sites(project, texts, words):
         key = (path, line, code)
         if code not in wanted or key in seen or _silenced(summaries[path], line, code):
             continue
@@ -55,11 +55,30 @@ def _silenced(summary: Summary, line: int, code: str) -> bool:
     return codes is not None and (not codes or code in codes)
 
 
-def _sites(project: Project, words: Callable[[str], frozenset[str]]) -> Iterator[Site]:
+def _layers(
+    project: Project,
+    texts: Mapping[str, Text],
+    words: Callable[[str], frozenset[str]],
+    path: str,
+) -> bool:
+    """Can the models ``path`` runs have dropout or batch-norm: its linked files name one
+    (``_words``), or a file within two imports (``Project.neighbours``) mentions one."""
+    if words(path) & LAYER_WORDS:
+        return True
+    near = [texts[n].text for n in project.neighbours(path) if n in texts]
+    return any(w in text for text in near for w in LAYER_WORDS)
+
+
+def _sites(
+    project: Project, texts: Mapping[str, Text], words: Callable[[str], frozenset[str]]
+) -> Iterator[Site]:
+    def layers(path: str) -> bool:
+        return _layers(project, texts, words, path)
+
     for path, summary in project.summaries.items():
         yield from _model_losses(project, path, summary)
         yield from _passed_models(project, path, summary)
-        yield from _evaluations(project, path, summary, words)
+        yield from _evaluations(project, path, summary, layers)
         yield from _worker_rng(project, path, summary)
         yield from _steppers(project, path, summary)
     if not any("set_epoch" in words(p) for p in list(project.summaries)[:1]):
@@ -129,10 +148,10 @@ def _passed_models(project: Project, path: str, summary: Summary) -> Iterator[Si
 
 
 def _evaluations(
-    project: Project, path: str, summary: Summary, words: Callable[[str], frozenset[str]]
+    project: Project, path: str, summary: Summary, layers: Callable[[str], bool]
 ) -> Iterator[Site]:
     calls = summary.get("runner_calls", ())
-    if not calls or not words(path) & LAYER_WORDS:
+    if not calls or not layers(path):
         return
     for line, col, ref, index, _keyword, model, why in calls:
         target = _callee(project, path, ref)
@@ -141,7 +160,7 @@ def _evaluations(
             if target
             else None
         )
-        ran = [name for position, name in runner[1] if position == index] if runner else []
+        ran = [n for p, n in runner[1] if p == index and (p >= 0 or n == model)] if runner else []
         if runner is not None and ran and target is not None:
             at = show(target[0], runner[0], path)
             detail = (f"`{target[1]}` ({at}) runs `{ran[0]}` in a loop and never calls "
