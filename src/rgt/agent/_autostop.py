@@ -37,7 +37,14 @@ WARN_AT = (80, 95)
 RECHECK_S = 30.0  # after a refusal, the gate re-hashes the artifacts at most this often
 TAKEOVER_S = 15.0  # a newer arming waits this long for the running watcher to hand over
 STOP_TIMEOUT_S = 300.0
-URGENT = ("autostop_blocked", "autostop_fired", "autostop_stop_failed", "preemption_notice")
+URGENT = (
+    "autostop_blocked",
+    "autostop_fired",
+    "autostop_stop_failed",
+    "preemption_notice",
+    "budget_80",
+    "budget_95",
+)  # the kinds the webhook hears
 
 
 class Watcher(object):
@@ -113,18 +120,8 @@ class Watcher(object):
                     "percent": percent,
                     "currency": budget.get("currency"),
                 }
-                self.event(
-                    "budget_%d" % percent,
-                    detail,
-                    "at 100 %% the jobs checkpoint and the machine stops",
-                    "warning",
-                )
-                if self.notify_url:
-                    _notify(
-                        self.notify_url,
-                        af.event_record("budget_%d" % percent, detail, None, "warning"),
-                        self.files,
-                    )
+                next_step = "at 100 % the jobs checkpoint and the machine stops"
+                self.event("budget_%d" % percent, detail, next_step, "warning")
 
     # -- triggers --------------------------------------------------------------------------
 
@@ -183,9 +180,13 @@ class Watcher(object):
         return self.fire(what, now)
 
     def ask_checkpoint(self, what: str, now: float, running: List[Dict[str, Any]]) -> bool:
-        if not self.state.get("asked_at"):
-            self.state["asked_at"] = now
-            sent = _signal_agents(running, signal.SIGTERM)
+        """SIGTERM each running job's agent once (a job started later is asked too); then wait."""
+        asked = self.state.setdefault("asked_jobs", [])
+        new = [j for j in running if j["job_id"] not in asked]
+        if new:
+            self.state["asked_at"] = self.state.get("asked_at") or now
+            sent = _signal_agents(new, signal.SIGTERM)
+            asked.extend(j["job_id"] for j in new)
             self.event(
                 "autostop_checkpoint",
                 {"trigger": what, "jobs": sent},
