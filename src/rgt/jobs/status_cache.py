@@ -28,6 +28,7 @@ from rgt.backends import jobstatus
 from rgt.backends.base import Backend
 from rgt.backends.statusdoc import JobStatus, absent_doc
 from rgt.errors import StateWriteError
+from rgt.jobs import _fleet_state
 from rgt.models import JobRecord, JobState
 from rgt.state.store import Store, utcnow
 
@@ -52,6 +53,7 @@ def observe(
         found = backend.statuses(ids)
     else:
         found = backend.interpret({j: read.get(j) or absent_doc(j) for j in ids})
+    found = _fleet_state.group(store, backend, records, found)  # a fleet: its every node
     root = backend.job_paths
     return {r.job_id: settle(store, r, found[r.job_id], root(r.job_id).root) for r in records}
 
@@ -93,6 +95,13 @@ def write(store: Store, record: JobRecord, status: JobStatus) -> bool:
         ended=status.ended,
     )
     return True
+
+
+def never_submitted(store: Store, job_ids: Sequence[str]) -> None:
+    """Record jobs whose submit failed (or was interrupted) as failed at attempt 0: rgt's own
+    word, not the machine's, so nothing on the machine is waited for."""
+    for job_id in job_ids:
+        store.update_job(job_id, state=JobState.FAILED, attempts=0, ended=utcnow())
 
 
 def age_s(stamp: str) -> float:

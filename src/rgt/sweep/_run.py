@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rgt.errors import BackendError, SpecError, TransportError
-from rgt.models import JobSpec, JobState, RetryPolicy
+from rgt.jobs import status_cache
+from rgt.models import JobSpec, RetryPolicy
 from rgt.state.store import Store, utcnow
 from rgt.sweep._file import Cell, Sweep
 from rgt.sweep._state import CellView, Observation, observe
@@ -229,10 +230,7 @@ class Launcher:
         try:
             array_id = backend.submit_array(specs, self.sweep.resources, self.sweep.per_machine)
         except BaseException:
-            for spec in specs:
-                self.store.update_job(
-                    spec.job_id, state=JobState.FAILED, attempts=0, ended=utcnow()
-                )
+            status_cache.never_submitted(self.store, [s.job_id for s in specs])
             raise
         for spec, cell in zip(specs, cells, strict=True):
             log.launched.append(
