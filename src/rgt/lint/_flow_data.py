@@ -177,6 +177,8 @@ def loaders_over_classes(facts: Facts) -> list[list[Any]]:
     for call in data.loaders(facts):
         if keyword(call, "worker_init_fn") is not None or in_suite_test(facts, call):
             continue
+        if data._names_eval(facts, call) or _in_evaluation(facts, call):
+            continue  # an evaluation loader: nothing is augmented (detectron2's test loader)
         count = data.workers(call)
         if isinstance(count, int) and count <= 0:
             continue
@@ -187,6 +189,14 @@ def loaders_over_classes(facts: Facts) -> list[list[Any]]:
             text = ast.unparse(given) if given is not None else "num_workers"
             out.append([call.lineno, call.col_offset, cls, text])
     return out
+
+
+EVALUATION = re.compile(r"(?i)(^|_)(test|val|valid|validation|eval|evaluation|inference)(_|$)")
+
+
+def _in_evaluation(facts: Facts, call: ast.Call) -> bool:
+    """Is the loader built in a function named for evaluation (``build_detection_test_loader``)?"""
+    return any(EVALUATION.search(f.name) for f in facts.functions_around(call))
 
 
 def samplers(facts: Facts) -> list[list[int]]:
