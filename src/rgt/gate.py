@@ -27,7 +27,7 @@ from typing import Any
 
 from rgt.backends.base import Backend
 from rgt.backends.statusdoc import JobStatus
-from rgt.jobs import status_cache
+from rgt.jobs import _fleet_state, status_cache
 from rgt.jobs.pulled import failure_reasons, recheck
 from rgt.models import ACTION_DOWN
 from rgt.state.store import Store
@@ -80,7 +80,7 @@ def evaluate(store: Store, backend: Backend, *, rehash: bool = False) -> GateVer
     """Read the truth from the machine (its job dirs, agent status, manifests) and the local
     pull records, re-checking the pulled copies (``rehash``: their sha256 too)."""
     name = backend.machine.name
-    records = store.jobs(name)
+    records = _fleet_state.jobs_on(store, name)  # with the fleets it is a node of
     on_machine = backend.machine_jobs()
     unknown = [
         {"job": job_id, "state": str(status.get("state") or "unknown")}
@@ -94,7 +94,8 @@ def evaluate(store: Store, backend: Backend, *, rehash: bool = False) -> GateVer
         if not status.exists:
             row = _missing_row(name, record.job_id)
         else:
-            row = _job_row(store, status, backend.manifest(record.job_id), rehash)
+            found = _fleet_state.manifest_of(store, backend, record)  # a fleet: every node's
+            row = _job_row(store, status, found, rehash)
         abandoned = store.pending_approval(name, abandon_action(record.job_id))
         if abandoned and not row["verified"]:
             # A human at a terminal chose to lose this job's artifacts (a failed run with

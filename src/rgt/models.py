@@ -74,6 +74,9 @@ class JobSpec:
     # `--gpus [TYPE:]N` on an ssh/local machine: the agent picks N free GPUs and sets
     # CUDA_VISIBLE_DEVICES ("0": none). None where a scheduler assigns GPUs (rgt.agent._gpus).
     gpus: str | None = None
+    # A fleet (`rgt run A,B -- CMD`): its machines by node rank, the first the master; each
+    # node's spec names its own ``machine`` and rendezvous env (rgt.jobs.fleet). () on one machine.
+    nodes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not JOB_ID_RE.match(self.job_id):
@@ -99,6 +102,9 @@ class JobSpec:
         data["secret_env"] = list(self.secret_env)
         data["artifacts"] = list(self.artifacts)
         data["exclude"] = list(self.exclude)
+        data["nodes"] = list(self.nodes)
+        if not self.nodes:  # one machine: its spec.json stays as it always was
+            del data["nodes"]
         return data
 
     @classmethod
@@ -125,6 +131,7 @@ class JobSpec:
             kwargs["secret_env"] = tuple(kwargs.get("secret_env") or ())
             kwargs["artifacts"] = tuple(kwargs.get("artifacts") or ())
             kwargs["exclude"] = tuple(kwargs.get("exclude") or ())
+            kwargs["nodes"] = tuple(kwargs.get("nodes") or ())
             kwargs["retry"] = RetryPolicy(**(kwargs.get("retry") or {}))
             return cls(**kwargs)
         except TypeError as exc:

@@ -31,7 +31,7 @@ RESOURCE_OPTIONS: dict[str, tuple[str, Any, str, str]] = {
     "--partition": ("partition", str, "P", "Slurm partition."),
     "--account": ("account", str, "A", "Slurm account."),
     "--qos": ("qos", str, "Q", "Slurm QOS."),
-    "--nodes": ("nodes", int, "N", "Nodes: 1 today (more are refused, with the reason)."),
+    "--nodes": ("nodes", int, "N", "Nodes (ssh/local: `rgt run A,B` is one node per machine)."),
 }
 
 

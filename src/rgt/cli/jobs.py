@@ -102,6 +102,12 @@ PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
     is_flag=True,
     help="Start despite errors of the machine's last audit, or a python without torch.",
 )
+@click.option(
+    "--master-addr",
+    metavar="ADDR",
+    help="A fleet (MACHINE = A,B,…): the address the other nodes reach node 0 by "
+    "(RGT_MASTER_ADDR), when it is not the one rgt connects to.",
+)
 @resource_options()
 @dry_run_option
 @output_options
@@ -123,9 +129,14 @@ def run(
     out: Output,
     seed: int | None = None,
     dry_run: bool = False,
+    master_addr: str | None = None,
 ) -> None:
-    """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py"""
+    """Launch COMMAND detached on MACHINE:  rgt run NAME -- python train.py
+
+    MACHINE may be a fleet, A,B,…: one node per machine, the first the master, each node's
+    agent given RGT_NNODES, RGT_NODE_RANK, RGT_MASTER_ADDR and RGT_MASTER_PORT."""
     from rgt.jobs import pythongate
+    from rgt.jobs.fleet import launch_fleet, names_of
     from rgt.jobs.launch import LaunchOptions, launch, probe
     from rgt.jobs.notify import resolve
     from rgt.jobs.resume_form import resume_spec
@@ -143,12 +154,14 @@ def run(
         refuse_on_bugs(report)  # exit 3 before anything is launched
         for line in lines(report):
             out.warn(line)
-    for note in check_gate(machine, force):
+    names = names_of(machine)  # a fleet: A,B,…
+    for note in (note for name in names for note in check_gate(name, force)):
         out.warn(note)
     env = env_pairs_of(env_pairs)
     env["RGT_SEED"] = resolve_seed(env, seed)  # stated, in the job's record
-    for note in pythongate.check(machine, command, Path.cwd(), env, force):
-        out.warn(note)  # a torch job refused (exit 3) when its python lacks torch
+    for name in names:
+        for note in pythongate.check(name, command, Path.cwd(), env, force):
+            out.warn(note)  # a torch job refused (exit 3) when its python lacks torch
     store = Store.open()
     options = LaunchOptions(
         command=command,
@@ -161,7 +174,10 @@ def run(
         resume=resume_spec(resume_with, ckpt_glob),
         resources=run_resources(resources),  # flags over rgt.toml [resources]
     )
-    record = launch(store, machine, options)
+    if len(names) > 1:
+        record = launch_fleet(store, names, options, master_addr)
+    else:
+        record = launch(store, machine, options)
     out.info(f"launched {record.job_id} on {machine}; probing for up to {probe_seconds:g}s")
     result = probe(store, record.job_id, probe_seconds)
     data = {
@@ -245,6 +261,10 @@ def status(target: str | None, full: bool, out: Output) -> None:
             title="jobs",
             whole=("job",),
         )
+        for j in data["jobs"]:  # a fleet: one line per node
+            for n in j.get("nodes") or []:
+                said = f"{j['job_id']} node {n['node']} ({n['machine']}): {n['state']}"
+                o.out.print(f"{said}, attempt {n['attempt']} {n.get('reason') or ''}", markup=False)
         for j in data["jobs"]:  # whole, unwrapped: what to do about a lost agent or a bad file
             if j.get("heartbeat_lost") or j.get("problem"):
                 o.out.print(f"{j['job_id']}: {j.get('reason')}", markup=False)
@@ -260,15 +280,17 @@ def status(target: str | None, full: bool, out: Output) -> None:
 @click.argument("job_id", callback=job_id_arg)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
 @click.option("--attempt", type=int, help="Which attempt's log (default: the latest).")
-def logs(job_id: str, follow: bool, attempt: int | None) -> None:
+@click.option("--node", type=int, metavar="R", help="A fleet job: node R's log (default: 0).")
+def logs(job_id: str, follow: bool, attempt: int | None, node: int | None = None) -> None:
     """Print a job's log (the raw log is the output; there is no --json form of a log).
 
     With -f the exit status is the job's outcome: 0 succeeded, 1 failed or cancelled."""
     from rgt.backends import backend_for
     from rgt.cli._follow import follow_log
+    from rgt.jobs.fleet import node_machine
 
     store = Store.open()
-    backend = backend_for(store, store.job(job_id).machine)
+    backend = backend_for(store, node_machine(store.job(job_id), node))
     sys.exit(follow_log(store, backend, job_id, attempt, follow))
 
 
@@ -276,11 +298,11 @@ def logs(job_id: str, follow: bool, attempt: int | None) -> None:
 @click.argument("job_id", callback=job_id_arg)
 @output_options
 def cancel(job_id: str, out: Output) -> None:
-    """Stop a job (its process group); it ends as `cancelled`, never retried."""
-    from rgt.backends import backend_for
+    """Stop a job (its process group; a fleet's on every node); it ends as `cancelled`."""
+    from rgt.jobs.fleet import cancel as cancel_job
 
     store = Store.open()
-    data = backend_for(store, store.job(job_id).machine).cancel(job_id)
+    data = cancel_job(store, store.job(job_id))
     out.result(data, lambda o: o.line(f"cancel requested for {job_id}"))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import secrets as pysecrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -91,16 +91,40 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
     snapshot = take_snapshot(options.cwd)
     backend.push_snapshot(snapshot)
     job_id = options.job_id or new_job_id(machine_name)
-    spec = JobSpec(
+    spec = build_spec(backend, options, job_id, snapshot.digest, resources)
+    record = store.add_job(spec)
+    try:
+        if options.resume_from:
+            backend.seed_checkpoints(spec.job_id, options.resume_from)
+        backend.submit(spec, secret_values or None, resources)
+    except BaseException:
+        status_cache.never_submitted(store, [spec.job_id])
+        raise
+    return record
+
+
+def build_spec(
+    backend: Backend,
+    options: LaunchOptions,
+    job_id: str,
+    digest: str,
+    resources: Resources | None,
+    node: Mapping[str, str] | None = None,
+    nodes: tuple[str, ...] = (),
+) -> JobSpec:
+    """The spec ``backend``'s agent runs. ``node``, a fleet node's rendezvous variables
+    (``rgt.jobs.fleet``), is laid over ``--env``; ``nodes``: the fleet's machines by rank."""
+    return JobSpec(
         job_id=job_id,
-        machine=machine_name,
+        machine=backend.machine.name,
         command=options.command,
-        code_snapshot=snapshot.digest,
+        code_snapshot=digest,
         env={
             **_price_env(backend.machine.price_per_hour),
             **_network_env(backend),
             **notebook_env(backend.machine.connection, job_id),
             **options.env,
+            **(node or {}),
         },
         secret_env=options.secret_env,
         artifacts=options.artifacts,
@@ -111,16 +135,8 @@ def launch(store: Store, machine_name: str, options: LaunchOptions) -> JobRecord
         notify=options.notify.source if options.notify else None,
         resume=options.resume,
         gpus=box_gpus(backend.kind, resources),
+        nodes=nodes,
     )
-    record = store.add_job(spec)
-    try:
-        if options.resume_from:
-            backend.seed_checkpoints(spec.job_id, options.resume_from)
-        backend.submit(spec, secret_values or None, resources)
-    except BaseException:
-        store.update_job(spec.job_id, state=JobState.FAILED, attempts=0, ended=utcnow())
-        raise
-    return record
 
 
 def _network_env(backend: Backend) -> dict[str, str]:

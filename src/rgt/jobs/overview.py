@@ -89,6 +89,8 @@ def _row(job: JobRecord, live: dict[str, Any] | None) -> dict[str, Any]:
     if "error" in live:  # an unreachable machine: keep the cached state
         return dict(base, error=live["error"])
     base.update({k: live.get(k) for k in LIVE_FIELDS})
+    if live.get("nodes"):  # a fleet (rgt.jobs.fleet): each node's state
+        base["nodes"] = live["nodes"]
     lost = live.get("heartbeat_lost")
     if lost:
         base["reason"] = f"heartbeat_lost: {lost['why']}; {lost['next']}"

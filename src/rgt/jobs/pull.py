@@ -26,6 +26,7 @@ from typing import Any
 from rgt.backends import backend_for
 from rgt.errors import JobError, VerifyError
 from rgt.jobs import status_cache
+from rgt.jobs._fleet_state import is_fleet
 from rgt.jobs._pull_dest import STAGING, Destination, Refused
 from rgt.jobs._pull_fetch import fetch
 from rgt.jobs._pull_space import check_free_space, need_of
@@ -105,14 +106,34 @@ def verdict_counts(report: dict[str, Any]) -> str:
 
 def pull(store: Store, job_id: str, dest: Path, progress: PullProgress | None = None) -> PullResult:
     record = store.job(job_id)
+    if is_fleet(record):  # every node's artifacts, each under node-R/ (rgt.jobs._pull_fleet)
+        from rgt.jobs._pull_fleet import pull_fleet
+
+        return pull_fleet(store, record, dest, progress)
     backend = backend_for(store, record.machine)
     shown = status_cache.observe(store, backend, [record])[job_id]
     state = shown.state or record.state  # unknown (a damaged status.json): the cached state
-    manifest, raw = _manifest(backend.manifest(job_id), job_id, state)
+    found = _manifest(backend.manifest(job_id), job_id, state)
+    result, files = fetch_verified(backend, job_id, dest, state, found, progress)
+    manifest_sha = hashlib.sha256(found[1]).hexdigest()
+    _record(store, job_id, result.dest, files, manifest_sha, result.ok, result.report)
+    return result
+
+
+def fetch_verified(
+    backend: Any,
+    job_id: str,
+    dest: Path,
+    state: JobState,
+    found: tuple[dict[str, Any], bytes],
+    progress: PullProgress | None = None,
+) -> tuple[PullResult, dict[str, Any]]:
+    """Copy and verify what ``found`` (the manifest and its bytes) lists into ``dest``; the
+    result and each landed file's record. Nothing is stored: the caller records the pull."""
+    manifest, raw = found
     entries = checked_entries(manifest)
-    manifest_sha = hashlib.sha256(raw).hexdigest()
     if not entries:
-        return _no_artifacts(store, job_id, dest, state, (manifest, raw), manifest_sha)
+        return _no_artifacts(job_id, dest, state, found), {}
     with Destination(dest) as target, target.guard():
         target.need = need_of(entries)
         target.open_staging()
@@ -124,19 +145,18 @@ def pull(store: Store, job_id: str, dest: Path, progress: PullProgress | None = 
         target.clean_staging()
         report = _verify(target, manifest, refused)
         files = file_records(target.real, entries, report)
-    ok = bool(report["ok"])
-    _record(store, job_id, os.path.abspath(dest), files, manifest_sha, ok, report)
-    return PullResult(
+    result = PullResult(
         job_id=job_id,
         dest=os.path.abspath(dest),
         copied=len(todo) - len(refused),
         skipped=len(entries) - len(todo),
         bytes=sum(int(e["bytes"]) for e in entries),
-        ok=ok,
+        ok=bool(report["ok"]),
         report=report,
         reasons=tuple(failure_reasons(report)),
         refused=tuple(refused.values()),
     )
+    return result, files
 
 
 def _manifest(
@@ -180,14 +200,9 @@ def _copy(
 
 
 def _no_artifacts(
-    store: Store,
-    job_id: str,
-    dest: Path,
-    state: JobState,
-    found: tuple[dict[str, Any], bytes],
-    manifest_sha: str,
+    job_id: str, dest: Path, state: JobState, found: tuple[dict[str, Any], bytes]
 ) -> PullResult:
-    """Nothing to copy: recorded as pulled and verified, so the gate need not wait."""
+    """Nothing to copy: a pull that is verified as it stands, so the gate need not wait."""
     if state not in TERMINAL:
         raise JobError(
             f"job {job_id} has not ended (state {state.value}); nothing to pull yet",
@@ -205,9 +220,7 @@ def _no_artifacts(
         target.open_staging()
         target.write_manifest(raw)
         target.clean_staging()
-    where = os.path.abspath(dest)
-    _record(store, job_id, where, {}, manifest_sha, True, report)
-    return PullResult(job_id, where, 0, 0, 0, True, report, note=NO_ARTIFACTS)
+    return PullResult(job_id, os.path.abspath(dest), 0, 0, 0, True, report, note=NO_ARTIFACTS)
 
 
 def _record(

@@ -24,7 +24,7 @@ from rgt.autostop.view import compact as autostop_view
 
 JOB_KEYS = (
     "job_id", "machine", "state", "attempt", "step", "label", "liveness", "waiting", "reason",
-    "next", "alerts", "heartbeat_lost", "problem", "known", "error",
+    "next", "alerts", "heartbeat_lost", "problem", "known", "error", "nodes",
 )  # fmt: skip
 ALWAYS = ("job_id", "machine", "state", "attempt")
 DEFAULTS: dict[str, Any] = {"liveness": "agent", "waiting": False, "known": True}

@@ -138,9 +138,9 @@ def _check_box(backend: Backend, requested: Resources) -> None:
     one_node(
         requested,
         backend.kind,
-        "run on one machine (--nodes 1; --gpus N picks GPUs on it). A fleet, "
-        "`rgt run A,B -- CMD` with one node per machine, is planned but not built yet; "
-        "a Slurm cluster is the multi-machine path today",
+        "run on one machine (--nodes 1; --gpus N picks GPUs on it), or list one machine per "
+        "node: `rgt run A,B -- CMD` (a fleet: RGT_NNODES, RGT_NODE_RANK, RGT_MASTER_ADDR and "
+        "RGT_MASTER_PORT on each)",
     )
     refused = _given(requested, (*SLURM_NATIVE, "cpus", "mem_gb", "timeout_min"))
     if refused:

@@ -1,0 +1,153 @@
+"""A fleet job's one state, read from every node (``rgt.jobs.fleet``).
+
+Each node's agent writes its own status.json; the job is what the group is:
+
+- failed (or cancelled) as soon as one node failed for good: a node's agent retries what is
+  retryable itself, so a node that says ``failed`` has given up, and the group cannot finish
+  without it;
+- succeeded only when every node did (each wrote its manifest and DONE);
+- otherwise retrying if a node is between attempts, running if one runs, queued before that;
+  unknown when a node's status file cannot be believed;
+- alive while every node's agent is: the oldest heartbeat is the group's, so a lost node is a
+  lost heartbeat in `rgt status` and `rgt watch`.
+
+The group's document is the worst node's (its reason, label, exit code), with ``nodes``: one
+line per node. The teardown gate of each machine of the fleet counts the job (``jobs_on``), and
+its manifest there is the fleet's (``manifest``): every node's files under ``node-R/``, the
+shape ``rgt pull`` gives the pulled copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rgt.backends import backend_for
+from rgt.backends.base import Backend
+from rgt.backends.statusdoc import JobStatus
+from rgt.models import JobRecord, JobState
+from rgt.state.store import Store
+
+# Which node's document speaks for the group: the first in this order (None: unknown).
+WORST: tuple[JobState | None, ...] = (
+    JobState.FAILED,
+    JobState.CANCELLED,
+    None,
+    JobState.RETRYING,
+    JobState.QUEUED,
+    JobState.RUNNING,
+    JobState.SUCCEEDED,
+)
+NODE_KEYS = ("state", "attempt", "label", "reason", "exit_code", "agent_alive", "heartbeat")
+
+
+def is_fleet(record: JobRecord) -> bool:
+    return len(record.spec.nodes) > 1
+
+
+def node_dir(rank: int) -> str:
+    """Where node ``rank``'s artifacts go in a pulled copy."""
+    return f"node-{rank}"
+
+
+def group(
+    store: Store, backend: Backend, records: Sequence[JobRecord], found: Mapping[str, JobStatus]
+) -> dict[str, JobStatus]:
+    """``found`` (read on ``backend``'s machine) with each fleet job's status replaced by its
+    group's, reading the other nodes (one round trip each)."""
+    shown = dict(found)
+    for record in records:
+        if is_fleet(record):
+            shown[record.job_id] = combine(record, node_statuses(store, backend, record, found))
+    return shown
+
+
+def node_statuses(
+    store: Store, backend: Backend, record: JobRecord, found: Mapping[str, JobStatus]
+) -> list[JobStatus]:
+    here = backend.machine.name
+    return [
+        found[record.job_id] if name == here
+        else backend_for(store, name).statuses([record.job_id])[record.job_id]
+        for name in record.spec.nodes
+    ]  # fmt: skip
+
+
+def combine(record: JobRecord, nodes: Sequence[JobStatus]) -> JobStatus:
+    """The group's status (module docstring) from each node's, by rank."""
+    states = [s.state for s in nodes]
+    worst = min(range(len(nodes)), key=lambda r: WORST.index(states[r]))
+    doc = nodes[worst].to_doc()
+    doc["state"] = _group_state(states)
+    doc["exists"] = all(s.exists for s in nodes)
+    doc["attempt"] = max(s.attempt for s in nodes)
+    doc["done"] = all(bool(s.done) for s in nodes)
+    live = [s for s in nodes if not s.has_ended]
+    alive = [s.agent_alive for s in live]
+    doc["agent_alive"] = None if None in alive else all(alive) if live else False
+    beats = [s.heartbeat for s in live if s.heartbeat]
+    if beats:
+        doc["heartbeat"] = min(beats)
+    if doc.get("reason") and states[worst] is not JobState.SUCCEEDED:
+        doc["reason"] = f"node {worst} ({record.spec.nodes[worst]}): {doc['reason']}"
+    doc["nodes"] = [_node_line(r, record.spec.nodes[r], s) for r, s in enumerate(nodes)]
+    return JobStatus.from_doc(doc, record.job_id)
+
+
+def _group_state(states: Sequence[JobState | None]) -> str | None:
+    if all(s is JobState.SUCCEEDED for s in states):
+        return JobState.SUCCEEDED.value
+    for state in (JobState.FAILED, JobState.CANCELLED):
+        if state in states:
+            return str(state.value)
+    if None in states:
+        return None
+    for state in (JobState.RETRYING, JobState.RUNNING):
+        if state in states:
+            return str(state.value)
+    return JobState.QUEUED.value  # queued, or queued beside nodes that already succeeded
+
+
+def _node_line(rank: int, machine: str, status: JobStatus) -> dict[str, Any]:
+    doc = status.to_doc()
+    line = {"node": rank, "machine": machine, "exists": status.exists}
+    return {**line, **{key: doc.get(key) for key in NODE_KEYS}}
+
+
+def jobs_on(store: Store, machine: str) -> list[JobRecord]:
+    """The jobs of ``machine``: those launched on it and the fleets it is a node of."""
+    records = store.jobs(machine)
+    known = {r.job_id for r in records}
+    return records + [r for r in store.jobs() if r.job_id not in known and machine in r.spec.nodes]
+
+
+def manifest(store: Store, record: JobRecord) -> tuple[dict[str, Any], bytes] | None:
+    """A fleet's manifest: every node's files under ``node-R/``; its bytes name each node's
+    manifest by sha256, so a node that wrote a new one makes an earlier pull stale. None while a
+    node has none."""
+    docs, digests = [], []
+    for name in record.spec.nodes:
+        found = backend_for(store, name).manifest(record.job_id)
+        if found is None:
+            return None
+        docs.append(found[0])
+        digests.append(hashlib.sha256(found[1]).hexdigest())
+    files = [
+        {**entry, "path": f"{node_dir(rank)}/{entry['path']}"}
+        for rank, doc in enumerate(docs)
+        for entry in doc.get("files") or []
+    ]
+    return {"files": files}, fleet_manifest_bytes(digests)
+
+
+def fleet_manifest_bytes(digests: Sequence[str]) -> bytes:
+    return json.dumps({"fleet_manifests_sha256": list(digests)}).encode()
+
+
+def manifest_of(
+    store: Store, backend: Backend, record: JobRecord
+) -> tuple[dict[str, Any], bytes] | None:
+    """The manifest the gate holds a pull to: the fleet's, or the machine's for one job."""
+    return manifest(store, record) if is_fleet(record) else backend.manifest(record.job_id)
