@@ -42,7 +42,9 @@ The pattern for an exact resume (the full version is ``examples/train_demo.py``)
 ``Checkpointer(..., asynchronous=True)`` (or ``RGT_CKPT_ASYNC=1``) ``save`` returns once the state
 is copied into a reusable staging buffer and the write runs in a background thread; call
 ``wait()`` before exiting. ``rgt ckpt export`` turns any checkpoint into a plain ``torch.save`` or
-safetensors file.
+safetensors file. ``ShardedCheckpointer`` is the FSDP2/DCP-style variant: every rank writes its
+own shard, rank 0 commits each step with one manifest once all are durable, and ``load_latest``
+fills a state in place, resharded through DCP when the world size changed (``sharded``).
 
 Restoring RNG *before* ``iter(loader)`` exists is the classic way to lose bit-exactness: creating
 the iterator draws a seed from the global torch generator (unless the loader has its own
