@@ -96,10 +96,12 @@ def user_profile(
     tiers: list[tuple[str, Path, bool]],
     stop: str,
     preemption: dict[str, Any] | None = None,
+    detach: str = "setsid",
 ) -> str:
     """A user profile (``$RGT_HOME/profiles/NAME.toml``) from the generic SSH one, with the
     test's tiers (name, path, survives_stop), its ``[self_stop]`` and ``[preemption]``."""
     text = BUNDLED.read_text().replace('name = "generic-ssh"', f'name = "{name}"')
+    text = text.replace('primitive = "setsid"', f'primitive = "{detach}"')
     start, end = text.index("[[storage]]"), text.index("[meter_stop]")
     blocks = [_tier(*tier) for tier in tiers]
     text = text[:start] + "\n".join(blocks) + "\n" + text[end:]

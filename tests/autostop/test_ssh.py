@@ -72,3 +72,23 @@ def test_results_on_storage_the_stop_wipes_block_it(
     assert "is lost at the stop" in reason, reason
     assert ("linked.txt" in reason) if where == "linked" else ("disk" in reason)
     assert stops(record) == []
+
+
+@pytest.mark.slow
+def test_a_tmux_platform_arms_again_and_fires_once(
+    rgt_home: Path, tmp_path: Path, sshd_server: SshServer
+) -> None:
+    """AutoDL-like: the agent and the watcher start inside tmux; arming again starts a second
+    watcher in a session of its own, which takes over."""
+    root, record = tmp_path / "disk" / "root", tmp_path / "STOP"
+    tiers = [("disk", tmp_path / "disk", True)]
+    name = user_profile(rgt_home, "tmuxbox", tiers, recorder(record), detach="tmux")
+    up = rgt("up", name, "--name", "gpu", "--ssh", sshd_server.ssh_line, "--root", str(root))
+    assert up.returncode == 0, up.stderr
+    job = run_job("gpu", project(tmp_path, "import time\ntime.sleep(8)\n"), "python3", "train.py")
+    assert arm("gpu")[0] == 0
+    code, seen = arm("gpu", "--after-jobs")
+    assert code == 0, seen
+    assert wait_ended("gpu", job) == "succeeded"
+    assert wait_for(lambda: stops(record), 30), kinds(root)
+    assert len(stops(record)) == 1

@@ -64,10 +64,10 @@ def install(store: Store, name: str, doc: dict[str, Any], notify_url: str | None
     files = AutostopFiles(backend.root.root)
     backend.transport.mkdir(files.dir)
     backend.transport.write_bytes(files.policy, (json.dumps(doc, indent=2) + "\n").encode())
-    start_watcher(backend, agent, notify_url)
+    start_watcher(backend, agent, notify_url, str(doc["arm_id"]))
 
 
-def start_watcher(backend: Any, agent: str, notify_url: str | None) -> None:
+def start_watcher(backend: Any, agent: str, notify_url: str | None, arm_id: str) -> None:
     from rgt.agent._autostop_files import AutostopFiles
     from rgt.agent._webhook import NOTIFY_SECRET
     from rgt.agent.paths import JobPaths
@@ -78,8 +78,9 @@ def start_watcher(backend: Any, agent: str, notify_url: str | None) -> None:
     if notify_url:
         argv.append("--secrets-stdin")
         stdin = json.dumps({NOTIFY_SECRET: notify_url}).encode()
-    # The watcher is not a job: it borrows the detach primitive under the name "autostop".
-    backend.detach(argv, job=JobPaths(files.dir, "autostop"), stdin=stdin)
+    # The watcher is not a job: it borrows the detach primitive under a name of this arming
+    # (tmux needs a session name no earlier watcher still holds).
+    backend.detach(argv, job=JobPaths(files.dir, f"autostop-{arm_id}"), stdin=stdin)
 
 
 def disarm(store: Store, name: str) -> dict[str, Any]:
