@@ -197,7 +197,11 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
     """Evaluation functions (named like one, or running under ``no_grad``) that run a model
     passed to them in a loop and never put it in eval mode, never back-propagate:
     ``qualname -> [line, [[position, name], ...]]`` (each parameter it runs like a model)."""
+    found = facts.memo.get("runners")
+    if isinstance(found, dict):
+        return found
     out: dict[str, list[Any]] = {}
+    facts.memo["runners"] = out
     guarded = {
         id(f) for w in facts.withs if modes._mentions_head(w) for f in facts.functions_around(w)
     }
@@ -344,8 +348,12 @@ def _held_calls(facts: Facts) -> list[list[Any]]:
         if _last_mode(facts, facts.calls_in(f), model) == "train"
     }
     out: list[list[Any]] = []
-    defined = {f.name for f in facts.functions}
-    for call in facts.calls:
+    defined = {
+        qual.rpartition(".")[2]
+        for qual, (_line, pairs) in runners(facts).items()
+        if any(position == HELD for position, _name in pairs)
+    }
+    for call in facts.calls if defined else ():
         name = dotted(call.func) or ""
         if not name.startswith("self.") or name.count(".") != 1 or name[5:] not in defined:
             continue

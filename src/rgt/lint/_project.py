@@ -34,10 +34,18 @@ class Project:
         self.summaries = summaries
         self.by_abs = {os.path.abspath(p): p for p in summaries}
         self.extra = sorted({p for s in summaries.values() for p in s.get("paths", ())})
+        self._modules: dict[tuple[str, str, int], str | None] = {}
 
     def module(self, importer: str, name: str, level: int = 0) -> str | None:
-        """The linted file that ``import name`` (dots: ``level``) in ``importer`` loads."""
+        """The linted file that ``import name`` (dots: ``level``) in ``importer`` loads (asked
+        once per folder: the files of a folder import the same names)."""
         here = os.path.dirname(os.path.abspath(importer))
+        key = (here, name, level)
+        if key not in self._modules:
+            self._modules[key] = self._module(here, name, level)
+        return self._modules[key]
+
+    def _module(self, here: str, name: str, level: int) -> str | None:
         if level:
             for _ in range(level - 1):
                 here = os.path.dirname(here)
@@ -45,6 +53,8 @@ class Project:
         return next((f for f in (self._find(d, name) for d in self._folders(here)) if f), None)
 
     def _folders(self, here: str) -> Iterable[str]:
+        """Where an absolute import is looked for (only folders that hold a linted file or
+        lead to one are worth a lookup; a miss costs two dictionary lookups)."""
         root = project_root(here)
         yield from (here, root, os.path.join(root, "src"), *self.extra)
         for _ in range(MAX_CLIMB):
