@@ -33,9 +33,11 @@ Fixture: ``slurm_two_nodes`` (one per session), a ``SlurmNodes``.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,7 +51,7 @@ from tests.slurm import SETTINGS, SlurmCluster, _skip_reason, _stop, _wait_for, 
 
 NODES = """\
 AuthInfo=socket={munge_socket}
-SlurmdSpoolDir={dir}/%n
+SlurmdSpoolDir={spool}/%n
 SlurmdPidFile={dir}/%n.pid
 SlurmdLogFile={dir}/%n.log
 {node_lines}
@@ -64,7 +66,9 @@ class SlurmNodes(SlurmCluster):
     nodes in order; ``env()`` for code under test (``monkeypatch.setenv("SLURM_CONF", …)``)."""
 
     network: NodeNetwork
+    spool: Path  # each node's SlurmdSpoolDir and munged's socket, under a short path
     started_s: float = 0.0
+    munged: int | None = None
 
     @property
     def names(self) -> list[str]:
@@ -108,23 +112,25 @@ def _start_munge(directory: Path) -> tuple[int, Path]:
     return int(files["pid"].read_text().split()[0]), sock
 
 
-def _write_conf(directory: Path, network: NodeNetwork, munge_socket: Path) -> Path:
-    (directory / "state").mkdir()
+def _write_conf(cluster: SlurmNodes, munge_socket: Path) -> None:
+    network = cluster.network
+    (cluster.directory / "state").mkdir()
+    for node in network.nodes:
+        (cluster.spool / node.name).mkdir()
     cpus = os.cpu_count() or 1
     settings = SETTINGS.format(
         ctld_host=f"{socket.gethostname()}({network.gateway})",
         ctld_port=free_port(),
         slurmd_port=free_port(),
-        dir=directory,
+        dir=cluster.directory,
     )
     nodes = NODES.format(
         munge_socket=munge_socket,
-        dir=directory,
+        dir=cluster.directory,
+        spool=cluster.spool,
         node_lines="\n".join(NODE.format(n=node, cpus=cpus) for node in network.nodes),
     )
-    conf = directory / "slurm.conf"
-    conf.write_text(settings + nodes)
-    return conf
+    cluster.conf.write_text(settings + nodes)
 
 
 def _all_idle(cluster: SlurmNodes) -> bool:
@@ -141,15 +147,17 @@ def _start(cluster: SlurmNodes) -> None:
     _wait_for(lambda: _all_idle(cluster), 60, f"the nodes never became idle:\n{cluster.logs()}")
 
 
-def _stop_all(cluster: SlurmNodes, munged: int | None) -> None:
-    cluster.run("scancel", "--full", "--partition=nodes", check=False)
-    time.sleep(1)
+def _stop_all(cluster: SlurmNodes) -> None:
+    if (cluster.directory / "slurmctld.pid").exists():
+        cluster.run("scancel", "--full", "--partition=nodes", check=False)
+        time.sleep(1)
     for name in cluster.names:
         _stop(cluster.directory / f"{name}.pid")
     _stop(cluster.directory / "slurmctld.pid")
     cluster.network.down()  # and whatever of the jobs still ran on the nodes
-    if munged:
-        os.kill(munged, signal.SIGTERM)
+    if cluster.munged:
+        os.kill(cluster.munged, signal.SIGTERM)
+    shutil.rmtree(cluster.spool, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -159,20 +167,16 @@ def slurm_two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmN
         pytest.skip(reason)
     begun = time.monotonic()
     directory = tmp_path_factory.mktemp("slurm-nodes")
+    # slurmstepd's and munged's unix sockets need a path under 108 bytes; pytest's can be longer
+    spool = Path(tempfile.mkdtemp(prefix="rgt-nodes."))
     network = NodeNetwork(directory, 2, prefix="rg")
-    munged: int | None = None
-    cluster: SlurmNodes | None = None
+    cluster = SlurmNodes(directory / "slurm.conf", directory, network, spool)
     try:
-        munged, sock = _start_munge(directory / "munge")
+        cluster.munged, sock = _start_munge(spool / "munge")
         network.up()
-        cluster = SlurmNodes(_write_conf(directory, network, sock), directory, network)
+        _write_conf(cluster, sock)
         _start(cluster)
         cluster.started_s = time.monotonic() - begun
         yield cluster
     finally:
-        if cluster is not None:
-            _stop_all(cluster, munged)
-        else:
-            network.down()
-            if munged:
-                os.kill(munged, signal.SIGTERM)
+        _stop_all(cluster)
