@@ -123,7 +123,7 @@ def test_a_box_refuses_what_no_scheduler_enforces(
     assert said.format(kind=kind) in caught.value.message
     assert caught.value.fix
     if resources.nodes:
-        assert "`rgt run A,B -- CMD`" in caught.value.fix and "planned" in caught.value.fix
+        assert "`rgt run A,B -- CMD`" in caught.value.fix and "RGT_NODE_RANK" in caught.value.fix
 
 
 def test_a_box_takes_gpus_for_its_agent_and_a_scheduler_does_not() -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rgt.backends import backend_for
@@ -53,26 +53,22 @@ def node_dir(rank: int) -> str:
 
 
 def group(
-    store: Store, backend: Backend, records: Sequence[JobRecord], found: Mapping[str, JobStatus]
+    records: Sequence[JobRecord],
+    found: Mapping[str, JobStatus],
+    here: str,
+    read: Callable[[str, str], JobStatus],
 ) -> dict[str, JobStatus]:
-    """``found`` (read on ``backend``'s machine) with each fleet job's status replaced by its
-    group's, reading the other nodes (one round trip each)."""
+    """``found`` (read on machine ``here``) with each fleet job's status replaced by its
+    group's; ``read(machine, job_id)`` reads another node (``status_cache``: one round trip)."""
     shown = dict(found)
     for record in records:
         if is_fleet(record):
-            shown[record.job_id] = combine(record, node_statuses(store, backend, record, found))
+            nodes = [
+                found[record.job_id] if name == here else read(name, record.job_id)
+                for name in record.spec.nodes
+            ]
+            shown[record.job_id] = combine(record, nodes)
     return shown
-
-
-def node_statuses(
-    store: Store, backend: Backend, record: JobRecord, found: Mapping[str, JobStatus]
-) -> list[JobStatus]:
-    here = backend.machine.name
-    return [
-        found[record.job_id] if name == here
-        else backend_for(store, name).statuses([record.job_id])[record.job_id]
-        for name in record.spec.nodes
-    ]  # fmt: skip
 
 
 def combine(record: JobRecord, nodes: Sequence[JobStatus]) -> JobStatus:

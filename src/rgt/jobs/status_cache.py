@@ -19,7 +19,7 @@ that failed before the machine saw it; that is a launch result, not a status rea
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -53,9 +53,16 @@ def observe(
         found = backend.statuses(ids)
     else:
         found = backend.interpret({j: read.get(j) or absent_doc(j) for j in ids})
-    found = _fleet_state.group(store, backend, records, found)  # a fleet: its every node
+    found = _fleet_state.group(records, found, backend.machine.name, _node_reader(store))
     root = backend.job_paths
     return {r.job_id: settle(store, r, found[r.job_id], root(r.job_id).root) for r in records}
+
+
+def _node_reader(store: Store) -> Callable[[str, str], JobStatus]:
+    """Reads one job on another machine of its fleet (``rgt.jobs._fleet_state``)."""
+    from rgt.backends import backend_for
+
+    return lambda machine, job_id: backend_for(store, machine).statuses([job_id])[job_id]
 
 
 def settle(store: Store, record: JobRecord, status: JobStatus, job_root: str) -> JobStatus:

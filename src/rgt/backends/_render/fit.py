@@ -80,11 +80,11 @@ def _flags(keys: list[str]) -> str:
     return ", ".join(FLAGS[key] for key in keys)
 
 
-def one_node(resources: Resources, kind: str, fix: str) -> None:
+def one_node(
+    resources: Resources, kind: str, fix: str, why: str = "multi-node jobs are not built yet"
+) -> None:
     if (resources.nodes or 1) > 1:
-        raise NotSupportedError(
-            f"--nodes {resources.nodes}", kind, why="multi-node jobs are not built yet", fix=fix
-        )
+        raise NotSupportedError(f"--nodes {resources.nodes}", kind, why=why, fix=fix)
 
 
 def _check_slurm(backend: Backend, requested: Resources) -> None:
@@ -141,6 +141,7 @@ def _check_box(backend: Backend, requested: Resources) -> None:
         "run on one machine (--nodes 1; --gpus N picks GPUs on it), or list one machine per "
         "node: `rgt run A,B -- CMD` (a fleet: RGT_NNODES, RGT_NODE_RANK, RGT_MASTER_ADDR and "
         "RGT_MASTER_PORT on each)",
+        why="multi-node jobs on one machine: a machine is one node",
     )
     refused = _given(requested, (*SLURM_NATIVE, "cpus", "mem_gb", "timeout_min"))
     if refused:
