@@ -249,14 +249,14 @@ def approve(
         from rgt.errors import UsageError
 
         raise UsageError("give the machine NAME", fix="`rgt approve NAME` (or `--set-pin`)")
-    if autostop is not None:
-        return approve_autostop(name, autostop, out)
     from rgt.teardown import approve_interactively
 
     if no_pin:
         from rgt.approvals import opt_out_at_terminal
 
         opt_out_at_terminal(f"rgt approve {name} --no-pin")
+    if autostop is not None:
+        return approve_autostop(name, autostop, out)
 
     approval = approve_interactively(Store.open(), name, abandon)
     out.result(
