@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -68,7 +67,6 @@ class SlurmNodes(SlurmCluster):
     network: NodeNetwork
     spool: Path  # each node's SlurmdSpoolDir and munged's socket, under a short path
     started_s: float = 0.0
-    munged: int | None = None
 
     @property
     def names(self) -> list[str]:
@@ -98,8 +96,8 @@ def _munge_answers(sock: Path) -> bool:
     return cred.returncode == 0 and check.returncode == 0
 
 
-def _start_munge(directory: Path) -> tuple[int, Path]:
-    """A munged of our own (key, socket, pid, log, seed in ``directory``): (pid, socket)."""
+def _start_munge(directory: Path) -> Path:
+    """A munged of our own (key, socket, pid, log, seed in ``directory``); its socket."""
     directory.mkdir(mode=0o700)
     key, sock = directory / "munge.key", directory / "munge.socket"
     key.write_bytes(os.urandom(1024))
@@ -109,7 +107,7 @@ def _start_munge(directory: Path) -> tuple[int, Path]:
     argv += [f"--{name}-file={path}" for name, path in files.items()]
     subprocess.run(argv, check=True, capture_output=True, timeout=30)
     _wait_for(lambda: _munge_answers(sock), 15, "our munged did not answer")
-    return int(files["pid"].read_text().split()[0]), sock
+    return sock
 
 
 def _write_conf(cluster: SlurmNodes, munge_socket: Path) -> None:
@@ -155,8 +153,7 @@ def _stop_all(cluster: SlurmNodes) -> None:
         _stop(cluster.directory / f"{name}.pid")
     _stop(cluster.directory / "slurmctld.pid")
     cluster.network.down()  # and whatever of the jobs still ran on the nodes
-    if cluster.munged:
-        os.kill(cluster.munged, signal.SIGTERM)
+    _stop(cluster.spool / "munge" / "munged.pid")  # it writes its seed file as it exits
     shutil.rmtree(cluster.spool, ignore_errors=True)
 
 
@@ -172,7 +169,7 @@ def slurm_two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmN
     network = NodeNetwork(directory, 2, prefix="rg")
     cluster = SlurmNodes(directory / "slurm.conf", directory, network, spool)
     try:
-        cluster.munged, sock = _start_munge(spool / "munge")
+        sock = _start_munge(spool / "munge")
         network.up()
         _write_conf(cluster, sock)
         _start(cluster)
