@@ -176,7 +176,9 @@ def _answers(rank: int, backend: Backend) -> None:
             f"node {rank} ({backend.machine.name}) does not answer: {exc.message}; "
             "nothing was started on any node",
             host=exc.host,
-            fix=exc.fix or f"check it with `rgt status {backend.machine.name}`",
+            fix=f"bring {backend.machine.name} back (a stopped rental, a moved ssh port: "
+            f"register its current ssh line with `rgt up … --name {backend.machine.name}`), "
+            "or leave it out of the fleet",
         ) from exc
 
 
