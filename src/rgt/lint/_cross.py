@@ -17,7 +17,7 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from rgt.lint import _flow
+from rgt.lint import _flow, _flow_data, _flow_modes, _flow_paths
 from rgt.lint._facts import Facts
 from rgt.lint._nodes import dotted
 
@@ -33,8 +33,8 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
     offers: tuple[tuple[str, Callable[[Facts], Any]], ...] = (
         ("classes", _flow.classes),
         ("loss_params", _flow.loss_params),
-        ("runners", _flow.runners),
-        ("steppers", _flow.steppers),
+        ("runners", _flow_modes.runners),
+        ("steppers", _flow_data.steppers),
     )
     for key, work in offers:
         value = work(facts)
@@ -42,13 +42,13 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
             out[key] = value
     uses: tuple[tuple[str, Callable[[Facts], Any], str | None], ...] = (
         ("passes", _flow.passes, "loss_params"),
-        ("runner_calls", _flow.runner_calls, "runners"),
-        ("step_calls", _flow.step_calls, "steppers"),
-        ("loaders", _flow.loaders_over_classes, "classes"),
+        ("runner_calls", _flow_modes.runner_calls, "runners"),
+        ("step_calls", _flow_data.step_calls, "steppers"),
+        ("loaders", _flow_data.loaders_over_classes, "classes"),
         ("model_losses", _flow.model_losses, None),
-        ("samplers", _flow.samplers, None),
-        ("repeats", _flow.repeats, None),
-        ("paths", _flow.sys_paths, None),
+        ("samplers", _flow_data.samplers, None),
+        ("repeats", _flow_data.repeats, None),
+        ("paths", _flow_paths.sys_paths, None),
     )
     for key, work, match in uses:
         if linked or (match is not None and match in out):

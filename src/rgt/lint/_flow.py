@@ -2,38 +2,23 @@
 
 A model class's ``forward`` may return probabilities; a function may feed the output of the
 model passed to it into a loss (``loss_params``), or run it in an evaluation loop without
-``.eval()`` (``runners``); a call may pass a model built from a class, or one still in
-training mode (``passes``, ``runner_calls``). Positions count a method's arguments without
-``self``, as its callers pass them.
+``.eval()`` (``_flow_modes``); a call may pass a model built from a class (``passes``).
+Positions count a method's arguments without ``self``, as its callers pass them. The data and
+update parts are ``_flow_data``'s, the ``sys.path`` part ``_flow_paths``'.
 """
 
 from __future__ import annotations
 
 import ast
-import os
 import re
 from typing import Any
 
-from rgt.lint import losses, modes
+from rgt.lint import losses
 from rgt.lint._facts import Facts
-from rgt.lint._flow_data import (
-    loaders_over_classes,
-    made_by,
-    qualname,
-    ref,
-    repeats,
-    rng_fields,
-    samplers,
-    step_calls,
-    steppers,
-)
+from rgt.lint._flow_data import made_by, qualname, ref, rng_fields
 from rgt.lint._nodes import dotted, method
 from rgt.lint._suite import in_suite_test
 
-__all__ = [
-    "classes", "loaders_over_classes", "loss_params", "model_losses", "passes", "repeats",
-    "runner_calls", "runners", "samplers", "step_calls", "steppers", "sys_paths",
-]  # fmt: skip
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
@@ -193,98 +178,6 @@ def passes(facts: Facts) -> list[list[Any]]:
     return out
 
 
-def runners(facts: Facts) -> dict[str, list[Any]]:
-    """Evaluation functions (named like one, or running under ``no_grad``) that run a model
-    passed to them in a loop and never put it in eval mode, never back-propagate:
-    ``qualname -> [line, [[position, name], ...]]`` (each parameter it runs like a model)."""
-    found = facts.memo.get("runners")
-    if isinstance(found, dict):
-        return found
-    out: dict[str, list[Any]] = {}
-    facts.memo["runners"] = out
-    guarded = {
-        id(f) for w in facts.withs if modes._mentions_head(w) for f in facts.functions_around(w)
-    }
-    kept = trained_attributes(facts)
-    for func in facts.functions:
-        names = params(func)
-        if not (names or kept) or not (id(func) in guarded or _evaluates(func)):
-            continue
-        if not facts.loops_in(func):
-            continue
-        inside = facts.calls_in(func)
-        if any(method(c) in ("backward", "step") for c in inside):
-            continue
-        run = {
-            target.id
-            for target in map(_callee, inside)
-            if isinstance(target, ast.Name)
-            and target.id in names
-            and not modes.FUNCTION_NAME.search(target.id)
-            and not target.id.startswith(FUNCTION_HEADS)
-        }
-        run = {name for name in run if not _sets_mode(inside, name)}
-        held = {dotted(t) for t in map(_callee, inside) if isinstance(t, ast.Attribute)} & kept
-        held = {name for name in held if name and not _sets_mode(inside, name)}
-        if run or held:
-            pairs = [[names.index(n), n] for n in sorted(run)]
-            pairs += [[HELD, n] for n in sorted(n for n in held if n)]
-            out[qualname(facts, func)] = [func.lineno, pairs]
-    return out
-
-
-HELD = -2  # the "position" of a model an evaluation method keeps on ``self``
-
-
-def trained_attributes(facts: Facts) -> set[str]:
-    """``self.model``-like attributes put in training mode somewhere in the module."""
-    return {
-        name
-        for c in facts.methods_called("train")
-        if (name := dotted(c.func.value)) and name.startswith("self.") and name.count(".") == 1  # type: ignore[attr-defined]
-    }
-
-
-FUNCTION_HEADS = ("get_", "make_", "load_", "build_", "create_", "compute_", "calc_")
-
-
-def _evaluates(func: Function) -> bool:
-    """Named like an evaluation, or decorated with ``no_grad``/``inference_mode`` (a ``with``
-    of those inside it counts too: ``runners``)."""
-    return bool(modes.EVAL_NAME.search(func.name)) or any(
-        modes._mentions(d, modes.NO_GRAD) for d in func.decorator_list
-    )
-
-
-def _sets_mode(calls: list[ast.Call], model: str) -> bool:
-    """Does any of ``calls`` put ``model`` in eval mode (``.eval()``, ``.train(False)``)?"""
-    for call in calls:
-        owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
-        if owner == model and (method(call) == "eval" or modes._train_false(call)):
-            return True
-    return False
-
-
-def runner_calls(facts: Facts) -> list[list[Any]]:
-    """Calls passing a model that is in training mode there: ``[line, col, callee, position,
-    keyword, model, why]`` - after ``model.train()`` with no ``.eval()`` since, or built in the
-    same function with no ``.eval()`` since (modules start in training mode)."""
-    named = models(facts)
-    out = _held_calls(facts)
-    for call in facts.calls if named else ():
-        if not any(isinstance(a, ast.Name) and a.id in named for a in call.args):
-            continue
-        if method(call) in ("train", "eval", "to", "cuda"):
-            continue
-        for index, arg in enumerate(call.args):
-            if isinstance(arg, ast.Name) and arg.id in named:
-                why = _training_mode(facts, call, arg.id)
-                callee = ref(facts, call) if why else None
-                if callee:
-                    out.append([call.lineno, call.col_offset, callee, index, None, arg.id, why])
-    return out
-
-
 NOT_MODELS = re.compile(
     r"Dataset|Loader|Sampler|Writer|Logger|Parser|Optim|Scheduler|Loss|Config|Path|Meter"
 )
@@ -310,140 +203,3 @@ def models(facts: Facts) -> set[str]:
                 found.add(name)
         facts.memo["models"] = found
     return found
-
-
-def _training_mode(facts: Facts, call: ast.Call, model: str) -> str:
-    """Why ``model`` is in training mode at ``call`` (empty: it may not be)."""
-    scope = facts.scope_of(call)
-    before = [
-        c
-        for c in _mode_calls(facts, scope)
-        if dotted(c.func.value) == model  # type: ignore[attr-defined]
-        and (c.lineno, c.col_offset) < (call.lineno, call.col_offset)
-    ]
-    if before:
-        last = before[-1]
-        return (
-            ""
-            if method(last) == "eval" or modes._train_false(last)
-            else f"`{model}.train()` at line {last.lineno}"
-        )
-    value = facts.last_value(scope, model, call.lineno)
-    if isinstance(value, ast.Call) and built_from(facts, value):
-        return f"`{model}` built at line {value.lineno} (a module starts in training mode)"
-    return ""
-
-
-def _held_calls(facts: Facts) -> list[list[Any]]:
-    """Calls of a method of ``self`` made while a model kept on ``self`` is in training mode:
-    after ``self.model.train()`` in the same function, or after a call of a method of this
-    module that leaves it so (``self._train_loop()`` then ``self._val_loop()``)."""
-    kept = trained_attributes(facts)
-    if not kept:
-        return []
-    leaves = {
-        f.name: model
-        for f in facts.functions
-        for model in kept
-        if _last_mode(facts, facts.calls_in(f), model) == "train"
-    }
-    out: list[list[Any]] = []
-    defined = {
-        qual.rpartition(".")[2]
-        for qual, (_line, pairs) in runners(facts).items()
-        if any(position == HELD for position, _name in pairs)
-    }
-    for call in facts.calls if defined else ():
-        name = dotted(call.func) or ""
-        if not name.startswith("self.") or name.count(".") != 1 or name[5:] not in defined:
-            continue
-        before = [
-            c
-            for c in facts.calls_in(facts.scope_of(call))
-            if (c.lineno, c.col_offset) < (call.lineno, call.col_offset)
-        ]
-        for model in kept:
-            mode = _last_mode(facts, before, model)
-            why = f"`{model}.train()` before it" if mode == "train" else ""
-            if mode is None:
-                setter = [
-                    c
-                    for c in before
-                    if leaves.get((dotted(c.func) or "").removeprefix("self.")) == model
-                ]
-                why = (
-                    f"`{dotted(setter[-1].func)}()` at line {setter[-1].lineno} leaves it so"
-                    if setter
-                    else ""
-                )
-            callee = ref(facts, call) if why else None
-            if callee:
-                out.append([call.lineno, call.col_offset, callee, HELD, None, model, why])
-    return out
-
-
-def _last_mode(facts: Facts, calls: list[ast.Call], model: str) -> str | None:
-    """ "train" or "eval": the last mode ``calls`` put ``model`` in (None: none)."""
-    found = None
-    for call in calls:
-        owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
-        if owner == model and method(call) in ("train", "eval"):
-            found = "eval" if method(call) == "eval" or modes._train_false(call) else "train"
-    return found
-
-
-def _mode_calls(facts: Facts, scope: ast.AST) -> list[ast.Call]:
-    """The ``x.train(...)``/``x.eval()`` calls in a scope, in source order (asked per call)."""
-    key = f"mode_calls:{id(scope)}"
-    found = facts.memo.get(key)
-    if not isinstance(found, list):
-        modes_set = {id(c) for m in ("train", "eval") for c in facts.methods_called(m)}
-        found = facts.memo[key] = [c for c in facts.calls_in(scope) if id(c) in modes_set]
-    return found
-
-
-def sys_paths(facts: Facts) -> list[str]:
-    """Folders a script puts on ``sys.path`` (``sys.path.insert(0, osp.join(this_dir, "lib"))``),
-    as absolute paths: its own imports then resolve there too."""
-    out = []
-    for call in facts.calls_ending(lambda last: last in ("insert", "append")):
-        if not (facts.call_name(call) or "").startswith("sys.path.") or not call.args:
-            continue
-        for value in _path_args(facts, call.args[-1]):
-            where = _path_value(facts, value, 0)
-            if where:
-                out.append(os.path.normpath(where))
-    return out
-
-
-def _path_args(facts: Facts, node: ast.expr) -> list[ast.expr]:
-    """The value given to ``sys.path.insert``; for a helper's parameter
-    (``def add_path(path): sys.path.insert(0, path)``), what its callers here pass."""
-    around = facts.functions_around(node)
-    if not isinstance(node, ast.Name) or not around or node.id not in params(around[0]):
-        return [node]
-    index = params(around[0]).index(node.id)
-    calls = facts.callers(around[0].name)
-    return [c.args[index] for c in calls if len(c.args) > index]
-
-
-def _path_value(facts: Facts, node: ast.AST, depth: int) -> str | None:
-    """A path expression's value, when it is built from ``__file__`` and constants."""
-    here = os.path.dirname(os.path.abspath(facts.path))
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return os.path.join(here, node.value)
-    if isinstance(node, ast.Name):
-        if node.id == "__file__":
-            return os.path.abspath(facts.path)
-        values = facts.bindings.get(node.id, [])
-        return _path_value(facts, values[-1], depth + 1) if values and depth < 4 else None
-    if not isinstance(node, ast.Call) or depth > 6:
-        return None
-    last = (facts.call_name(node) or "").rpartition(".")[2]
-    parts = [_path_value(facts, a, depth + 1) for a in node.args]
-    if last in ("dirname", "abspath", "realpath", "normpath") and len(parts) == 1 and parts[0]:
-        return os.path.dirname(parts[0]) if last == "dirname" else parts[0]
-    if last == "join" and parts and all(parts):
-        tail = [a.value for a in node.args[1:] if isinstance(a, ast.Constant)]
-        return os.path.join(parts[0], *tail) if len(tail) == len(parts) - 1 else None  # type: ignore[arg-type]
-    return None

@@ -8,7 +8,7 @@ import ast
 import re
 from typing import Any
 
-from rgt.lint import data, losses
+from rgt.lint import _clearing, data, losses
 from rgt.lint._facts import LOOPS, MOVES, Facts
 from rgt.lint._nodes import dotted, keyword, method
 from rgt.lint._suite import in_suite_test
@@ -223,7 +223,7 @@ def steppers(facts: Facts) -> dict[str, list[Any]]:
     loop is the single-file rule's): ``qualname -> [line, col, optimizer]``."""
     steps = [c for c in facts.methods_called("step") if not c.args and not c.keywords]
     steps = [c for c in steps if _optimizer_like(facts, c)]
-    if not steps or live_zero_grads(facts) or losses._sets_grad_none(facts.tree):
+    if not steps or live_zero_grads(facts) or _clearing.sets_grad_none(facts.tree):
         return {}
     bodies = {f.name: f for f in facts.functions}
     out: dict[str, list[Any]] = {}

@@ -10,10 +10,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rgt.lint._facts import LOOPS, Facts
+from rgt.lint import _clearing
+from rgt.lint._clearing import OPTIMIZERS
+from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint._nodes import constant, dotted, keyword, method
-from rgt.lint._tree import walk
 
 B, W, A = Severity.BUG, Severity.WARNING, Severity.ADVICE
 RULES = (
@@ -75,7 +76,6 @@ NLL = ("NLLLoss", "nll_loss")
 BCE_LOGITS = ("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")
 SOFTMAX = ("torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax")
 SIGMOID = ("torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit")
-OPTIMIZERS = ("torch.optim.", "optim.")
 LOSS_NAMES = {CE[1], NLL[1], BCE_LOGITS[1]}  # functional losses; loss objects are bindings
 # A loss is named by one of its classes or functions, Adam by its name, an update by
 # ``.step()``; searched for as the parts they share ("ntropy": cross_entropy, CrossEntropyLoss,
@@ -269,77 +269,20 @@ def _update_order(facts: Facts) -> Iterator[Hit]:
         if not opt:
             continue
         if zero is None and any(method(c) == "backward" for c in inside):
-            zero = bool(facts.methods_called("zero_grad")) or _sets_grad_none(facts.tree)
-            zero = zero or _attached_privacy_engine(facts)
-        if zero is False and not _accumulates(facts, loop, opt[0]):
+            zero = bool(facts.methods_called("zero_grad")) or _clearing.sets_grad_none(facts.tree)
+            zero = zero or _clearing.attached_privacy_engine(facts)
+        if zero is False and not _clearing.accumulates(facts, loop, opt[0]):
             yield Hit("RGT105", opt[0])
             zero = True  # once per module: the fix is one line
         elif zero and any(method(c) == "backward" for c in inside):
-            uncleared = _uncleared(facts, opt) or _cleared_elsewhere(facts, loop, opt[0])
-            if uncleared is not None and not _accumulates(facts, loop, opt[0]):
+            uncleared = _clearing.uncleared(facts, opt) or _clearing.cleared_elsewhere(
+                facts, loop, opt[0]
+            )
+            if uncleared is not None and not _clearing.accumulates(facts, loop, opt[0]):
                 yield uncleared
         sched = [c for c in steps if _is_scheduler(facts, c)]
         if sched and _first_line(sched) < _first_line(opt):
             yield Hit("RGT106", sched[0])
-
-
-def _uncleared(facts: Facts, steps: list[ast.Call]) -> Hit | None:
-    """A stepped optimizer never cleared in a module that clears only other optimizers
-    (``optimizer_E.zero_grad()``, never ``optimizer_D``'s, nor a model's ``zero_grad``)."""
-    if any(
-        not isinstance(c.func, ast.Attribute)
-        for c in facts.calls_ending(lambda n: "zero_grad" in n)
-    ):
-        return None  # a helper clears them (``zero_grad(params)``): which, not seen here
-    cleared = {dotted(c.func.value) for c in facts.methods_called("zero_grad")}  # type: ignore[attr-defined]
-    if not cleared or None in cleared or not all(_named_optimizer(facts, k) for k in cleared if k):
-        return None
-    for step in steps:
-        key = dotted(step.func.value)  # type: ignore[attr-defined]
-        if key and key not in cleared and not _sets_grad_none(facts.tree):
-            shown = ", ".join(f"`{k}.zero_grad()`" for k in sorted(k for k in cleared if k))
-            return Hit("RGT105", step, f"`{key}` is stepped but only {shown} is called")
-    return None
-
-
-def _cleared_elsewhere(facts: Facts, loop: ast.AST, step: ast.Call) -> Hit | None:
-    """Gradients cleared, but never in the loop that steps (``optimizer.zero_grad()`` once
-    before it): the innermost loop around the step neither clears them nor calls a function of
-    this module that does, nor hands the optimizer or the model to anything that might."""
-    innermost = next((o for o in facts.around(step) if isinstance(o, LOOPS)), loop)
-    inside = facts.calls_in(innermost)
-    clears = facts.calls_ending(lambda last: "zero_grad" in last)
-    if any(_inside(c, innermost) for c in clears) or _sets_grad_none(innermost):
-        return None
-    clearing = {f.name for f in facts.functions if any(_inside(c, f) for c in clears)}
-    if any((dotted(c.func) or "").rpartition(".")[2] in clearing for c in inside):
-        return None
-    key = dotted(step.func.value)  # type: ignore[attr-defined]
-    handed = any(
-        isinstance(a, ast.Name | ast.Attribute) and dotted(a) == key for c in inside for a in c.args
-    )
-    outside = [c for c in clears if not _inside(c, innermost)]
-    if handed or not outside:
-        return None
-    return Hit(
-        "RGT105", step, f"zero_grad at line {outside[0].lineno} runs outside the loop that steps"
-    )
-
-
-def _named_optimizer(facts: Facts, key: str) -> bool:
-    made = facts.bound_calls(key)
-    if made:
-        return all(n.startswith(OPTIMIZERS) for n in made)
-    return key.split(".")[-1].lower().endswith(("optimizer", "optim", "opt"))
-
-
-def _attached_privacy_engine(facts: Facts) -> bool:
-    """Opacus before 1.0: ``PrivacyEngine(...).attach(optimizer)`` makes the optimizer's
-    step clear the gradients it clipped (its maintainers: "zero_grad is not needed for
-    opacus", opacus#194). Opacus 1.x (``make_private``) wants zero_grad as torch does."""
-    if not any(full.split(".")[0] == "opacus" for full in facts.aliases.values()):
-        return False
-    return bool(facts.methods_called("attach"))
 
 
 def _first_line(calls: list[ast.Call]) -> tuple[int, int]:
@@ -364,57 +307,3 @@ def _is_scheduler(facts: Facts, call: ast.Call) -> bool:
     if made:
         return all("lr_scheduler" in n for n in made)
     return key.split(".")[-1] in ("scheduler", "lr_scheduler", "sched")
-
-
-def _accumulates(facts: Facts, loop: ast.AST, step: ast.Call) -> bool:
-    """Gradient accumulation on purpose: the step runs under an ``if`` that counts
-    (``if (i + 1) % accum == 0``, a name with "accum"); a ``%`` elsewhere in the loop is not
-    one (``if batch_idx % log_interval == 0: print(...)``). A loop with an "accum" name, or
-    whose counting ``if`` is not seen around the step, is still taken as one."""
-    guards = [i for i in facts.ifs if _inside(step, i) and _inside(i, loop)]
-    if any(_counts(i.test) for i in guards):
-        return True
-    return _mentions_accum(loop) or (not guards and _counts_anywhere(loop))
-
-
-def _inside(node: ast.AST, outer: ast.AST) -> bool:
-    start = (getattr(outer, "lineno", 0), getattr(outer, "col_offset", 0))
-    end = (getattr(outer, "end_lineno", 0), getattr(outer, "end_col_offset", 0))
-    return start <= (getattr(node, "lineno", 0), getattr(node, "col_offset", 0)) <= end
-
-
-def _counts(test: ast.AST) -> bool:
-    return any(
-        (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod))
-        or (isinstance(n, ast.Name) and "accum" in n.id.lower())
-        or (isinstance(n, ast.Attribute) and "accum" in n.attr.lower())
-        for n in walk(test)
-    )
-
-
-def _mentions_accum(loop: ast.AST) -> bool:
-    return any(isinstance(n, ast.Name) and "accum" in n.id.lower() for n in walk(loop))
-
-
-def _counts_anywhere(loop: ast.AST) -> bool:
-    """A ``%`` used for anything but a ``print``/log line's condition."""
-    for node in walk(loop):
-        if isinstance(node, ast.If) and _counts(node.test) and not _only_reports(node):
-            return True
-    return False
-
-
-def _only_reports(branch: ast.If) -> bool:
-    """An ``if`` whose body only prints, logs, saves or evaluates (no step)."""
-    for node in walk(branch):
-        if isinstance(node, ast.Call) and method(node) in ("step", "backward", "zero_grad"):
-            return False
-    return True
-
-
-def _sets_grad_none(tree: ast.AST) -> bool:
-    return any(
-        isinstance(node, ast.Assign)
-        and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets)
-        for node in walk(tree)
-    )

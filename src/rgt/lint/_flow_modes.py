@@ -1,0 +1,197 @@
+"""The parts of a module's summary (``_cross``) about train/eval mode: evaluation functions that
+never call ``.eval()`` (``runners``), and the calls that reach one with a model still in training
+mode (``runner_calls``): a model passed as an argument, or one kept on ``self`` by a method
+called right after a method that trains it."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from rgt.lint import modes
+from rgt.lint._facts import Facts
+from rgt.lint._flow import Function, _callee, built_from, models, params
+from rgt.lint._flow_data import qualname, ref
+from rgt.lint._nodes import dotted, method
+
+
+def runners(facts: Facts) -> dict[str, list[Any]]:
+    """Evaluation functions (named like one, or running under ``no_grad``) that run a model
+    passed to them in a loop and never put it in eval mode, never back-propagate:
+    ``qualname -> [line, [[position, name], ...]]`` (each parameter it runs like a model)."""
+    found = facts.memo.get("runners")
+    if isinstance(found, dict):
+        return found
+    out: dict[str, list[Any]] = {}
+    facts.memo["runners"] = out
+    guarded = {
+        id(f) for w in facts.withs if modes._mentions_head(w) for f in facts.functions_around(w)
+    }
+    kept = trained_attributes(facts)
+    for func in facts.functions:
+        names = params(func)
+        if not (names or kept) or not (id(func) in guarded or _evaluates(func)):
+            continue
+        if not facts.loops_in(func):
+            continue
+        inside = facts.calls_in(func)
+        if any(method(c) in ("backward", "step") for c in inside):
+            continue
+        run = {
+            target.id
+            for target in map(_callee, inside)
+            if isinstance(target, ast.Name)
+            and target.id in names
+            and not modes.FUNCTION_NAME.search(target.id)
+            and not target.id.startswith(FUNCTION_HEADS)
+        }
+        run = {name for name in run if not _sets_mode(inside, name)}
+        held = {dotted(t) for t in map(_callee, inside) if isinstance(t, ast.Attribute)} & kept
+        held = {name for name in held if name and not _sets_mode(inside, name)}
+        if run or held:
+            pairs = [[names.index(n), n] for n in sorted(run)]
+            pairs += [[HELD, n] for n in sorted(n for n in held if n)]
+            out[qualname(facts, func)] = [func.lineno, pairs]
+    return out
+
+
+HELD = -2  # the "position" of a model an evaluation method keeps on ``self``
+
+
+def trained_attributes(facts: Facts) -> set[str]:
+    """``self.model``-like attributes put in training mode somewhere in the module."""
+    return {
+        name
+        for c in facts.methods_called("train")
+        if (name := dotted(c.func.value)) and name.startswith("self.") and name.count(".") == 1  # type: ignore[attr-defined]
+    }
+
+
+FUNCTION_HEADS = ("get_", "make_", "load_", "build_", "create_", "compute_", "calc_")
+
+
+def _evaluates(func: Function) -> bool:
+    """Named like an evaluation, or decorated with ``no_grad``/``inference_mode`` (a ``with``
+    of those inside it counts too: ``runners``)."""
+    return bool(modes.EVAL_NAME.search(func.name)) or any(
+        modes._mentions(d, modes.NO_GRAD) for d in func.decorator_list
+    )
+
+
+def _sets_mode(calls: list[ast.Call], model: str) -> bool:
+    """Does any of ``calls`` put ``model`` in eval mode (``.eval()``, ``.train(False)``)?"""
+    for call in calls:
+        owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+        if owner == model and (method(call) == "eval" or modes._train_false(call)):
+            return True
+    return False
+
+
+def runner_calls(facts: Facts) -> list[list[Any]]:
+    """Calls passing a model that is in training mode there: ``[line, col, callee, position,
+    keyword, model, why]`` - after ``model.train()`` with no ``.eval()`` since, or built in the
+    same function with no ``.eval()`` since (modules start in training mode)."""
+    named = models(facts)
+    out = _held_calls(facts)
+    for call in facts.calls if named else ():
+        if not any(isinstance(a, ast.Name) and a.id in named for a in call.args):
+            continue
+        if method(call) in ("train", "eval", "to", "cuda"):
+            continue
+        for index, arg in enumerate(call.args):
+            if isinstance(arg, ast.Name) and arg.id in named:
+                why = _training_mode(facts, call, arg.id)
+                callee = ref(facts, call) if why else None
+                if callee:
+                    out.append([call.lineno, call.col_offset, callee, index, None, arg.id, why])
+    return out
+
+
+def _training_mode(facts: Facts, call: ast.Call, model: str) -> str:
+    """Why ``model`` is in training mode at ``call`` (empty: it may not be)."""
+    scope = facts.scope_of(call)
+    before = [
+        c
+        for c in _mode_calls(facts, scope)
+        if dotted(c.func.value) == model  # type: ignore[attr-defined]
+        and (c.lineno, c.col_offset) < (call.lineno, call.col_offset)
+    ]
+    if before:
+        last = before[-1]
+        return (
+            ""
+            if method(last) == "eval" or modes._train_false(last)
+            else f"`{model}.train()` at line {last.lineno}"
+        )
+    value = facts.last_value(scope, model, call.lineno)
+    if isinstance(value, ast.Call) and built_from(facts, value):
+        return f"`{model}` built at line {value.lineno} (a module starts in training mode)"
+    return ""
+
+
+def _held_calls(facts: Facts) -> list[list[Any]]:
+    """Calls of a method of ``self`` made while a model kept on ``self`` is in training mode:
+    after ``self.model.train()`` in the same function, or after a call of a method of this
+    module that leaves it so (``self._train_loop()`` then ``self._val_loop()``)."""
+    kept = trained_attributes(facts)
+    if not kept:
+        return []
+    leaves = {
+        f.name: model
+        for f in facts.functions
+        for model in kept
+        if _last_mode(facts, facts.calls_in(f), model) == "train"
+    }
+    out: list[list[Any]] = []
+    defined = {
+        qual.rpartition(".")[2]
+        for qual, (_line, pairs) in runners(facts).items()
+        if any(position == HELD for position, _name in pairs)
+    }
+    for call in facts.calls if defined else ():
+        name = dotted(call.func) or ""
+        if not name.startswith("self.") or name.count(".") != 1 or name[5:] not in defined:
+            continue
+        before = [
+            c
+            for c in facts.calls_in(facts.scope_of(call))
+            if (c.lineno, c.col_offset) < (call.lineno, call.col_offset)
+        ]
+        for model in kept:
+            mode = _last_mode(facts, before, model)
+            why = f"`{model}.train()` before it" if mode == "train" else ""
+            if mode is None:
+                setter = [
+                    c
+                    for c in before
+                    if leaves.get((dotted(c.func) or "").removeprefix("self.")) == model
+                ]
+                why = (
+                    f"`{dotted(setter[-1].func)}()` at line {setter[-1].lineno} leaves it so"
+                    if setter
+                    else ""
+                )
+            callee = ref(facts, call) if why else None
+            if callee:
+                out.append([call.lineno, call.col_offset, callee, HELD, None, model, why])
+    return out
+
+
+def _last_mode(facts: Facts, calls: list[ast.Call], model: str) -> str | None:
+    """ "train" or "eval": the last mode ``calls`` put ``model`` in (None: none)."""
+    found = None
+    for call in calls:
+        owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+        if owner == model and method(call) in ("train", "eval"):
+            found = "eval" if method(call) == "eval" or modes._train_false(call) else "train"
+    return found
+
+
+def _mode_calls(facts: Facts, scope: ast.AST) -> list[ast.Call]:
+    """The ``x.train(...)``/``x.eval()`` calls in a scope, in source order (asked per call)."""
+    key = f"mode_calls:{id(scope)}"
+    found = facts.memo.get(key)
+    if not isinstance(found, list):
+        modes_set = {id(c) for m in ("train", "eval") for c in facts.methods_called(m)}
+        found = facts.memo[key] = [c for c in facts.calls_in(scope) if id(c) in modes_set]
+    return found
