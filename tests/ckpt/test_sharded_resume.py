@@ -42,4 +42,7 @@ def test_a_rank_killed_mid_run_resumes_exactly_through_rgt_run(tmp_path: Path) -
     resuming = run.of("resuming")[0]["detail"]
     ((attempt, newest, loaded),) = run.resumes
     assert attempt == 2 and loaded == newest == resuming["step"]  # no committed step lost
-    assert loaded == kill.step - (kill.phase == "step"), (kill, run.resumes)
+    # Killed before its save: the step before is the newest. Killed right after save() returned,
+    # its shard may or may not have been durable yet (the kill races the writer thread).
+    possible = {kill.step - 1} if kill.phase == "step" else {kill.step - 1, kill.step}
+    assert loaded in possible, (kill, run.resumes)

@@ -140,7 +140,7 @@ class ShardedCheckpointer(Cadence):
         from rgt.ckpt._reshard import load_into
 
         rank, _ = self.group()
-        committed = _shards.list_committed(self.directory)
+        committed = _agreed(_shards.list_committed(self.directory), self.directory)
         for info in committed:
             bad = load_into(state, info, rank)
             if _everyone(not bad):
@@ -246,6 +246,35 @@ def _dist() -> Any:
     if dist is None or not dist.is_available() or not dist.is_initialized():
         return None
     return dist
+
+
+def _agreed(committed: list[ShardedInfo], directory: str) -> list[ShardedInfo]:
+    """The committed steps every rank sees, newest first, in the same order on every rank (so
+    that the per-step agreement below is never a collective some ranks skip)."""
+    dist = _dist()
+    if dist is None or dist.get_world_size() == 1:
+        return committed
+    import torch
+
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    counts = torch.tensor([len(committed), -len(committed)], device=device)
+    dist.all_reduce(counts, op=dist.ReduceOp.MAX)
+    most, fewest = int(counts[0].item()), -int(counts[1].item())
+    if fewest == 0 and most > 0:
+        raise CheckpointError(
+            f"some ranks see committed sharded steps in {directory} and some see none",
+            path=directory,
+            fix="every rank must see the same checkpoint directory (a shared filesystem), "
+            "as with DCP's FileSystemWriter",
+        )
+    if fewest == 0:
+        return []
+    steps = torch.tensor([info.step for info in committed[:fewest]], device=device)
+    low, high = steps.clone(), steps.clone()
+    dist.all_reduce(low, op=dist.ReduceOp.MIN)
+    dist.all_reduce(high, op=dist.ReduceOp.MAX)
+    same = (low == high).tolist()
+    return committed[: same.index(False) if False in same else fewest]
 
 
 def _everyone(ok: bool) -> bool:
