@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,16 @@ class Live:
         self.job_id = launch(tmp_path, script)
         self.dir = tmp_path / "root" / ".rgt" / "jobs" / self.job_id
         self.agent = int((self.dir / "agent.pid").read_text())
-        self.pid = json.loads((self.dir / "status.json").read_text()).get("pid")
+        self.pid = self._job_pid()
+
+    def _job_pid(self) -> int | None:
+        """The job's pid, once the agent wrote its first status (a loaded machine may take
+        longer than the run's 1 s probe to get there)."""
+        deadline = time.monotonic() + 60
+        while not (self.dir / "status.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pid = json.loads((self.dir / "status.json").read_text()).get("pid")
+        return pid if isinstance(pid, int) else None
 
     def kill_all(self) -> None:
         for pid, kill in ((self.agent, os.kill), (self.pid, os.killpg)):
