@@ -151,12 +151,15 @@ def sharded_problem(folder: str) -> Optional[str]:
     if not isinstance(data, dict) or data.get("format") != SHARDED_FORMAT:
         return "a sharded step not committed (no manifest.json: some rank never wrote its shard)"
     shards = data.get("shards")
-    if not isinstance(shards, list) or not shards or len(shards) != data.get("world_size"):
-        return "a sharded step whose manifest names no shard per rank"
+    shards = [s for s in shards if isinstance(s, dict)] if isinstance(shards, list) else []
+    ranks = [shard.get("rank") for shard in shards]
+    if not shards or ranks != list(range(len(shards))) or len(shards) != data.get("world_size"):
+        return "a sharded step whose manifest does not name one shard per rank"
     for shard in shards:
-        name = str(shard.get("file")) if isinstance(shard, dict) else ""
-        full = os.path.join(folder, os.path.basename(name))
-        if not name or not os.path.isfile(full) or os.path.getsize(full) != shard.get("bytes"):
+        name = str(shard.get("file"))
+        full = os.path.join(folder, name)
+        bad_name = os.path.basename(name) != name or name in ("", ".", "..")
+        if bad_name or not os.path.isfile(full) or os.path.getsize(full) != shard.get("bytes"):
             return "a sharded step whose shard %s is missing or of the wrong size" % name
     return None
 
