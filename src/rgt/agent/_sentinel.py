@@ -12,6 +12,8 @@ about a NaN at hour 9 once, not every second:
     disk_nearly_full   bytes or inodes of a job mount >= RGT_WATCH_DISK_PCT
     memory_near_limit  the cgroup's memory >= RGT_WATCH_MEM_PCT of its limit
     gpu_idle           a priced machine's GPUs all idle for RGT_WATCH_GPU_IDLE_S
+    loss_spike         the loss jumped far above its running median (rgt.agent._spikes):
+                       told once it recovered or diverged, one event per spike
     input_bound        recent steps waited on data >= RGT_WATCH_INPUT_PCT % of their time
                        (rgt.probes.input_wait: timed_loader records or the log's Data/Time)
 
@@ -26,7 +28,7 @@ import os
 import time
 from typing import Any, Callable, Dict, Optional
 
-from rgt.agent import _system
+from rgt.agent import _spikes, _system
 from rgt.agent._record import JobRecorder, log
 from rgt.agent._session import SessionClock
 from rgt.agent.paths import JobPaths
@@ -77,6 +79,7 @@ class Sentinel(object):
         self.active = set()  # type: set[str]
         self.broken = False
         self.input = input_wait.InputWait(self.limits["RGT_WATCH_INPUT_PCT"])
+        self.spikes = _spikes.SpikeWatch()
         self.session = SessionClock(spec, rec)  # notebook VMs: warn before the platform's cap
         self.launcher = None  # type: Optional[str]
         self.hang_look = 0.0
@@ -130,6 +133,9 @@ class Sentinel(object):
             detail = {"source": source, "line": found["nonfinite"][0], "step": found["step"]}
             self._raise("nan", "nan_loss", detail, NEXT_NAN % self.paths.job_id)
         self._input_wait(text, source)
+        for spike in self.spikes.feed(text, source):
+            next_step = _spikes.next_step(spike, self.paths.job_id)
+            self.rec.event("loss_spike", spike.detail(source), next_step, spike.severity)
 
     def _input_wait(self, text: str, source: str) -> None:
         lines = text.splitlines()
