@@ -11,6 +11,9 @@ from tests.autostop.helpers import files, recorder
 from tests.clirun import rgt
 from tests.sshd import SshServer
 
+# Each test registers a machine and runs the CLI (2-4 s under load).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def box(tmp_path: Path) -> Path:
@@ -60,7 +63,6 @@ def test_a_machine_without_a_declared_stop_is_refused_with_the_fix(tmp_path: Pat
     assert "--self-stop" in proc.stderr
 
 
-@pytest.mark.slow
 def test_arming_where_the_stop_still_bills_is_refused(
     tmp_path: Path, sshd_server: SshServer
 ) -> None:
@@ -73,7 +75,6 @@ def test_arming_where_the_stop_still_bills_is_refused(
     assert not Path(files(root).policy).exists()
 
 
-@pytest.mark.slow
 def test_arming_needs_the_pin_like_a_release(box: Path, rgt_home: Path) -> None:
     """Same approval path as `rgt approve NAME`: with a PIN set, a program that drives a
     terminal and types the name cannot arm autostop."""

@@ -23,6 +23,7 @@ def box(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_no_history_and_nothing_starts(box: Path, tmp_path: Path) -> None:
     folder = project(tmp_path, "print('hi')\n")
     doc = ok(rgt("run", "box", "--dry-run", "--json", "--", "python3", "train.py", cwd=folder))
@@ -47,6 +48,7 @@ def _seed(store: Store, machine: str, command: tuple[str, ...], minutes: list[in
         store.update_job(spec.job_id, state=JobState.SUCCEEDED, attempts=1, ended=ended)
 
 
+@pytest.mark.slow
 def test_p50_p90_and_cost_from_the_history_of_this_command_on_this_type(
     tmp_path: Path, box: Path
 ) -> None:

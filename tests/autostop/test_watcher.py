@@ -36,6 +36,7 @@ PY38 = sorted(Path.home().glob(".pyenv/versions/3.8*/bin/python3.8"))
 NO_MONEY = {"price_per_hour": None, "spent_at_arm": 0.0}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not PY38, reason="no Python 3.8 under ~/.pyenv")
 def test_the_idle_trigger_fires_on_python38_with_no_job(tmp_path: Path, rgt_home: Path) -> None:
     root, record = tmp_path / "root", tmp_path / "STOP"
