@@ -49,6 +49,17 @@ def test_eight_a100_rented_four_delivered_is_an_error_with_both() -> None:
     assert check("a100x4-sxm4.smi.txt", "a100-80gb:4") != []  # 80GB is not a family name
 
 
+def test_a_whole_eight_a100_server_meets_its_expectation() -> None:
+    """A real `nvidia-smi -a` of an 8 × A100-SXM4-40GB server, read by the detail parser."""
+    cards = gpu_detail.parse_detail((GOLDEN / "a100x8-sxm4-40gb.q.txt").read_text())
+    reading = {"gpu": {"available": True, "gpus": cards, "processes": []}}
+    assert len(cards) == 8 and {c["name"] for c in cards} == {"NVIDIA A100-SXM4-40GB"}
+    assert findings(reading, GpuExpectation.parse("A100:8")) == []
+    (other,) = findings(reading, GpuExpectation.parse("H100:8", "the runpod offer"))
+    assert other["severity"] == "error" and "8 × NVIDIA A100-SXM4-40GB" in other["finding"]
+    assert "expected 8 × H100 (from the runpod offer)" in other["finding"]
+
+
 def test_other_gpus_than_expected() -> None:
     (finding,) = check("h100x8-sxm.smi.txt", "A100:8")
     assert finding["severity"] == "error" and "other GPUs" in finding["finding"]
