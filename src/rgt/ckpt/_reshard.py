@@ -86,15 +86,19 @@ class _Shard:
     def entry(self, fqn: str) -> tuple[Any, list[int]]:
         """(torch dtype, local shape) of a tensor entry, without touching its bytes."""
         entry = self.arrays[self.nodes[fqn]["a"]]
-        return getattr(torch, str(entry[2]).split(".")[-1]), [int(d) for d in entry[3]]
+        kind = getattr(torch, str(entry[2]).split(".")[-1], None)
+        if not isinstance(kind, torch.dtype):
+            raise CheckpointError(f"damaged shard {self.path}: {fqn} has dtype {entry[2]!r}")
+        return kind, [int(d) for d in entry[3]]
 
     def tensor(self, fqn: str) -> Any:
         self._hashing()
         entry = self.arrays[self.nodes[fqn]["a"]]
         offset, nbytes = int(entry[0]), int(entry[1])
         kind, shape = self.entry(fqn)
-        if not 0 <= offset <= offset + nbytes <= self.stream:
-            raise CheckpointError(f"{self.path}: array {fqn} lies outside the data")
+        fits = nbytes == _numel(shape) * torch.empty((), dtype=kind).element_size()
+        if not (fits and 0 <= offset <= offset + nbytes <= self.stream):
+            raise CheckpointError(f"damaged shard {self.path}: array {fqn} does not fit its data")
         if nbytes == 0:
             return torch.empty(shape, dtype=kind)
         flat = torch.frombuffer(self.map, dtype=kind, count=_numel(shape), offset=offset)
