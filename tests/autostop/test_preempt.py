@@ -22,6 +22,7 @@ from tests.sshd import SshServer
 
 AWS_PATH = "/latest/meta-data/spot/instance-action"
 GCP_PATH = "/computeMetadata/v1/instance/preempted"
+TOKEN = "imds-session-token"
 
 
 class Metadata:
@@ -31,15 +32,22 @@ class Metadata:
     def __init__(self) -> None:
         self.notice: dict[str, Any] | None = None
         self.requests = 0
+        self.imds_v2 = False  # True: AWS answers only with a token from PUT /latest/api/token
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.requests += 1
-                status, body = outer.answer(self.path, dict(self.headers))
+                status, body = outer.answer(self.path, self.headers)  # case-insensitive
                 self.send_response(status)
                 self.end_headers()
                 self.wfile.write(body.encode())
+
+            def do_PUT(self) -> None:
+                ok = self.path == "/latest/api/token" and outer.imds_v2
+                self.send_response(200 if ok else 403)
+                self.end_headers()
+                self.wfile.write(TOKEN.encode() if ok else b"")
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -48,11 +56,13 @@ class Metadata:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def answer(self, path: str, headers: dict[str, str]) -> tuple[int, str]:
+    def answer(self, path: str, headers: Any) -> tuple[int, str]:
         if path == GCP_PATH:
             if headers.get("Metadata-Flavor") != "Google":
                 return 403, "missing Metadata-Flavor"
             return 200, "TRUE" if self.notice else "FALSE"
+        if path == AWS_PATH and self.imds_v2 and headers.get("X-aws-ec2-metadata-token") != TOKEN:
+            return 401, ""
         if path == AWS_PATH and self.notice:
             return 200, json.dumps(self.notice)
         return 404, "Not Found"
@@ -78,6 +88,8 @@ def test_aws_and_gcp_and_azure_answers(metadata: Metadata) -> None:
         "raw": json.dumps(metadata.notice),
     }
     assert (_preempt.poll(gcp) or {}).get("action") == "preempt"
+    metadata.imds_v2 = True  # IMDSv2: the token is fetched and sent
+    assert (_preempt.poll(aws) or {}).get("action") == "terminate"
     azure = {"Events": [{"EventType": "Preempt", "NotBefore": "Sun, 06 Dec 2026 23:00:00 GMT"}]}
     assert (_preempt.parse("azure", json.dumps(azure)) or {})["time"].startswith("Sun")
     assert _preempt.parse("azure", json.dumps({"Events": [{"EventType": "Reboot"}]})) is None

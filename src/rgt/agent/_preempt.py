@@ -24,19 +24,31 @@ def poll(spec: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """The notice (``kind``, ``action``, ``time``, ``raw``) when the endpoint announces one."""
     if not spec or not spec.get("url"):
         return None
-    status, body = _get(str(spec["url"]), dict(spec.get("headers") or {}))
+    headers = dict(spec.get("headers") or {})
+    if spec.get("kind") == "aws":
+        headers.update(_imds_token(str(spec["url"])))
+    status, body = _get(str(spec["url"]), headers)
     if status != 200 or not body:
         return None
     return parse(str(spec.get("kind") or "aws"), body)
 
 
-def _get(url: str, headers: Dict[str, str]) -> "tuple[int, str]":
+def _imds_token(url: str) -> Dict[str, str]:
+    """AWS IMDSv2 (the default on new instances) answers a GET only with a session token from
+    ``PUT /latest/api/token``; an IMDSv1-only machine refuses the PUT, and then none is sent."""
+    base = url.split("/latest/", 1)[0]
+    ttl = {"X-aws-ec2-metadata-token-ttl-seconds": "21600"}
+    status, token = _get(base + "/latest/api/token", ttl, method="PUT")
+    return {"X-aws-ec2-metadata-token": token.strip()} if status == 200 and token else {}
+
+
+def _get(url: str, headers: Dict[str, str], method: str = "GET") -> "tuple[int, str]":
     import urllib.error
     import urllib.request
 
     # No proxy: the metadata service is link-local, and a proxy would answer for it.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    request = urllib.request.Request(url, headers=headers)
+    request = urllib.request.Request(url, headers=headers, method=method)
     try:
         with opener.open(request, timeout=POLL_TIMEOUT_S) as response:
             return int(response.status), response.read(READ_LIMIT).decode("utf-8", "replace")
