@@ -14,6 +14,7 @@ from rgt.ui.patrol import UiPatrol
 from tests.autostop.helpers import arm, events, project, recorder, run_job, wait_for
 from tests.clirun import ok, rgt
 from tests.sshd import SshServer
+from tests.watch.test_watch_cli import schema
 
 
 @pytest.mark.slow
@@ -33,7 +34,10 @@ def test_policy_money_cap_and_reason_everywhere(tmp_path: Path, sshd_server: Ssh
     assert code == 0, seen
     assert wait_for(lambda: [e for e in events(root) if e["kind"] == "autostop_blocked"], 30)
 
-    watch = ok(rgt("watch", "--once", "--json"))["machines"][0]["autostop"]
+    report = ok(rgt("watch", "--once", "--json"))
+    schema("watch").validate(report)  # the compact form's schema names the field
+    schema("status", "status_report").validate(ok(rgt("status", "--json")))
+    watch = report["machines"][0]["autostop"]
     assert watch["when"] == ["every job ended", "idle 120 min", "spend 100 USD"]
     assert watch["currency"] == "USD" and 0 < watch["spent"] < 1
     assert 49 * 3600 < watch["time_to_cap_s"] <= 50 * 3600  # (100 - spent) / 2 per hour
