@@ -128,6 +128,10 @@ ALARMS = frozenset(
         "gpu_idle",
         "heartbeat_lost",
         "not_pulled",
+        "ranks_hung",
+        "loss_spike",
+        "preemption_notice",
+        "autostop_blocked",
     ]
 )
 
