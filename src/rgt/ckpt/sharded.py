@@ -26,6 +26,7 @@ the process group on whether a step verified on every rank before using it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import time
@@ -210,13 +211,21 @@ class ShardedCheckpointer(Cadence):
         session = self._session or ""
         done = _persist.persist(folder, step, self._arena, layout)
         own = Shard(rank, done.path, done.bytes, done.file_hash, done.state_digest)
-        _shards.write_shard_record(folder, step, session, world, own)
+        try:
+            _shards.write_shard_record(folder, step, session, world, own)
+        except OSError as exc:  # disk or inodes ran out: the unrecorded data file goes too
+            with contextlib.suppress(OSError):
+                os.unlink(own.path)
+            raise _persist.translate(exc, folder, own.bytes) from exc
         _persist._hold("shard-recorded")
         if rank != 0:
             self.last_durable_at = time.perf_counter()
             return ShardedInfo(step, folder, world, session, (own,), metric, time.time())
         shards = _shards.wait_for_shards(folder, step, session, world, self.commit_timeout_s)
-        info = _shards.commit(folder, step, session, shards, metric)
+        try:
+            info = _shards.commit(folder, step, session, shards, metric)
+        except OSError as exc:  # the step stays uncommitted; the previous one is the latest
+            raise _persist.translate(exc, folder, 0) from exc
         self.last_durable_at = time.perf_counter()
         _persist._hold("committed")
         _shards.rotate(self.directory, info, self.keep_last)  # only after the commit
