@@ -14,10 +14,10 @@ from typing import Any
 
 from rgt import clip
 from rgt.agent import jobfiles
+from rgt.agent.jobfiles import parse_time
 from rgt.autostop.view import line as autostop_line
 from rgt.models import JobRecord, Machine
 from rgt.ui.patrol import UiPatrol
-from rgt.watch.events import parse_time
 from rgt.watch.patrol import cost
 
 PER_PAGE = 50

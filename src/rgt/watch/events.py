@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from rgt.agent.jobfiles import parse_time  # the one parser of rgt's timestamps
+from rgt.agent.jobfiles import parse_time as parse_time  # the one parser (re-exported)
 from rgt.state.store import Store
 
 

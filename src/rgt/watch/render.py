@@ -13,8 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from rgt.agent.jobfiles import parse_time
 from rgt.autostop.view import line as autostop_line
-from rgt.watch.events import parse_time
 
 STATE_STYLE = {
     "running": "green",
