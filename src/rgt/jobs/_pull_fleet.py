@@ -2,9 +2,10 @@
 
 Each node wrote its own manifest; each is fetched and checked by the one verifier
 (``pull.fetch_verified``) into its own folder, so two nodes that both wrote ``model.pt`` never
-overwrite each other. A node whose manifest lists no file gets no folder. The pull is recorded
-once for the job, its files as ``node-R/PATH`` under DEST and its manifest digest the fleet's
-(``_fleet_state.manifest``), which is what each machine's teardown gate holds it to.
+overwrite each other; a node whose manifest lists no file gets its folder with that manifest,
+the evidence of "nothing" (a fleet where no node wrote a file has no artifacts). The pull is
+recorded once for the job, its files as ``node-R/PATH`` under DEST, its manifest digest the
+fleet's (``_fleet_state.manifest``), which is what each machine's teardown gate holds it to.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from rgt.jobs.pull import (
     NO_ARTIFACTS,
     PullProgress,
     PullResult,
-    checked_entries,
     fetch_verified,
 )
 from rgt.jobs.pulled import failure_reasons
@@ -47,39 +47,27 @@ def pull_fleet(
         backend = backend_for(store, name)
         found = _node_manifest(backend.manifest(job_id), job_id, rank, name, state)
         digests.append(hashlib.sha256(found[1]).hexdigest())
-        if not checked_entries(found[0]):
-            continue  # this node wrote no artifacts
         where = dest / node_dir(rank)
         result, landed = fetch_verified(backend, job_id, where, state, found, progress)
         results.append((rank, result))
         files.update({f"{node_dir(rank)}/{path}": entry for path, entry in landed.items()})
-    return _recorded(store, record, dest, state, results, files, digests)
+    return _recorded(store, record, dest, results, files, digests)
 
 
 def _recorded(
     store: Store,
     record: JobRecord,
     dest: Path,
-    state: JobState,
     results: list[tuple[int, PullResult]],
     files: dict[str, Any],
     digests: list[str],
 ) -> PullResult:
     where = os.path.abspath(dest)
     sha = hashlib.sha256(fleet_manifest_bytes(digests)).hexdigest()
-    if not results:
-        if state not in TERMINAL:
-            raise JobError(
-                f"job {record.job_id} has not ended (state {state.value}); nothing to pull yet",
-                job_id=record.job_id,
-                fix="wait for it to end (`rgt watch JOB`)",
-            )
-        report = {"ok": True, "note": NO_ARTIFACTS, "files": [], "missing": [], "unexpected": []}
-        store.record_pull(record.job_id, where, {}, sha, True, report)
-        return PullResult(record.job_id, where, 0, 0, 0, True, report, note=NO_ARTIFACTS)
     report = merged(results)
     ok = bool(report["ok"])
     store.record_pull(record.job_id, where, files, sha, ok, report)
+    nothing = all(r.note == NO_ARTIFACTS for _, r in results)
     return PullResult(
         job_id=record.job_id,
         dest=where,
@@ -90,6 +78,7 @@ def _recorded(
         report=report,
         reasons=tuple(failure_reasons(report)),
         refused=tuple(why for _, r in results for why in r.refused),
+        note=NO_ARTIFACTS if nothing else None,
     )
 
 
