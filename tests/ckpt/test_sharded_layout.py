@@ -5,13 +5,16 @@ see a step only once committed; a corrupt shard makes ``load_latest`` fall back 
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rgt.agent import _ckpt_find
-from rgt.ckpt import CheckpointFallbackWarning, ShardedCheckpointer, _shards
+from rgt.ckpt import CheckpointFallbackWarning, ShardedCheckpointer, _persist, _shards
+from rgt.errors import DiskBudgetError
 from rgt.verdicts import check_tree
 
 torch = pytest.importorskip("torch")
@@ -96,3 +99,33 @@ def test_a_fresh_directory_loads_nothing(tmp_path: Path) -> None:
     target = state(0, 0)
     assert ShardedCheckpointer(tmp_path / "none", rank=0, world_size=1).load_latest(target) is None
     assert target["step"] == 0
+
+
+def test_inodes_running_out_before_the_shard_record_leave_the_previous_step(
+    small_tmpfs: Any,
+) -> None:
+    point = small_tmpfs("16m", 64)
+    ckpt = ShardedCheckpointer(point / "ckpt", rank=0, world_size=1, session=SESSION)
+    ckpt.save(state(0, 1), 1)
+    (point / "others").mkdir()
+
+    def use_every_inode(at: str) -> None:
+        index = 0
+        while at == "written":
+            try:
+                (point / "others" / str(index)).touch()
+            except OSError:
+                return
+            index += 1
+
+    _persist.hold = use_every_inode
+    try:
+        with pytest.raises(DiskBudgetError, match="No space left"):
+            ckpt.save(state(0, 2), 2)
+    finally:
+        _persist.hold = None
+    step2 = folder_of(point / "ckpt", 2)
+    assert not [n for n in os.listdir(step2) if n.endswith(".rgt") or n.startswith(".tmp-")]
+    target = state(0, 0)
+    assert ShardedCheckpointer(point / "ckpt", rank=0, world_size=1).load_latest(target)
+    assert target["step"] == 1
