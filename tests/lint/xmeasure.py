@@ -35,6 +35,7 @@ CASES = Path(__file__).parent / "xcorpus" / "cases"
 # A second blind batch, written and frozen after the rules were changed because of the test
 # half's misses (xcorpus/FROZEN.md): measured whole, once.
 BATCH2 = Path(__file__).parent / "xcorpus" / "batch2"
+BATCH3 = Path(__file__).parent / "xcorpus" / "batch3"  # a third, smaller blind batch
 Found = tuple[str, str, int]  # path (relative), code, line
 
 
@@ -122,7 +123,7 @@ class Tally:
 
 def measure(which: str) -> Tally:
     tally = Tally()
-    folder = BATCH2 if which == "batch2" else CASES
+    folder = {"batch2": BATCH2, "batch3": BATCH3}.get(which, CASES)
     for path in sorted(folder.glob("*.txt")):
         case = parse(path)
         if folder is CASES and half(case.repo) != which:
@@ -167,18 +168,19 @@ def frozen_digest(folder: Path = CASES) -> str:
     (FROZEN.md records both)."""
     digest = hashlib.sha256()
     for path in sorted(folder.glob("*.txt")):
-        if folder is BATCH2 or half(parse(path).repo) == "test":
+        if folder is not CASES or half(parse(path).repo) == "test":
             digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--half", choices=("tune", "test", "both", "batch2"), default="tune")
+    halves = ("tune", "test", "both", "batch2", "batch3")
+    parser.add_argument("--half", choices=halves, default="tune")
     parser.add_argument("--frozen", action="store_true", help="print the test half's SHA-256")
     args = parser.parse_args()
     if args.frozen:
-        print(frozen_digest(BATCH2 if args.half == "batch2" else CASES))
+        print(frozen_digest({"batch2": BATCH2, "batch3": BATCH3}.get(args.half, CASES)))
         return 0
     halves = ("tune", "test") if args.half == "both" else (args.half,)
     for which in halves:
