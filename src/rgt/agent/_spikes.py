@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 WINDOW = 64  # logged values in the baseline
-MIN_HISTORY = 3  # values seen before anything is judged
+MIN_HISTORY = 5  # values before the median and MAD are trusted ...
+EARLY_RATIO = 4.0  # ... before that, only a jump of this many times the median counts
 MIN_RATIO = 1.8  # a spike is at least this many times the running median ...
 MIN_Z = 4.0  # ... and this many robust deviations above it
 RECOVER_RATIO = 1.3  # back within this ratio (or 3 deviations) of the median: recovered
@@ -55,9 +56,12 @@ _LOSS_RE = re.compile(
 _STEP_RE = re.compile(
     r"(?<![\w/])(?:global_step|step|iter|iteration|it)['\"]?\s*[:=]?\s*(\d+)\b", re.I
 )
-_PREV_WORD_RE = re.compile(r"([A-Za-z]+)[\s_/]*$")
+_PREV_WORD_RE = re.compile(r"([A-Za-z]+) +$")
+_WORD_RE = re.compile(r"[A-Za-z]+")
 _EVAL = frozenset(["val", "valid", "validation", "eval", "evaluation", "test", "dev"])
-_PREFERRED = frozenset(["loss", "loss_step", "train_loss", "train_loss_step", "train/loss"])
+_PREFERRED = frozenset(
+    ["loss", "loss_step", "train_loss", "train_loss_step", "train/loss", "total_loss", "lm_loss"]
+)
 
 
 def parse_line(line: str) -> Optional[Tuple[Optional[int], float]]:
@@ -65,9 +69,8 @@ def parse_line(line: str) -> Optional[Tuple[Optional[int], float]]:
     line = line[:MAX_LINE]
     candidates = []  # type: List[Tuple[str, str]]
     for match in _LOSS_RE.finditer(line):
-        key = match.group("key").lower().strip("-./")
-        before = _PREV_WORD_RE.search(line[: match.start()])
-        if _is_eval(key) or (before is not None and before.group(1).lower() in _EVAL):
+        key = _key(match.group("key").lower().strip("-./"), line[: match.start()])
+        if _is_eval(key) or _eval_line(line[: match.start()]):
             continue
         candidates.append((key, match.group("num")))
     if not candidates:
@@ -77,9 +80,20 @@ def parse_line(line: str) -> Optional[Tuple[Optional[int], float]]:
     return (int(step.group(1)) if step else None), float(chosen[1])
 
 
+def _key(key: str, before: str) -> str:
+    """``Train loss`` / ``Total loss`` / ``val loss``: the word before a bare ``loss`` names it."""
+    word = _PREV_WORD_RE.search(before) if key == "loss" else None
+    return key if word is None else word.group(1).lower() + "_" + key
+
+
 def _is_eval(key: str) -> bool:
     head = re.split(r"[_/.\-]", key, maxsplit=1)[0]
     return head in _EVAL
+
+
+def _eval_line(before: str) -> bool:
+    """A validation line (``Epoch 3 | Validation | Loss: ...``, ``Val. Epoch: 0 ...``)."""
+    return any(word.lower() in _EVAL for word in _WORD_RE.findall(before))
 
 
 @dataclass(frozen=True)
@@ -147,13 +161,13 @@ class SpikeDetector(object):
         spike, self.open = self.open, None
         return None if spike is None else _spike(spike, None, None)
 
-    def _baseline(self) -> Optional[Tuple[float, float]]:
-        if len(self.history) < MIN_HISTORY:
+    def _baseline(self) -> Optional[Tuple[float, float, int]]:
+        if not self.history:
             return None
         ordered = sorted(self.history)
         median = _median(ordered)
         mad = _median(sorted(abs(v - median) for v in ordered)) * MAD_SCALE
-        return median, mad
+        return median, mad, len(ordered)
 
     def _follow(self, x: float, value: float, step: Optional[int]) -> Optional[Spike]:
         spike = self.open
@@ -161,7 +175,7 @@ class SpikeDetector(object):
         spike["samples"] += 1
         if value > spike["peak"]:
             spike["peak"], spike["peak_step"] = value, step
-        median, mad = spike["base"]
+        median, mad, _n = spike["base"]
         if x - median <= max(math.log(RECOVER_RATIO), 3.0 * mad):
             self.open = None
             self.history.append(x)
@@ -174,16 +188,18 @@ class SpikeDetector(object):
         return _spike(spike, False, step)
 
 
-def _is_spike(x: float, base: Tuple[float, float]) -> bool:
-    median, mad = base
+def _is_spike(x: float, base: Tuple[float, float, int]) -> bool:
+    median, mad, n = base
     rise = x - median
+    if n < MIN_HISTORY:  # a few values say little about the noise: only a leap counts
+        return rise >= math.log(EARLY_RATIO)
     return rise >= math.log(MIN_RATIO) and rise >= MIN_Z * mad
 
 
 def _onset(
-    index: int, step: Optional[int], value: float, base: Tuple[float, float]
+    index: int, step: Optional[int], value: float, base: Tuple[float, float, int]
 ) -> Dict[str, Any]:
-    median, mad = base
+    median, mad, _n = base
     z = (math.log(value) - median) / mad if mad > 0 else float("inf")
     return {
         "sample": index,
