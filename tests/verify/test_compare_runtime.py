@@ -5,6 +5,7 @@ a knob that differs besides the swept variable."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Sequence
@@ -18,7 +19,10 @@ from rgt.state.store import Store
 from rgt.verify import runtime
 from rgt.verify.compare import compare
 from tests.agent.conftest import agent_pyz, make_job  # noqa: F401  (fixtures)
-from tests.clirun import ok, rgt
+from tests.clirun import ok
+from tests.clirun import rgt as _rgt
+
+rgt = functools.partial(_rgt, timeout=300)  # jobs on a loaded shared machine take their time
 
 JOB = """
 import os, torch
