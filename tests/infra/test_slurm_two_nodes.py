@@ -32,16 +32,18 @@ srun sh -c 'exec "$0" -m torch.distributed.run --nnodes 2 --nproc_per_node 2 \
 
 
 def batch(cluster: SlurmNodes, script: str, tmp_path: Path) -> str:
-    """Run ``script`` as `sbatch --nodes 2 --ntasks-per-node 1`; its output once it ended."""
+    """Run ``script`` as `sbatch --nodes 2 --ntasks-per-node 1`; its stdout once it ended (srun's
+    own notes, e.g. "step creation temporarily disabled" while a step ends, go to stderr)."""
     (tmp_path / "job.sh").write_text(script)
-    out = tmp_path / "job.out"
+    out, err = tmp_path / "job.out", tmp_path / "job.err"
     submitted = cluster.run(
-        "sbatch", "--parsable", "--nodes", "2", "--ntasks-per-node", "1",
-        "--chdir", str(tmp_path), "--output", str(out), str(tmp_path / "job.sh"),
+        "sbatch", "--parsable", "--nodes", "2", "--ntasks-per-node", "1", "--chdir",
+        str(tmp_path), "--output", str(out), "--error", str(err), str(tmp_path / "job.sh"),
     )  # fmt: skip
     job = cluster.wait(submitted.strip().split(";")[0], lambda j: j.state in ENDED, 300)
     text = out.read_text() if out.exists() else ""
-    assert job.state == "COMPLETED", f"{job}\n{text}\n{cluster.logs()}"
+    notes = err.read_text() if err.exists() else ""
+    assert job.state == "COMPLETED", f"{job}\n{text}\n{notes}\n{cluster.logs()}"
     return text
 
 
