@@ -5,7 +5,9 @@ MAD (median absolute deviation) of the last ``WINDOW`` logged losses, in log spa
 loss lives on a multiplicative scale (2.3 -> 4.6 is the same event as 0.23 -> 0.46). A value
 is a spike when it is at least ``MIN_RATIO`` times the median *and* ``MIN_Z`` robust deviations
 above it; the ratio keeps a calm curve (MAD near zero) from firing on noise, the deviation keeps
-a noisy one (small batches, RL) from firing on its ordinary swings.
+a noisy one (small batches, RL) from firing on its ordinary swings. While fewer than
+``MIN_HISTORY`` values are known the MAD means nothing, and only a leap of ``EARLY_RATIO`` times
+the median counts (the first losses of a run are judged, but only against gross jumps).
 
 Only upward moves count. Warm-up and LR-schedule decays move the loss *down* (a median that
 lags behind a falling curve sits above it), and a decay step is a drop, so neither fires.
@@ -48,7 +50,7 @@ MAX_LINE = 4096  # characters of one line looked at
 
 _NUM = r"[-+]?(?:nan|inf(?:inity)?|(?:\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?)"
 _LOSS_RE = re.compile(
-    r"(?<![\w/.])(?P<key>[\w/.\-]*loss(?:_step)?)['\"]?\s*[:=]?\s*(?:tensor\()?(?P<num>"
+    r"(?<![\w/.\-])(?P<key>[\w/.\-]*loss(?:_step)?)['\"]?\s*[:=]?\s*(?:tensor\()?(?P<num>"
     + _NUM
     + r")(?![\w.])",
     re.I,
@@ -57,7 +59,10 @@ _STEP_RE = re.compile(
     r"(?<![\w/])(?:global_step|step|iter|iteration|it)['\"]?\s*[:=]?\s*(\d+)\b", re.I
 )
 _PREV_WORD_RE = re.compile(r"([A-Za-z]+) +$")
-_WORD_RE = re.compile(r"[A-Za-z]+")
+_EVAL_LINE_RE = re.compile(
+    r"\b(?:val|valid|validation|validating|eval|evaluation|evaluating)\b", re.I
+)
+MAX_KEYS = 32  # loss-like keys looked at on one line
 _EVAL = frozenset(["val", "valid", "validation", "eval", "evaluation", "test", "dev"])
 _PREFERRED = frozenset(
     ["loss", "loss_step", "train_loss", "train_loss_step", "train/loss", "total_loss", "lm_loss"]
@@ -68,11 +73,15 @@ def parse_line(line: str) -> Optional[Tuple[Optional[int], float]]:
     """(step or None, training loss) named on one log or metrics line, else None."""
     line = line[:MAX_LINE]
     candidates = []  # type: List[Tuple[str, str]]
-    for match in _LOSS_RE.finditer(line):
-        key = _key(match.group("key").lower().strip("-./"), line[: match.start()])
-        if _is_eval(key) or _eval_line(line[: match.start()]):
-            continue
-        candidates.append((key, match.group("num")))
+    marker = _EVAL_LINE_RE.search(line)  # `Epoch 3 | Validation | Loss: ...`, `Val. Epoch: 0 ...`
+    evals_from = marker.start() if marker else len(line)
+    for count, match in enumerate(_LOSS_RE.finditer(line)):
+        before = line[max(0, match.start() - 40) : match.start()]
+        key = _key(match.group("key").lower().strip("-./"), before)
+        if count >= MAX_KEYS:
+            break
+        if not _is_eval(key) and match.start() < evals_from:
+            candidates.append((key, match.group("num")))
     if not candidates:
         return None
     chosen = next((c for c in candidates if c[0] in _PREFERRED), candidates[0])
@@ -89,11 +98,6 @@ def _key(key: str, before: str) -> str:
 def _is_eval(key: str) -> bool:
     head = re.split(r"[_/.\-]", key, maxsplit=1)[0]
     return head in _EVAL
-
-
-def _eval_line(before: str) -> bool:
-    """A validation line (``Epoch 3 | Validation | Loss: ...``, ``Val. Epoch: 0 ...``)."""
-    return any(word.lower() in _EVAL for word in _WORD_RE.findall(before))
 
 
 @dataclass(frozen=True)
