@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from rgt import knowledge
 from rgt.agent import _spikes
 from rgt.agent._spikes import SpikeDetector, SpikeWatch, parse_line
 from rgt.knowledge import catalog
@@ -164,9 +165,10 @@ def test_the_watch_judges_metrics_jsonl_and_leaves_the_logs_copy_alone() -> None
     assert spike.detail("metrics.jsonl")["recovered"] is True and spike.step == 7
 
 
-def test_loss_spike_has_an_explain_entry() -> None:
+def test_loss_spike_has_an_explain_entry_that_watch_links() -> None:
     entry = catalog.lookup("loss_spike")
     assert entry.kind == "event" and "recovered" in entry.body
+    assert knowledge.link("loss_spike") == "rgt explain loss_spike"  # what watch puts on events
 
 
 @pytest.mark.slow  # a real job under the agent, ~3 s
