@@ -311,3 +311,22 @@ def test_an_evaluation_method_run_after_a_training_method_leaves_the_model_in_tr
     )
     (root / "runner.py").write_text(fixed)
     assert [f for f in found(root) if f[1] == "RGT201"] == []
+
+
+def test_a_test_batch_run_inside_the_training_loop_in_training_mode(tmp_path: Path) -> None:
+    train = (
+        "import torch\nimport torch.nn.functional as F\nfrom models.net import Net\n\n"
+        "net = Net()\nopt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+        "for epoch in range(3):\n    for i, (x, y) in enumerate(loader):\n"
+        "        opt.zero_grad()\n        loss = F.nll_loss(net(x), y)\n        loss.backward()\n"
+        "        opt.step()\n        if i % 10 == 0:\n            tx, ty = next(iter(testloader))\n"
+        "            test_loss = F.nll_loss(net(tx), ty)\n"
+    )
+    files = {"setup.py": "", "models/net.py": MODEL, "train.py": train}
+    root = project(tmp_path, files)
+    hits = [f for f in found(root) if f[1] == "RGT201"]
+    assert [(f[0], f[1]) for f in hits] == [("train.py", "RGT201")]
+    assert "`net` runs on test data inside the training loop" in hits[0][2]
+    fixed = train.replace("            tx, ty =", "            net.eval()\n            tx, ty =")
+    (root / "train.py").write_text(fixed)
+    assert [f for f in found(root) if f[1] == "RGT201"] == []

@@ -92,6 +92,57 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     yield from _accumulated(facts)
     if words & LAYER_WORDS:
         yield from _inline_evaluation(facts)
+        yield from _evaluation_branches(facts)
+
+
+EVAL_DATA = re.compile(r"(?i)(test|val|valid|eval)")
+
+
+def _evaluation_branches(facts: Facts) -> Iterator[Hit]:
+    """A training loop that, every few steps, runs the model it trains on a test batch in an
+    ``if`` branch (``if i % 10 == 0: ... classifier(points)`` over ``testdataloader``) with no
+    ``.eval()`` first: the test numbers come from a model in training mode (pointnet.pytorch
+    before its fix)."""
+    stepping = facts.loops_calling("backward")
+    for loop in (n for n in facts.loops if id(n) in stepping):
+        inside = facts.calls_in(loop)
+        backward = next((c for c in inside if method(c) == "backward"), None)
+        trained = {
+            c.func.id
+            for c in inside
+            if isinstance(c.func, ast.Name) and _holds_model(facts, c.func.id)
+        }
+        if backward is None or not trained:
+            continue
+        for branch in facts.ifs:
+            if branch.lineno <= backward.lineno or _parent_loop(facts, branch) is not loop:
+                continue
+            hit = _branch_run(facts, loop, branch, trained)
+            if hit is not None:
+                yield hit
+                break
+
+
+def _branch_run(facts: Facts, loop: ast.AST, branch: ast.If, trained: set[str]) -> Hit | None:
+    calls = [c for c in facts.calls_in(loop) if _within(c, branch)]
+    if any(method(c) in ("backward", "step") for c in calls):
+        return None
+    names = {dotted(n) or "" for n in walk(branch) if isinstance(n, ast.Name | ast.Attribute)}
+    if not any(EVAL_DATA.search(n) for n in names):
+        return None
+    runs = [c for c in calls if isinstance(c.func, ast.Name) and c.func.id in trained]
+    runs = [c for c in runs if not _mode_set(facts, loop, c)]
+    if not runs:
+        return None
+    name = runs[0].func.id  # type: ignore[attr-defined]
+    return Hit(
+        "RGT201", runs[0], f"`{name}` runs on test data inside the training loop, in training mode"
+    )
+
+
+def _within(node: ast.AST, outer: ast.AST) -> bool:
+    start, end = getattr(outer, "lineno", 0), getattr(outer, "end_lineno", 0) or 0
+    return start <= getattr(node, "lineno", -1) <= end
 
 
 def _inline_evaluation(facts: Facts) -> Iterator[Hit]:
