@@ -149,6 +149,7 @@ def test_the_common_log_formats_are_read(line: str, expected: tuple[Any, float])
         "Epoch 42 | Validation | Elapsed Time: 0:15:08 | Steps: 784 | Loss: 4.063824",
         "Val. Epoch: 0/500. Classification loss: 0.32317. Total loss: 0.46783",
         "lossy compression ratio 3",
+        "{'train_runtime': 812.4, 'train_samples_per_second': 9.8, 'train_loss': 1.23}",
     ],
 )
 def test_validation_losses_and_other_words_are_not_training_losses(line: str) -> None:

@@ -62,6 +62,7 @@ _PREV_WORD_RE = re.compile(r"([A-Za-z]+) +$")
 _EVAL_LINE_RE = re.compile(
     r"\b(?:val|valid|validation|validating|eval|evaluation|evaluating)\b", re.I
 )
+_SUMMARY_RE = re.compile(r"\btrain_(?:runtime|samples_per_second|steps_per_second)\b")
 MAX_KEYS = 32  # loss-like keys looked at on one line
 _EVAL = frozenset(["val", "valid", "validation", "eval", "evaluation", "test", "dev"])
 _PREFERRED = frozenset(
@@ -72,6 +73,8 @@ _PREFERRED = frozenset(
 def parse_line(line: str) -> Optional[Tuple[Optional[int], float]]:
     """(step or None, training loss) named on one log or metrics line, else None."""
     line = line[:MAX_LINE]
+    if _SUMMARY_RE.search(line):
+        return None  # HF Trainer's end-of-run mean (`'train_loss': ...`), not a step's loss
     candidates = []  # type: List[Tuple[str, str]]
     marker = _EVAL_LINE_RE.search(line)  # `Epoch 3 | Validation | Loss: ...`, `Val. Epoch: 0 ...`
     evals_from = marker.start() if marker else len(line)
