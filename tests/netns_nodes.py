@@ -55,7 +55,10 @@ class Node:
 def skip_reason() -> str | None:
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
-        return f"{', '.join(missing)} missing: `bash dev.sh test` installs iproute2"
+        return (
+            f"{', '.join(missing)} missing: `bash dev.sh test` installs iproute2 (ip); "
+            "nsenter, unshare and mount are Debian's util-linux and mount"
+        )
     if os.geteuid() != 0:
         return "network namespaces and veth pairs need root"
     return None
