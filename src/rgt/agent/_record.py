@@ -34,6 +34,7 @@ NOTIFY_KINDS = frozenset(
         "nan_loss",
         "log_stalled",
         "ranks_hung",
+        "loss_spike",
         "disk_nearly_full",
         "memory_near_limit",
         "gpu_idle",
