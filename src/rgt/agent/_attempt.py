@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from rgt.agent import _gpus, _kernel, _launch, _pypath, _ranklogs, _resume, _system, _workdir
 from rgt.agent._classify import REMEDY_PREEMPTED, AttemptFacts, Decision, decide
+from rgt.agent._fleet import group_restart
 from rgt.agent._record import JobRecorder
 from rgt.agent._sentinel import Sentinel
 from rgt.agent.paths import JobPaths
@@ -283,6 +284,7 @@ class AttemptRunner(object):
         self.gpus.release()
         self.rec.update(exit_code=facts.exit_code, signal=facts.signal_num)
         decision = None if returncode == 0 else decide(facts)
+        decision = group_restart(self.spec, decision)  # a fleet node: a peer's loss
         stopped = self.stop_requested or (self.warned and facts.signal_num == signal.SIGUSR1)
         if decision is not None and stopped and not decision.cancelled:
             why = "SIGTERM" if self.stop_requested else "SIGUSR1 (the platform's warning)"
