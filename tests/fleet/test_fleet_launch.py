@@ -79,16 +79,19 @@ def test_a_fleet_runs_one_job_on_both_machines(fleet: Fleet) -> None:
     assert status(job_id)["state"] == "succeeded"
 
 
-def test_a_pulled_copy_changed_on_one_node_fails_the_gate_of_each_machine(
+def test_master_addr_and_a_pulled_copy_changed_on_one_node_fail_each_gate(
     fleet: Fleet, tmp_path: Path
 ) -> None:
     (fleet.project / "job.py").write_text(JOB)
-    launched = rgt("run", "a,b", "--probe-seconds", "1", "--json", "--", "python3", "job.py",
-                   cwd=fleet.project)  # fmt: skip
+    launched = rgt("run", "a,b", "--probe-seconds", "1", "--json", "--master-addr", "node0.lan",
+                   "--", "python3", "job.py", cwd=fleet.project)  # fmt: skip
     job_id = json.loads(launched.stdout)["job_id"]
     assert wait_ended(job_id)["state"] == "succeeded"
     dest = tmp_path / "pulled"
     assert rgt("pull", job_id, "--to", str(dest), "--json").returncode == 0
+    for rank in (0, 1):  # --master-addr: the address the nodes are given, not the one rgt uses
+        node = json.loads((dest / f"node-{rank}" / "outputs" / "node.json").read_text())
+        assert node["RGT_MASTER_ADDR"] == "node0.lan"
     (dest / "node-1" / "outputs" / "node.json").write_text("{}")  # no longer what was verified
     for name in fleet.names:
         gate = rgt("down", name, "--json", "--check")

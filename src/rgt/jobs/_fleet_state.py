@@ -74,7 +74,7 @@ def group(
 def combine(record: JobRecord, nodes: Sequence[JobStatus]) -> JobStatus:
     """The group's status (module docstring) from each node's, by rank."""
     states = [s.state for s in nodes]
-    worst = min(range(len(nodes)), key=lambda r: WORST.index(states[r]))
+    worst = min(range(len(nodes)), key=lambda r: _badness(nodes[r]))
     doc = nodes[worst].to_doc()
     doc["state"] = _group_state(states)
     doc["exists"] = all(s.exists for s in nodes)
@@ -90,6 +90,12 @@ def combine(record: JobRecord, nodes: Sequence[JobStatus]) -> JobStatus:
         doc["reason"] = f"node {worst} ({record.spec.nodes[worst]}): {doc['reason']}"
     doc["nodes"] = [_node_line(r, record.spec.nodes[r], s) for r, s in enumerate(nodes)]
     return JobStatus.from_doc(doc, record.job_id)
+
+
+def _badness(status: JobStatus) -> tuple[int, bool]:
+    """Lower is worse: by state (``WORST``), then a live node whose agent is gone first."""
+    lost = status.agent_alive is False and not status.has_ended
+    return WORST.index(status.state), not lost
 
 
 def _group_state(states: Sequence[JobState | None]) -> str | None:
