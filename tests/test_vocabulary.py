@@ -38,3 +38,17 @@ def test_terminal_states_are_spelled_in_one_module() -> None:
 def test_the_check_sees_a_second_spelling() -> None:
     assert literal_sets(ast.parse('ENDED = ("cancelled", "failed", "succeeded", "lost")')) == [1]
     assert literal_sets(ast.parse('x in {"succeeded", "failed"}')) == []
+
+
+def test_one_module_writes_job_state_to_the_local_cache() -> None:
+    """``Store.update_job`` is called from ``rgt.jobs.status_cache`` only: every read
+    (status, watch, the gate, adopt, sweeps) caches what it proves through the same writer."""
+    callers = {
+        str(path.relative_to(SRC))
+        for path in SRC.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "update_job"
+    }
+    assert callers == {"jobs/status_cache.py"}
