@@ -79,3 +79,8 @@ def test_a_single_machine_with_two_nodes_names_the_fleet(fleet: Fleet) -> None:
 def test_the_help_names_the_fleet() -> None:
     text = rgt("run", "--help").stdout
     assert "--master-addr" in text and "A,B" in text
+
+
+def test_a_forecast_is_per_machine(fleet: Fleet) -> None:
+    doc = refused(fleet, "a,b", "--dry-run")
+    assert doc["message"] == "--dry-run takes one machine, not the fleet a,b", doc

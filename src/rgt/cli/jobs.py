@@ -136,7 +136,7 @@ def run(
     MACHINE may be a fleet, A,B,…: one node per machine, the first the master, each node's
     agent given RGT_NNODES, RGT_NODE_RANK, RGT_MASTER_ADDR and RGT_MASTER_PORT."""
     from rgt.jobs import pythongate
-    from rgt.jobs.fleet import launch_fleet, names_of
+    from rgt.jobs.fleet import launch_fleet, names_of, one_machine
     from rgt.jobs.launch import LaunchOptions, launch, probe
     from rgt.jobs.notify import resolve
     from rgt.jobs.resume_form import resume_spec
@@ -145,8 +145,10 @@ def run(
     from rgt.watch.envgate import check_gate
 
     check_separator(click.get_current_context())
+    names = names_of(machine)  # a fleet: A,B,…
     if dry_run:  # nothing starts, no meter: the forecast (rgt.autostop.forecast)
-        return show_forecast(out, machine, command, run_resources(resources))
+        where = one_machine(names, "--dry-run")
+        return show_forecast(out, where, command, run_resources(resources))
     if lint_first:
         from rgt.lint.preflight import lines, preflight, refuse_on_bugs
 
@@ -154,7 +156,6 @@ def run(
         refuse_on_bugs(report)  # exit 3 before anything is launched
         for line in lines(report):
             out.warn(line)
-    names = names_of(machine)  # a fleet: A,B,…
     for note in (note for name in names for note in check_gate(name, force)):
         out.warn(note)
     env = env_pairs_of(env_pairs)

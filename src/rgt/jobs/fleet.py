@@ -67,6 +67,16 @@ def names_of(machines: str) -> list[str]:
     return names
 
 
+def one_machine(names: Sequence[str], option: str) -> str:
+    """The one machine of ``names``; a fleet is refused for what works per machine."""
+    if len(names) > 1:
+        raise UsageError(
+            f"{option} takes one machine, not the fleet {','.join(names)}",
+            fix=f"run it for each machine: {' ; '.join(f'rgt run {n} {option} …' for n in names)}",
+        )
+    return names[0]
+
+
 def launch_fleet(
     store: Store, names: Sequence[str], options: LaunchOptions, master_addr: str | None = None
 ) -> JobRecord:
