@@ -33,8 +33,9 @@ from rgt.backends import backend_for
 from rgt.backends._render.fit import BOXES, fit
 from rgt.backends.base import Backend
 from rgt.errors import TransportError, UsageError
-from rgt.models import JobRecord, JobState
-from rgt.state.store import Store, utcnow
+from rgt.jobs import status_cache
+from rgt.models import JobRecord
+from rgt.state.store import Store
 from rgt.transport.snapshot import Snapshot, take_snapshot
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ def _submit(
             started.append(backend)
     except BaseException:
         _stop(started, job_id)  # a fleet with a node missing would wait at its rendezvous
-        store.update_job(job_id, state=JobState.FAILED, attempts=0, ended=utcnow())
+        status_cache.never_submitted(store, [job_id])
         raise
     return record
 
