@@ -87,3 +87,27 @@ def test_a_killed_worker_on_node_1_restarts_the_group_from_the_common_step(fleet
         assert (work / "finished").read_text() == "4"
     print(json.dumps(first, indent=1)[:3000])
     print([len(node) for node in ended], [n["attempt"] for n in job["nodes"]])
+
+
+FAILS_ON_NODE_1 = (
+    "import os, sys, time\n"
+    "if os.environ['RGT_NODE_RANK'] == '1':\n"
+    "    sys.exit('node 1 gives up')\n"
+    "time.sleep(600)  # node 0 would wait at its rendezvous for ever\n"
+)
+
+
+def test_a_node_that_failed_for_good_stops_the_rest(fleet: Fleet) -> None:
+    (fleet.project / "job.py").write_text(FAILS_ON_NODE_1)
+    launched = rgt("run", "a,b", "--probe-seconds", "1", "--json", "--", "python3", "job.py",
+                   cwd=fleet.project)  # fmt: skip
+    job_id = json.loads(launched.stdout)["job_id"]
+    job = wait_ended(job_id, timeout=120)
+    assert job["state"] == "failed", job
+    node0 = fleet.roots[0] / ".rgt" / "jobs" / job_id / "status.json"
+    deadline = time.monotonic() + 60
+    while json.loads(node0.read_text())["state"] != "cancelled" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert json.loads(node0.read_text())["state"] == "cancelled"  # not left sleeping
+    node1 = fleet.roots[1] / ".rgt" / "jobs" / job_id / "status.json"
+    assert json.loads(node1.read_text())["state"] == "failed"

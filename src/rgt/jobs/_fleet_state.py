@@ -53,13 +53,15 @@ def node_dir(rank: int) -> str:
 
 
 def group(
+    store: Store,
     records: Sequence[JobRecord],
     found: Mapping[str, JobStatus],
     here: str,
     read: Callable[[str, str], JobStatus],
 ) -> dict[str, JobStatus]:
     """``found`` (read on machine ``here``) with each fleet job's status replaced by its
-    group's; ``read(machine, job_id)`` reads another node (``status_cache``: one round trip)."""
+    group's; ``read(machine, job_id)`` reads another node (``status_cache``: one round trip).
+    A group that failed has its nodes that still run stopped (``stop_the_rest``)."""
     shown = dict(found)
     for record in records:
         if is_fleet(record):
@@ -68,7 +70,20 @@ def group(
                 for name in record.spec.nodes
             ]
             shown[record.job_id] = combine(record, nodes)
+            stop_the_rest(store, record, nodes)
     return shown
+
+
+def stop_the_rest(store: Store, record: JobRecord, nodes: Sequence[JobStatus]) -> list[str]:
+    """A node failed for good: the group cannot finish, so the nodes still running (waiting at
+    a rendezvous that will never complete, retrying into it) are cancelled, not left to burn
+    their retry budget and the meter. Returns the machines asked to stop."""
+    if not any(s.state is JobState.FAILED for s in nodes):
+        return []
+    live = [name for name, s in zip(record.spec.nodes, nodes, strict=True) if s.live]
+    for name in live:
+        backend_for(store, name).cancel(record.job_id)
+    return live
 
 
 def combine(record: JobRecord, nodes: Sequence[JobStatus]) -> JobStatus:

@@ -53,7 +53,7 @@ def observe(
         found = backend.statuses(ids)
     else:
         found = backend.interpret({j: read.get(j) or absent_doc(j) for j in ids})
-    found = _fleet_state.group(records, found, backend.machine.name, _node_reader(store))
+    found = _fleet_state.group(store, records, found, backend.machine.name, _node_reader(store))
     root = backend.job_paths
     return {r.job_id: settle(store, r, found[r.job_id], root(r.job_id).root) for r in records}
 
