@@ -44,10 +44,11 @@ SHORT_WAIT = {"RGT_AGENT_TERMINAL_WAIT_S": "1.5"}
 
 def fill(directory: Path) -> None:
     """Take every byte, then every inode, of the filesystem under ``directory``."""
-    with open(directory / "filler.bin", "wb") as handle, contextlib.suppress(OSError):
+    # Unbuffered: a buffered file holding the bytes a write could not place would raise
+    # ENOSPC again when it is closed, outside the suppress.
+    with open(directory / "filler.bin", "wb", buffering=0) as handle, contextlib.suppress(OSError):
         while True:
             handle.write(b"x" * 65536)
-            handle.flush()
     with contextlib.suppress(OSError):
         for i in range(100000):
             (directory / f"inode-{i}").touch()
