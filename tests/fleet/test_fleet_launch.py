@@ -94,6 +94,8 @@ def test_master_addr_and_a_pulled_copy_changed_on_one_node_fail_each_gate(
     for rank in (0, 1):  # --master-addr: the address the nodes are given, not the one rgt uses
         node = json.loads((dest / f"node-{rank}" / "outputs" / "node.json").read_text())
         assert node["RGT_MASTER_ADDR"] == "node0.lan"
+    resumed = rgt("resume", job_id, "--json")  # one node's agent would join no group
+    assert resumed.returncode == 2 and "is a fleet (a, b)" in resumed.stdout, resumed.stdout
     (dest / "node-1" / "outputs" / "node.json").write_text("{}")  # no longer what was verified
     for name in fleet.names:
         gate = rgt("down", name, "--json", "--check")

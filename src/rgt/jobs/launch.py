@@ -166,6 +166,13 @@ def resume(store: Store, job_id: str) -> dict[str, Any]:
     from rgt.jobs.revive import confirm, reopen
 
     record = store.job(job_id)
+    if len(record.spec.nodes) > 1:
+        raise UsageError(
+            f"job {job_id} is a fleet ({', '.join(record.spec.nodes)}): `rgt resume` restarts "
+            "one machine's agent and would leave the others out of the group's rendezvous",
+            fix="launch it again with `rgt run A,B …` (each node's agent restarts the group "
+            "by itself after a retryable failure)",
+        )
     backend = backend_for(store, record.machine)
     status = refresh(store, job_id, backend)
     if status.get("exists") is False:
