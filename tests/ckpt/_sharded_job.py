@@ -58,12 +58,14 @@ class JobRun:
         return [event for event in self.events if event.get("kind") == kind]
 
 
-def machine(base: Path) -> tuple[Path, Path, Path]:
-    """(RGT_HOME, machine root, project): a local machine named ``box`` and the script."""
+def machine(base: Path, ssh_line: str | None = None) -> tuple[Path, Path, Path]:
+    """(RGT_HOME, machine root, project): a machine named ``box`` (this one, or the sshd on
+    loopback that ``ssh_line`` reaches: same host, so its files are read here) and the script."""
     home, root, project = base / "home", base / "root", base / "project"
     project.mkdir(parents=True)
     shutil.copy(SCRIPT, project / "train.py")
-    up = rgt(home, "up", "local", "--name", "box", "--root", str(root), "--json")
+    kind = ("generic-ssh", "--ssh", ssh_line) if ssh_line else ("local",)
+    up = rgt(home, "up", *kind, "--name", "box", "--root", str(root), "--json")
     assert up.code == 0, str(up)
     return home, root, project
 
