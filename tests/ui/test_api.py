@@ -114,7 +114,12 @@ def _failed_shows_label(ui: UiServer, job_id: str) -> None:
     row = next(r for r in ui.json("/api/jobs")["items"] if r["id"] == job_id)
     assert row["label"] == "import_error" and row["remedy"]
     page = ui.get(f"/jobs/{job_id}").text
-    assert 'data-testid="job-label">import_error<' in page
+    # The label links to its `rgt explain` entry, served by the UI itself.
+    link = '<a href="/explain/import_error" data-testid="explain-link">import_error</a>'
+    assert f'data-testid="job-label">{link}<' in page
+    entry = ui.get("/explain/import_error")
+    assert entry.status_code == 200 and 'data-entry="import_error"' in entry.text
+    assert "## Fixes, in order of cost" in entry.text and "rgt explain import_error" in entry.text
 
 
 @pytest.mark.slow  # > 1 s on two cores
@@ -126,6 +131,8 @@ def test_unknown_job_is_404_page_and_json(ui_server: Callable[..., UiServer]) ->
     assert api.status_code == 404 and api.json()["fix"]
     assert ui.get("/machines/nope").status_code == 404
     assert ui.get("/sweeps/nope").status_code == 404
+    hostile = ui.get("/explain/%3Cscript%3Ealert(1)%3C%2Fscript%3E")
+    assert hostile.status_code == 404 and "<script>alert" not in hostile.text
 
 
 def test_token_required(ui_server: Callable[..., UiServer]) -> None:

@@ -107,6 +107,7 @@ def page_routes() -> list[Route | Mount]:
         Route("/machines/{name}", machine_page),
         Route("/sweeps/{name}", sweep_page),
         Route("/results", results_page),
+        Route("/explain/{key}", explain_page),
         Route("/fragments/machines", machines_fragment),
         Route("/fragments/jobs", jobs_fragment),
         Route("/fragments/job/{job_id}", job_fragment),
@@ -165,6 +166,19 @@ def sweep_page(request: Request) -> HTMLResponse:
 
 def results_page(request: Request) -> HTMLResponse:
     return render("results.html", page="results", results=ui_of(request).findings.results())
+
+
+def explain_page(request: Request) -> HTMLResponse:
+    """An `rgt explain` entry (a triage label, a lint code, an event, a topic), linked from
+    the labels and events the pages show."""
+    from rgt import knowledge
+
+    key = request.path_params["key"]
+    try:
+        entry = knowledge.lookup(key)
+    except ValueError:
+        return not_found("explain entry", key)
+    return render("explain.html", page="explain", entry=entry)
 
 
 def machines_fragment(request: Request) -> HTMLResponse:

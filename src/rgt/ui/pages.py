@@ -28,6 +28,7 @@ def environment() -> jinja2.Environment:
     env.filters["bytes"] = human_bytes
     env.filters["money"] = money
     env.globals["query"] = query
+    env.globals["explain_href"] = explain_href
     return env
 
 
@@ -53,6 +54,20 @@ def human_bytes(value: Any) -> str:
 
 def money(value: Any) -> str:
     return "—" if value is None else f"{float(value):.2f}"
+
+
+@cache
+def explain_href(key: Any) -> str | None:
+    """``/explain/ID`` when the catalog has an entry for a label, lint code or event kind;
+    None (no link) otherwise. A machine's string reaches here: it is only ever looked up."""
+    from rgt import knowledge
+
+    if not isinstance(key, str) or not key or len(key) > 80:
+        return None
+    try:
+        return f"/explain/{knowledge.lookup(key).id}"
+    except ValueError:  # no such entry (UsageError), or a catalog file that does not parse
+        return None
 
 
 def query(**params: Any) -> str:
