@@ -30,7 +30,8 @@ def running(marker):
 
 
 def test_fails_with_everything_running(slurm_two_nodes, ssh_two_nodes):
-    slurm_two_nodes.run("sbatch", "--nodes", "2", "--wrap", "srun sleep 86397")
+    job = ("--nodes", "2", "--output", "/dev/null", "--wrap", "srun sleep 86397")  # no slurm-N.out
+    slurm_two_nodes.run("sbatch", *job)
     for index in range(2):
         subprocess.Popen(ssh_two_nodes.ssh(index, "sleep 86398"), stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
