@@ -12,7 +12,7 @@ import pytest
 from tests.ckpt._sharded_job import JobRun, Kill, machine, run_job
 from tests.faults.harness import rng
 
-pytestmark = pytest.mark.slow  # real torchrun groups under the real agent
+pytestmark = [pytest.mark.slow, pytest.mark.early]  # real torchrun groups: ~1 min
 
 pytest.importorskip("torch")
 

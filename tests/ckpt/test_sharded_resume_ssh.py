@@ -14,7 +14,7 @@ from tests.ckpt.test_sharded_resume import STEPS, assert_exact
 from tests.faults.harness import rng
 from tests.sshd import SshServer
 
-pytestmark = pytest.mark.slow  # real torchrun groups under the real agent, over ssh
+pytestmark = [pytest.mark.slow, pytest.mark.early]  # torchrun groups, over ssh: ~1 min each
 
 pytest.importorskip("torch")
 

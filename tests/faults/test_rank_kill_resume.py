@@ -61,6 +61,7 @@ def tally_job(run: JobRun, reference: JobRun, kills: list[Kill], world: int) -> 
     }
 
 
+@pytest.mark.early  # ~6 min: started last it would end the run alone
 @pytest.mark.timeout(1800)
 def test_rank_kills_at_seeded_steps_lose_nothing_and_resume_exactly(tmp_path: Path) -> None:
     where = machine(tmp_path)

@@ -59,6 +59,7 @@ def events(fleet: Fleet, node: int, job_id: str) -> list[dict[str, object]]:
 
 
 @pytest.mark.slow
+@pytest.mark.early  # over a minute
 def test_a_killed_worker_on_node_1_restarts_the_group_from_the_common_step(fleet: Fleet) -> None:
     pytest.importorskip("torch")
     (fleet.project / "train.py").write_text(TRAIN)

@@ -30,6 +30,7 @@ def ranks(log: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
+@pytest.mark.early  # about a minute
 def test_two_nodes_two_processes_all_reduce_through_rgt(fleet: Fleet) -> None:
     pytest.importorskip("torch")
     shutil.copy(allreduce.__file__, fleet.project / "worker.py")

@@ -24,7 +24,7 @@ import pytest
 from tests import clirun
 from tests.verify.corpus import damage
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.early]  # the corpus is built once: ~3 min
 
 ACCELERATE_OK = ("model.safetensors", "optimizer.bin", "scheduler.bin", "random_states_0.pkl",
                  "custom_checkpoint_0.pkl")  # fmt: skip
