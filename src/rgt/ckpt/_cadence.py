@@ -21,6 +21,9 @@ class Cadence:
     every_seconds: float | None
     smoke: bool
     planner: IntervalPlanner | None
+    asynchronous: bool
+    saves: int
+    last_save_seconds: float | None
     _last_save_clock: float
     _stop: StopRequest
 
@@ -53,6 +56,15 @@ class Cadence:
         if step is not None and self.every_steps and step > 0 and step % self.every_steps == 0:
             return True
         return interval is not None and time.monotonic() - self._last_save_clock >= interval
+
+    def _count_save(self, started: float) -> None:
+        """A save returned: count it, time it (``perf_counter`` at its start), restart the
+        interval clock and tell the planner what the save cost the loop."""
+        self.saves += 1
+        self.last_save_seconds = time.perf_counter() - started
+        self._last_save_clock = time.monotonic()
+        if self.planner is not None:
+            self.planner.saved(self.last_save_seconds, self.asynchronous)
 
     def interval_plan(self) -> IntervalPlan | None:
         """The measured save cost, Daly's interval for ``mtbf_s`` and its expected overhead and

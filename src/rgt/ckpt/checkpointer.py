@@ -280,11 +280,7 @@ class Checkpointer(Cadence):
         return info
 
     def _after_save(self, started: float) -> None:
-        self.saves += 1
-        self.last_save_seconds = time.perf_counter() - started
-        self._last_save_clock = time.monotonic()
-        if self.planner is not None:
-            self.planner.saved(self.last_save_seconds, self.asynchronous)
+        self._count_save(started)
         if self.kill_after_save is not None and self.saves == self.kill_after_save:
             # The smoke/demo resume check: a real kill -9 at a deterministic point, once the
             # save it follows is durable.

@@ -193,7 +193,7 @@ class ShardedCheckpointer(Cadence):
             info = pending
         else:
             info = self._write(job, layout)
-        self._after_save(started)
+        self._count_save(started)
         return info
 
     def wait(self) -> ShardedInfo | None:
@@ -230,13 +230,6 @@ class ShardedCheckpointer(Cadence):
         _persist._hold("committed")
         _shards.rotate(self.directory, info, self.keep_last)  # only after the commit
         return info
-
-    def _after_save(self, started: float) -> None:
-        self.saves += 1
-        self.last_save_seconds = time.perf_counter() - started
-        self._last_save_clock = time.monotonic()
-        if self.planner is not None:
-            self.planner.saved(self.last_save_seconds, self.asynchronous)
 
 
 def world_from_env() -> int:
