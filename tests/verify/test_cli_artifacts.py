@@ -46,3 +46,20 @@ def test_bad_manifest_is_a_usage_level_error_naming_the_field(tmp_path: Path) ->
     result = rgt("verify", "artifacts", str(tmp_path))
     assert result.returncode == 1
     assert "files[0].path" in result.stderr and "fix:" in result.stderr
+
+
+@pytest.mark.slow
+def test_an_incomplete_checkpoint_folder_is_named_not_called_zero_files_bad(
+    tmp_path: Path,
+) -> None:
+    # A transformers Trainer checkpoint whose weights were never written: every file in it is
+    # sound JSON, the folder is not a checkpoint anyone can resume from.
+    folder = tmp_path / "checkpoint-500"
+    folder.mkdir()
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": 500}))
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    result = rgt("verify", "artifacts", str(tmp_path))
+    assert result.returncode == 1, result.stdout
+    summary = result.stdout.strip().splitlines()[-1]
+    assert summary.startswith("FAILED: 1 checkpoint folder(s) bad, 0 of 2 files bad"), summary
+    assert "incomplete" in result.stdout

@@ -79,8 +79,12 @@ def _summary(out: Output, report: VerifyReport) -> None:
     if not report.files:
         out.line("[red]FAILED[/]: no files to verify")
         return
+    # A checkpoint folder can be bad while every file in it is sound (a shard never written):
+    # the failure names what failed, never "0 files bad".
+    bad_units = [unit for unit in report.units if unit.verdict == "bad"]
+    units = f"{len(bad_units)} checkpoint folder(s) bad, " if bad_units else ""
     out.line(
-        f"[red]FAILED[/]: {counts['bad']} of {len(report.files)} files bad ({said}), "
+        f"[red]FAILED[/]: {units}{counts['bad']} of {len(report.files)} files bad ({said}), "
         f"{len(report.missing)} missing, {len(report.unexpected)} unexpected"
     )
 
