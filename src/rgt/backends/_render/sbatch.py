@@ -20,6 +20,11 @@ step 3. A bug (a traceback the agent classifies as not retryable) ends the agent
 the job as FAILED: nothing requeues it (``--requeue`` only allows requeues, it does not ask for
 them on a non-zero exit).
 
+A multi-node job (``--nodes N``, N > 1, one task per node) runs this script on the allocation's
+first node only: the one agent starts there, and it starts one launcher per node with ``srun``
+(``rgt.agent._slurm_nodes``). A node that dies (NODE_FAIL) makes Slurm requeue the whole batch
+job (it may: ``--requeue``), and the script's next run resumes as above.
+
 The agent runs in the background and the shell waits in a loop, because bash runs a trap only
 between commands: a shell blocked in a foreground ``python`` would hold USR1 until the agent
 ended. ``wait`` returns early (status > 128) whenever a trap ran, so the loop waits again until
@@ -33,7 +38,6 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rgt.backends._render import fit
 from rgt.resources import Resources
 
 # Slurm substitutes %j, %A, %a, … in --output; a literal '%' in a path is written '%%'.
@@ -59,11 +63,13 @@ class SbatchJob:
 
 def slurm_flags(resources: Resources, grace_s: int) -> list[str]:
     """The generic vocabulary in Slurm's words; partition/account/qos pass through. ``gpus``
-    is per node, as ``--gres`` counts it; one node only (``_render/fit.py`` says why)."""
+    is per node, as ``--gres`` counts it. More than one node: one task per node, the launcher
+    that the agent starts there with ``srun`` (``rgt.agent._slurm_nodes``)."""
     flags = ["--requeue", "--open-mode=append", f"--signal=B:USR1@{int(grace_s)}"]
     if resources.nodes is not None:
-        fit.one_node(resources, "slurm", fit.SLURM_ONE_NODE)
         flags.append(f"--nodes={resources.nodes}")
+        if resources.nodes > 1:
+            flags.append("--ntasks-per-node=1")
     gpu_type, gpu_count = resources.gpu_request()
     if gpu_count:
         flags.append(
