@@ -5,8 +5,9 @@ machine cannot honour is refused with the fix, never dropped in silence (a job t
 4 GPUs and got the whole box, or a partition Kubernetes never heard of, fails at 3 a.m.).
 
 - **slurm**: every key becomes its ``sbatch`` flag (``_render/sbatch.py``). A GPU type is
-  checked against the GRES the cluster has (``sinfo``); one node only: rgt starts its agent on
-  the allocation's first node, so ``--nodes 2`` would pay for a node nobody uses.
+  checked against the GRES the cluster has (``sinfo``). ``--nodes N`` (N > 1) is a multi-node
+  job: the agent on the allocation's first node starts one launcher per node with ``srun``
+  (``rgt.agent._slurm_nodes``); ``gpus`` is per node.
 - **kubernetes**: GPUs become ``nvidia.com/gpu`` limits, cpus and memory requests, the time an
   ``activeDeadlineSeconds`` (``_render/k8s.py``); partition, account and qos are Slurm's and
   are refused, as is more than one pod.
@@ -36,10 +37,6 @@ BOXES = ("ssh", "local")
 SLURM_NATIVE = ("partition", "account", "qos")
 # One GPU entry of `sinfo -o %G`: gpu:4, gpu:a100:4(S:0-1), gpu:nvidia_a100-sxm4-80gb:8.
 GRES_GPU_RE = re.compile(r"(?:^|,)gpu(?::(?P<type>[^:(,]+))?:(?P<count>\d+)")
-SLURM_ONE_NODE = (
-    "run on one node (--nodes 1, --gpus N per node); rgt starts its agent on the "
-    "allocation's first node only, so a second node would be paid for and left idle"
-)
 K8S_ONE_POD = (
     "run in one pod (--nodes 1, --gpus N per pod); multi-pod jobs (an Indexed Job) are planned"
 )
@@ -88,7 +85,6 @@ def one_node(
 
 
 def _check_slurm(backend: Backend, requested: Resources) -> None:
-    one_node(requested, "slurm", SLURM_ONE_NODE)
     merged = getattr(backend, "defaults", Resources()).merged(requested)
     gpu_type, count = merged.gpu_request()
     if count:
@@ -215,7 +211,6 @@ def _with_defaults(
 ) -> dict[str, Any]:
     out = dict(connection)
     if backend == "slurm":
-        one_node(defaults, "slurm", SLURM_ONE_NODE)
         out["slurm"] = {**out.get("slurm", {}), "resources": defaults.to_json()}
     elif backend == "kubernetes":
         _check_kubernetes(None, defaults)
