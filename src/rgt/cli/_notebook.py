@@ -8,10 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from rgt.state.store import Store
-
 F = TypeVar("F", bound=Callable[..., Any])
-NOTEBOOKS = ("colab", "kaggle-notebook")
 _KEYS = ("drive", "tier", "force_here")
 
 
@@ -44,20 +41,3 @@ def notebook_up_options(func: F) -> F:
     ):
         wrapper = option(wrapper)
     return wrapper  # type: ignore[return-value]
-
-
-def up_notebook(
-    store: Store, platform: str, name: str, options: dict[str, Any], root: str | None, replace: bool
-) -> Any:
-    from rgt.notebook_up import register_notebook
-
-    return register_notebook(
-        store,
-        platform,
-        name,
-        durable=options["drive"],
-        tier=options["tier"],
-        force_here=options["force_here"],
-        root=root,
-        replace_machine=replace,
-    )

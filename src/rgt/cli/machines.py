@@ -11,7 +11,7 @@ import click
 
 from rgt.cli._autostop import approve_autostop, autostop_options, declare, self_stop_option
 from rgt.cli._jobref import job_ids
-from rgt.cli._notebook import NOTEBOOKS, notebook_up_options, up_notebook
+from rgt.cli._notebook import notebook_up_options
 from rgt.cli._output import Output, escape, output_options
 from rgt.cli._runargs import resource_options
 from rgt.cli.vendors import vendor_up_options
@@ -107,11 +107,26 @@ def up(
     --gpu, rent it through the vendor's API (runpod, vastai, lambda, paperspace); colab and
     kaggle-notebook register the notebook VM this runs in (README: Colab and Kaggle notebooks)."""
     from rgt.backends._render.fit import check_defaults, with_defaults
-    from rgt.machines import register
+    from rgt.platforms import UpRequest
+    from rgt.platforms import up as register_platform
     from rgt.profiles.network import machine_plan, parse_mirrors
     from rgt.watch.gpu_expect import GpuExpectation
 
-    chosen = parse_mirrors(mirrors)
+    request = UpRequest(
+        profile=profile,
+        name=name,
+        ssh=ssh_line,
+        price=price,
+        root=root,
+        replace=replace,
+        vendor=vendor,
+        mirrors=parse_mirrors(mirrors),
+        no_mirrors=no_mirrors,
+        kube=kube,
+        notebook=notebook,
+        internet=internet,
+        datasets=datasets,
+    )
     check_defaults(profile, resources)  # before anything is registered
     if self_stop:
         from rgt.autostop.policy import check_self_stop
@@ -120,25 +135,7 @@ def up(
     if expect_gpu:
         GpuExpectation.parse(expect_gpu)  # a bad value fails before anything is rented
     store = Store.open()
-    if profile == "kubernetes":
-        result = _up_kubernetes(store, name, kube, root, replace)
-    elif profile == "kaggle":
-        result = _up_kaggle(store, name, vendor, internet, datasets, replace)
-    elif profile in NOTEBOOKS:  # colab, kaggle-notebook: this VM, durable folder mirrored
-        result = up_notebook(store, profile, name, notebook, root, replace)
-    else:
-        result = register(
-            store,
-            profile,
-            name,
-            ssh=ssh_line,
-            price=price,
-            root=root,
-            replace=replace,
-            vendor=vendor,
-            mirrors=chosen,
-            no_mirrors=no_mirrors,
-        )
+    result = register_platform(store, request)
     if resources is not None:  # the machine's defaults: `rgt run`'s flags win key by key
         result = dataclasses.replace(result, machine=with_defaults(result.machine, resources))
         store.add_machine(result.machine)
@@ -182,31 +179,6 @@ def _expect_gpu(
     expectation = GpuExpectation.parse(spec if ":" in spec else f"{spec}:1", source)
     record(store, name, expectation)
     return expectation.to_json()
-
-
-def _up_kubernetes(
-    store: Store, name: str, kube: dict[str, str | None], root: str | None, replace: bool
-) -> Any:
-    from rgt.backends._k8s_up import kube_up, register_kubernetes
-    from rgt.backends.kubernetes import files_pod_name
-    from rgt.machines import UpResult, guard_replacement, validate_name
-
-    guard_replacement(store, validate_name(name), replace=replace)
-    machine = register_kubernetes(store, name, kube_up(kube), root)
-    note = f"rgt's files pod {files_pod_name(name)} runs in {machine.connection['namespace']}"
-    return UpResult(machine=machine, notes=(note,))
-
-
-def _up_kaggle(
-    store: Store, name: str, vendor: Any, internet: bool, datasets: tuple[str, ...], replace: bool
-) -> Any:
-    from rgt.machines import UpResult, guard_replacement, validate_name
-    from rgt.vendors.kaggle_up import KaggleUp, register_kaggle
-
-    guard_replacement(store, validate_name(name), replace=replace)
-    up = KaggleUp(getattr(vendor, "gpu", None) or "none", internet, datasets)
-    machine, notes = register_kaggle(store, name, up)
-    return UpResult(machine=machine, notes=notes)
 
 
 @click.command()
