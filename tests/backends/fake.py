@@ -1,9 +1,14 @@
-"""An in-memory backend for fast tests of the logic above the backend (the gate, pull, status).
+"""A fast backend for tests of the logic above the backend (the gate, pull, status).
 
-Job states, files and manifests live in dicts. ``submit`` runs the job's command at once, in a
-scratch copy of the snapshot on this host, and keeps only what the machine would keep (its log,
-events, outputs and manifest): so it passes the conformance suite, and ``set_job`` still puts a
-job in any state for truth tables (16 gate combinations don't each need a training job).
+What it fakes is the agent, not the base: a job's state lives in a dict (``set_job`` puts a job
+in any state for truth tables: 16 gate combinations don't each need a training job), while
+everything the agent would leave on the machine (the code snapshot, the log, the events, the
+outputs and the manifest) is written in the agent's own layout under the machine's durable
+root, and read back by ``Backend``'s own derived code over a real ``LocalTransport``
+(``push_snapshot``, ``events``, ``log``, ``manifest``, ``fetch`` are not overridden here). So
+the conformance suite run on this fake exercises the base, and a change to how the base reads
+the agent's files is seen by the fast tests too. ``submit`` runs the job's command at once, in a
+scratch copy of the pushed snapshot, and keeps only what the machine would keep.
 
 Importing this module registers it as the ``fake`` backend (tests only: it is not in the
 production registry).
@@ -14,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -28,9 +34,7 @@ from rgt.errors import BackendError, NotSupportedError
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
 from rgt.state.store import utcnow
-from rgt.transport.base import ProgressFn
 from rgt.transport.local import LocalTransport
-from rgt.transport.snapshot import Snapshot
 
 register_backend("fake", "tests.backends.fake", "FakeBackend")
 
@@ -43,14 +47,11 @@ class Running:
     scratch: tempfile.TemporaryDirectory[str]
 
     @classmethod
-    def start(
-        cls, spec: JobSpec, secrets: dict[str, str], snapshots: dict[str, dict[str, bytes]]
-    ) -> Running:
+    def start(cls, spec: JobSpec, secrets: dict[str, str], pushed: Path | None) -> Running:
         scratch = tempfile.TemporaryDirectory(prefix="rgt-fake-")
         code, out = Path(scratch.name) / "code", Path(scratch.name) / "outputs"
-        for rel, data in snapshots.get(spec.code_snapshot or "", {}).items():
-            (code / rel).parent.mkdir(parents=True, exist_ok=True)
-            (code / rel).write_bytes(data)
+        if pushed is not None and pushed.is_dir():  # the snapshot push_snapshot put there
+            shutil.copytree(pushed, code, symlinks=True)
         code.mkdir(exist_ok=True)
         out.mkdir()
         env = {**os.environ, **spec.env, "RGT_JOB_ID": spec.job_id, "RGT_OUTPUT_DIR": str(out)}
@@ -78,10 +79,6 @@ class FakeBackend(Backend):
     kind = "fake"
     # Shared across instances (get_backend builds a new one per call), keyed by machine name.
     jobs: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {}
-    files: ClassVar[dict[str, dict[str, bytes]]] = {}
-    logs: ClassVar[dict[str, bytes]] = {}
-    job_events: ClassVar[dict[str, list[dict[str, Any]]]] = {}
-    snapshots: ClassVar[dict[str, dict[str, bytes]]] = {}
     running: ClassVar[dict[str, Running]] = {}
     meter_stops: ClassVar[list[str]] = []
 
@@ -106,29 +103,37 @@ class FakeBackend(Backend):
         return "fake meter stopped"
 
     def set_job(self, job_id: str, state: str, files: dict[str, bytes] | None = None) -> None:
-        """Put a job in a state; with ``files``, also write its manifest."""
+        """Put a job in a state; with ``files``, also write them and the manifest naming
+        them into its job dir, as the agent's finalize would."""
         done = state in ("succeeded", "failed", "cancelled")
         status = {"job_id": job_id, "state": state, "attempt": 1, "done": done}
         self.jobs[self.machine.name][job_id] = status
-        if files is not None:
-            entries = [
-                {"path": p, "bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
-                for p, b in sorted(files.items())
-            ]
-            manifest = {"schema": "rgt.manifest/1", "job_id": job_id, "state": state}
-            self.files.setdefault(job_id, {}).update(files)
-            self.files[job_id]["manifest.json"] = json.dumps(
-                {**manifest, "files": entries}
-            ).encode()
+        if files is None:
+            return
+        entries = [
+            {"path": p, "bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
+            for p, b in sorted(files.items())
+        ]
+        manifest = {"schema": "rgt.manifest/1", "job_id": job_id, "state": state}
+        for rel, data in files.items():
+            self._write(job_id, rel, data)
+        self._write(job_id, "manifest.json", json.dumps({**manifest, "files": entries}).encode())
 
-    # -- the lifecycle, in memory ------------------------------------------------------------
+    def _write(self, job_id: str, rel: str, data: bytes) -> None:
+        """A file of the job dir on the "machine" (the durable root, on this host)."""
+        path = Path(self.job_paths(job_id).root) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
 
-    def push_snapshot(self, snapshot: Snapshot, progress: ProgressFn | None = None) -> str:
-        if snapshot.digest not in self.snapshots:
-            self.snapshots[snapshot.digest] = {
-                f.rel: (snapshot.root / f.rel).read_bytes() for f in snapshot.files
-            }
-        return self.root.snapshot(snapshot.digest)
+    def _event(self, job_id: str, kind: str, detail: dict[str, Any] | None = None) -> None:
+        """One line of the job's events.jsonl, in the agent's format."""
+        event = {"kind": kind, "ts": utcnow(), **({"detail": detail} if detail else {})}
+        path = Path(self.job_paths(job_id).events)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as lines:
+            lines.write(json.dumps(event) + "\n")
+
+    # -- the lifecycle: the agent's part, faked ---------------------------------------------
 
     def submit(
         self,
@@ -139,9 +144,10 @@ class FakeBackend(Backend):
         if spec.job_id in self.jobs[self.machine.name]:
             raise BackendError(f"job {spec.job_id} already exists", backend=self.kind)
         self.set_job(spec.job_id, "running")
-        self.files[spec.job_id] = {"spec.json": json.dumps(spec.to_json(), indent=2).encode()}
-        self.job_events[spec.job_id] = [{"kind": "attempt_started", "ts": utcnow()}]
-        self.running[spec.job_id] = Running.start(spec, secrets or {}, self.snapshots)
+        self._write(spec.job_id, "spec.json", json.dumps(spec.to_json(), indent=2).encode())
+        self._event(spec.job_id, "attempt_started")
+        pushed = Path(self.root.snapshot(spec.code_snapshot)) if spec.code_snapshot else None
+        self.running[spec.job_id] = Running.start(spec, secrets or {}, pushed)
         return self.job_paths(spec.job_id)
 
     def _settle(self, job_id: str, cancelled: bool = False) -> None:
@@ -152,10 +158,9 @@ class FakeBackend(Backend):
         del self.running[job_id]
         returncode, log, outputs = running.finish()
         state = "cancelled" if cancelled else "succeeded" if returncode == 0 else "failed"
-        self.logs[job_id] = log
+        self._write(job_id, "logs/attempt-1.log", log)
         self.set_job(job_id, state, outputs)
-        detail = {"exit_code": returncode}
-        self.job_events[job_id].append({"kind": state, "ts": utcnow(), "detail": detail})
+        self._event(job_id, state, {"exit_code": returncode})
 
     def status(self, job_id: str) -> dict[str, Any]:
         self._settle(job_id)
@@ -171,17 +176,3 @@ class FakeBackend(Backend):
         else:
             self.set_job(job_id, "cancelled")
         return {"job_id": job_id, "state": "cancelled"}
-
-    def events(self, job_id: str) -> list[dict[str, Any]]:
-        return list(self.job_events.get(job_id, []))
-
-    def log(self, job_id: str, attempt: int, offset: int = 0) -> bytes:
-        return self.logs.get(job_id, b"")[offset:]
-
-    def manifest(self, job_id: str) -> tuple[dict[str, Any], bytes] | None:
-        raw = self.files.get(job_id, {}).get("manifest.json")
-        return (json.loads(raw), raw) if raw else None
-
-    def fetch(self, job_id: str, rel: str, dest: Path, progress: ProgressFn | None = None) -> None:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(self.files[job_id][rel])

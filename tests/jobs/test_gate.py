@@ -24,7 +24,6 @@ BROKEN = {"outputs/metrics.json": b'{"loss": 0.5'}
 def _fresh_fake() -> None:
     """The fake keeps its machines in class-level dicts; each test starts with none."""
     FakeBackend.jobs.clear()
-    FakeBackend.files.clear()
 
 
 def _setup(

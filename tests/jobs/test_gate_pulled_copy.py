@@ -24,7 +24,6 @@ GOOD = {
 @pytest.fixture(autouse=True)
 def _fresh_fake() -> None:
     FakeBackend.jobs.clear()
-    FakeBackend.files.clear()
 
 
 @pytest.fixture

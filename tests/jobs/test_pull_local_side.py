@@ -23,7 +23,6 @@ MIB = 1 << 20
 @pytest.fixture(autouse=True)
 def _fresh_fake() -> None:
     FakeBackend.jobs.clear()
-    FakeBackend.files.clear()
 
 
 def fake_job(tmp_path: Path, files: dict[str, bytes], state: str = "succeeded") -> Store:
