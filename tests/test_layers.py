@@ -37,10 +37,17 @@ RANKS = {
     "sweep": 5,
     "fetch": 5,
     "demo": 6,
-    "cli": 7,
+    "verbs": 7,
     "mcp": 8,
     "ui": 8,
+    "cli": 9,
 }
+
+
+# The one way left from a front end into the CLI: the MCP tools not yet moved onto the library
+# run the click app through rgt/mcp/_invoke.py (its docstring lists them). The list only shrinks;
+# once it is empty, this exemption and that module go.
+CLICK_PATH = ("mcp/_invoke.py", "cli")
 
 
 def _node(parts: tuple[str, ...]) -> str:
@@ -76,6 +83,8 @@ def import_graph() -> dict[str, set[str]]:
             if not (SRC / target[1]).is_dir() and not (SRC / f"{target[1]}.py").is_file():
                 continue  # `from rgt import __version__`
             dest = _node(target)
+            if (str(path.relative_to(SRC)), dest) == CLICK_PATH:
+                continue
             if dest != source:
                 graph.setdefault(source, set()).add(dest)
     return graph
@@ -153,3 +162,39 @@ def test_backends_and_vendors_never_ask_a_human() -> None:
         if len(target) >= 2 and target[0] == "rgt" and _node(target) in HUMAN
     }
     assert asking == set()
+
+
+# The front ends stand side by side over the same verbs: the MCP server and the dashboard call
+# the library (``rgt.verbs`` and below), never the CLI, and the verbs know no front end and no
+# terminal toolkit. `rgt mcp` and `rgt ui` are CLI commands (rgt/cli/mcp.py, rgt/cli/ui.py) that
+# start them.
+FRONT_ENDS = ("mcp", "ui")
+
+
+def _imported_by(package: str) -> set[tuple[str, str]]:
+    return {
+        (str(path.relative_to(SRC)), ".".join(target))
+        for path in (SRC / package).rglob("*.py")
+        for target in _imports(path, path.relative_to(SRC.parent).with_suffix("").parts)
+    }
+
+
+@pytest.mark.parametrize("package", FRONT_ENDS)
+def test_mcp_and_ui_never_import_the_cli(package: str) -> None:
+    reaching = {
+        f"{path}: {target}"
+        for path, target in _imported_by(package)
+        if target == "rgt.cli" or target.startswith("rgt.cli.")
+        if (path, "cli") != CLICK_PATH
+    }
+    assert reaching == set()
+
+
+def test_the_verbs_know_no_front_end_and_no_terminal() -> None:
+    front = ("rgt.cli", "rgt.mcp", "rgt.ui", "click", "rich")
+    reaching = {
+        f"{path}: {target}"
+        for path, target in _imported_by("verbs")
+        if any(target == name or target.startswith(name + ".") for name in front)
+    }
+    assert reaching == set()

@@ -67,7 +67,7 @@ def test_the_command_map_names_what_each_module_registers() -> None:
 def test_a_command_loads_only_its_own_module() -> None:
     loaded, _printed = _modules_after("lint", "--help")
     assert "rgt.cli.lint" in loaded
-    assert not loaded & {"rgt.cli.vendors", "rgt.cli.jobs", "rgt.ui.command", "rgt.mcp.command"}
+    assert not loaded & {"rgt.cli.vendors", "rgt.cli.jobs", "rgt.cli.ui", "rgt.cli.mcp"}
 
 
 def test_every_command_has_json_flag() -> None:

@@ -41,9 +41,9 @@ COMMANDS = {
     "adopt": "rgt.cli.adopt",
     "lint": "rgt.cli.lint",
     "explain": "rgt.cli.explain",
-    "mcp": "rgt.mcp.command",  # the agent front end sits above the CLI: loaded by name
-    "skill": "rgt.mcp.skill_command",
-    "ui": "rgt.ui.command",  # the dashboard, like mcp, sits above the CLI
+    "mcp": "rgt.cli.mcp",  # starts the agent front end (rgt.mcp), which never imports the CLI
+    "skill": "rgt.cli.skill",
+    "ui": "rgt.cli.ui",  # starts the dashboard (rgt.ui), which never imports the CLI either
     "fetch": "rgt.cli.fetch",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))

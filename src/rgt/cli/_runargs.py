@@ -4,8 +4,8 @@
 reads ``--env`` and ``--retries`` as rgt's own (options may follow positionals), so the job would
 silently run with rgt's flags taken from it. ``RunCommand`` keeps the raw arguments, and
 ``check_separator`` refuses any option that follows the command's first word before a ``--``:
-rgt's options go between NAME and ``--``, the command's after it. ``env_pairs_of`` reads the
-``--env NAME=VALUE`` options. ``resource_options`` adds rgt's one resource vocabulary
+rgt's options go between NAME and ``--``, the command's after it (``rgt.verbs.run.env_of``
+reads the ``--env NAME=VALUE`` options). ``resource_options`` adds rgt's one resource vocabulary
 (``--gpus --cpus --mem --time --partition --account --qos --nodes``) to ``rgt run`` and, as a
 machine's defaults, to ``rgt up``.
 """
@@ -114,14 +114,3 @@ def _refuse(raw: list[str], start: int, index: int) -> None:
         fix="put rgt's options before `--` and the command with its own options after it: "
         "rgt run NAME [rgt options] -- python train.py --lr 3e-4",
     )
-
-
-def env_pairs_of(pairs: tuple[str, ...]) -> dict[str, str]:
-    """``--env NAME=VALUE`` options as a mapping; anything else is a usage error."""
-    env = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--env {pair!r} is not NAME=VALUE")
-        env[name] = value
-    return env

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from rgt.cli._forecast import dry_run_option
 from rgt.cli._forecast import show as show_forecast
 from rgt.cli._jobref import job_id as job_id_arg
-from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, escape, output_options
 from rgt.cli._runargs import (
     RunCommand,
     check_separator,
-    env_pairs_of,
     resource_options,
     run_resources,
 )
@@ -26,6 +24,7 @@ from rgt.state.store import Store
 if TYPE_CHECKING:
     from rgt.jobs.launch import ProbeResult
     from rgt.resources import Resources
+    from rgt.verbs.run import RunResult
 
 PROBE_LINES = 25  # lines of a failed job's log tail shown by `rgt run`
 
@@ -135,77 +134,37 @@ def run(
 
     MACHINE may be a fleet, A,B,…: one node per machine, the first the master, each node's
     agent given RGT_NNODES, RGT_NODE_RANK, RGT_MASTER_ADDR and RGT_MASTER_PORT."""
-    from rgt.jobs import pythongate
-    from rgt.jobs.fleet import launch_fleet, names_of, one_machine
-    from rgt.jobs.launch import LaunchOptions, launch, probe
-    from rgt.jobs.notify import resolve
-    from rgt.jobs.resume_form import resume_spec
-    from rgt.models import RetryPolicy
-    from rgt.verify.runtime import resolve_seed
-    from rgt.watch.envgate import check_gate
+    from rgt.jobs.fleet import names_of, one_machine
+    from rgt.verbs.run import RunRequest, Tell
+    from rgt.verbs.run import run as run_job
 
     check_separator(click.get_current_context())
-    names = names_of(machine)  # a fleet: A,B,…
     if dry_run:  # nothing starts, no meter: the forecast (rgt.autostop.forecast)
-        where = one_machine(names, "--dry-run")
+        where = one_machine(names_of(machine), "--dry-run")
         return show_forecast(out, where, command, run_resources(resources))
-    if lint_first:
-        from rgt.lint.preflight import lines, preflight, refuse_on_bugs
-
-        report = preflight(command)
-        refuse_on_bugs(report)  # exit 3 before anything is launched
-        for line in lines(report):
-            out.warn(line)
-    for note in (note for name in names for note in check_gate(name, force)):
-        out.warn(note)
-    env = env_pairs_of(env_pairs)
-    env["RGT_SEED"] = resolve_seed(env, seed)  # stated, in the job's record
-    for name in names:
-        for note in pythongate.check(name, command, Path.cwd(), env, force):
-            out.warn(note)  # a torch job refused (exit 3) when its python lacks torch
-    store = Store.open()
-    options = LaunchOptions(
-        command=command,
-        env=env,
-        secret_env=secrets,
-        artifacts=artifacts,
-        exclude=excludes,
-        retry=RetryPolicy(max_retries=retries),
-        notify=resolve(notify_source) if notify_source else None,
-        resume=resume_spec(resume_with, ckpt_glob),
-        resources=run_resources(resources),  # flags over rgt.toml [resources]
-    )
-    if len(names) > 1:
-        record = launch_fleet(store, names, options, master_addr)
-    else:
-        record = launch(store, machine, options)
-    out.info(f"launched {record.job_id} on {machine}; probing for up to {probe_seconds:g}s")
-    result = probe(store, record.job_id, probe_seconds)
-    data = {
-        "job_id": record.job_id,
-        "machine": machine,
-        "state": result.state.value,
-        "probe_seconds": result.seconds,
-        "seed": env["RGT_SEED"],
-        "traceback": result.traceback,
-        **({"log_tail": result.log_tail} if result.failed else {}),
-        **({"reason": result.status.get("reason")} if result.failed else {}),
-    }
-
-    def human(o: Output) -> None:
-        o.line(f"job [bold]{record.job_id}[/] on {machine}: {result.state.value}")
-        if result.failed and result.status.get("reason"):  # e.g. the GPUs' holders
-            o.out.print(printable(str(result.status["reason"])), markup=False)
-        _probe_log(o, result)
-        if result.traceback:
-            o.line(
-                "[red]a traceback appeared in the log[/]: `rgt logs "
-                f"{record.job_id}` / `rgt triage {record.job_id}`"
-            )
-
-    out.result(data, human)
-    if result.state.value == "failed":
+    request = RunRequest(
+        machine=machine, command=command, env=env_pairs, secrets=secrets,
+        artifacts=artifacts, excludes=excludes, retries=retries, probe_seconds=probe_seconds,
+        notify_source=notify_source, resume_with=resume_with, ckpt_glob=ckpt_glob,
+        lint_first=lint_first, force=force, resources=resources, seed=seed,
+        master_addr=master_addr,
+    )  # fmt: skip
+    result = run_job(Store.open(), request, Tell(warn=out.warn, info=out.info))
+    out.result(result.to_json(), lambda o: _run_human(o, result))
+    if result.failed:
         sys.exit(1)
+
+
+def _run_human(o: Output, result: RunResult) -> None:
+    o.line(f"job [bold]{result.job_id}[/] on {result.machine}: {result.probe.state.value}")
+    if result.probe.failed and result.probe.status.get("reason"):  # e.g. the GPUs' holders
+        o.out.print(printable(str(result.probe.status["reason"])), markup=False)
+    _probe_log(o, result.probe)
+    if result.probe.traceback:
+        o.line(
+            "[red]a traceback appeared in the log[/]: `rgt logs "
+            f"{result.job_id}` / `rgt triage {result.job_id}`"
+        )
 
 
 def _probe_log(o: Output, result: ProbeResult) -> None:
@@ -225,56 +184,50 @@ def _probe_log(o: Output, result: ProbeResult) -> None:
 @output_options
 def status(target: str | None, full: bool, out: Output) -> None:
     """Machines and jobs (TARGET: a machine name or a job id)."""
-    from rgt.autostop.view import reports as autostop_reports
+    from rgt.verbs.status import report, shown
+
+    data = report(Store.open(), target)
+    out.result(shown(data, full), lambda o: _status_human(o, data), dense=not full)
+
+
+def _status_human(o: Output, data: dict[str, Any]) -> None:
     from rgt.autostop.view import text as autostop_text
-    from rgt.jobs.overview import overview
-    from rgt.vendors.billing import summary as billing
-    from rgt.watch import compact
 
-    store = Store.open()
-    data = overview(store, machine_or_job(store, target))
-    names = [m["name"] for m in data["machines"]] if target else None
-    data["billing"] = billing(store, names)  # no network unless a vendor key is set
-    data["autostop"] = autostop_reports(store, [m["name"] for m in data["machines"]])
-
-    def human(o: Output) -> None:
-        o.table(
-            ["machine", "backend", "price/h", "registered", "released"],
-            [
-                (m["name"], m["backend"], m["price_per_hour"], m["registered"], m["released"])
-                for m in data["machines"]
-            ],
-            title="machines",
-        )
-        o.table(
-            ["job", "machine", "state", "attempt", "label", "reason"],
-            [
-                (
-                    j["job_id"],
-                    j["machine"],
-                    j["state"],
-                    j.get("attempt"),
-                    j.get("label"),
-                    j.get("reason") or j.get("error"),
-                )
-                for j in data["jobs"]
-            ],
-            title="jobs",
-            whole=("job",),
-        )
-        for j in data["jobs"]:  # a fleet: one line per node
-            for n in j.get("nodes") or []:
-                said = f"{j['job_id']} node {n['node']} ({n['machine']}): {n['state']}"
-                o.out.print(f"{said}, attempt {n['attempt']} {n.get('reason') or ''}", markup=False)
-        for j in data["jobs"]:  # whole, unwrapped: what to do about a lost agent or a bad file
-            if j.get("heartbeat_lost") or j.get("problem"):
-                o.out.print(f"{j['job_id']}: {j.get('reason')}", markup=False)
-        for line in data["billing"]["lines"]:  # cost, budget, kept volumes, clocks, orphans
-            o.out.print(line, markup=False)
-        for name, view in data["autostop"].items():  # policy, money, why it did not fire
-            o.out.print(autostop_text(name, view), markup=False)
-
-    out.result(data if full else compact.status_report(data), human, dense=not full)
+    o.table(
+        ["machine", "backend", "price/h", "registered", "released"],
+        [
+            (m["name"], m["backend"], m["price_per_hour"], m["registered"], m["released"])
+            for m in data["machines"]
+        ],
+        title="machines",
+    )
+    o.table(
+        ["job", "machine", "state", "attempt", "label", "reason"],
+        [
+            (
+                j["job_id"],
+                j["machine"],
+                j["state"],
+                j.get("attempt"),
+                j.get("label"),
+                j.get("reason") or j.get("error"),
+            )
+            for j in data["jobs"]
+        ],
+        title="jobs",
+        whole=("job",),
+    )
+    for j in data["jobs"]:  # a fleet: one line per node
+        for n in j.get("nodes") or []:
+            said = f"{j['job_id']} node {n['node']} ({n['machine']}): {n['state']}"
+            o.out.print(f"{said}, attempt {n['attempt']} {n.get('reason') or ''}", markup=False)
+    for j in data["jobs"]:  # whole, unwrapped: what to do about a lost agent or a bad file
+        if j.get("heartbeat_lost") or j.get("problem"):
+            o.out.print(f"{j['job_id']}: {j.get('reason')}", markup=False)
+    for line in data["billing"]["lines"]:  # cost, budget, kept volumes, clocks, orphans
+        o.out.print(line, markup=False)
+    for name, view in data["autostop"].items():  # policy, money, why it did not fire
+        o.out.print(autostop_text(name, view), markup=False)
 
 
 @click.command()

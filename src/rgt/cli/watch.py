@@ -9,23 +9,9 @@ from typing import Any
 import click
 
 from rgt.agent.jobfiles import TERMINAL
-from rgt.cli._jobref import machine_or_job
 from rgt.cli._output import Output, escape, output_options
 from rgt.state.store import Store
-
-
-def _options(events: int, no_gpu: bool) -> Any:
-    from rgt.backends.jobstatus import heartbeat_limit_s
-    from rgt.config import Settings
-    from rgt.watch.patrol import PatrolOptions
-
-    settings = Settings.load()
-    return PatrolOptions(
-        events=events,
-        gpu=not no_gpu,
-        heartbeat_lost_s=heartbeat_limit_s(),
-        not_pulled_h=float(settings.get("watch.not_pulled_h", default=24)),
-    )
+from rgt.verbs.target import machine_or_job
 
 
 @click.command()
@@ -61,27 +47,33 @@ def watch(
 
     Example:  rgt watch --every 10m --until-ended --json   (one bounded report per round)
     """
-    from rgt.watch import compact
-    from rgt.watch.patrol import patrol, select
+    from rgt.verbs.watch import patrol_options
+    from rgt.watch.patrol import select
 
-    store, options = Store.open(), _options(events, no_gpu)
-    cut = _identity if full else compact.watch_report
+    store, options = Store.open(), patrol_options(events, gpu=not no_gpu)
     target = machine_or_job(store, target)
     if every is not None or until_ended:
         _patrol_rounds(store, target, _every(every, interval, once), until_ended, options, out)
-        return
-    job_id = select(store, target)[1] if target else None
-    if job_id is not None:
-        _follow(store, job_id, once, interval, options, out, full)
     elif once:
-        report = _with_billing(store, patrol(store, target, options), target)
-        out.result(cut(report), lambda o: o.out.print(_view(report)), dense=not full)
+        _once(store, target, options, out, full)
+    elif target and (job_id := select(store, target)[1]) is not None:
+        _follow(store, job_id, interval, options, out, full)
     else:
-        _live(store, target, interval, options, out, cut)
+        _live(store, target, interval, options, out, full)
 
 
-def _identity(doc: dict[str, Any]) -> dict[str, Any]:
-    return doc
+def _once(store: Store, target: str | None, options: Any, out: Output, full: bool) -> None:
+    from rgt.verbs.watch import once
+
+    seen = once(store, target, options)
+
+    def human(o: Output) -> None:
+        if seen.job:
+            _job_human(o, seen.report)
+        else:
+            o.out.print(_view(seen.report))
+
+    out.result(seen.document(full), human, dense=not full)
 
 
 def _view(report: dict[str, Any]) -> Any:
@@ -95,46 +87,24 @@ def _view(report: dict[str, Any]) -> Any:
     return Group(report_view(report), *money, *clocks)
 
 
-def _with_billing(store: Store, report: dict[str, Any], target: str | None) -> dict[str, Any]:
-    """Cost, budgets, kept volumes, danger clocks and the orphans line (rgt.vendors.billing)."""
-    from rgt.vendors.billing import summary
-
-    names = [m["name"] for m in report["machines"]] if target else None
-    return {**report, "billing": summary(store, names), "sessions": _sessions(store, report)}
-
-
-def _sessions(store: Store, report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Notebook machines' session clocks: time left before the platform takes the VM."""
-    from rgt.profiles.session import describe, session_view
-
-    views = []
-    for name in (m["name"] for m in report["machines"]):
-        view = session_view(store.machine(name).connection)
-        if view is not None:
-            views.append({"machine": name, **view, "line": describe(view)})
-    return views
-
-
 def _follow(
-    store: Store, job_id: str, once: bool, interval: float, options: Any, out: Output, full: bool
+    store: Store, job_id: str, interval: float, options: Any, out: Output, full: bool
 ) -> None:
     """Follow one job until it ends, or until following would wait for ever (its agent is
     gone, its directory vanished, its status file is unreadable with no agent to fix it)."""
     from rgt.backends.jobstatus import stuck
+    from rgt.verbs.watch import job_report
     from rgt.watch.compact import followed
-    from rgt.watch.patrol import patrol
     from rgt.watch.render import job_line
 
     while True:
-        report = patrol(store, job_id, options)
-        job = dict(report["jobs"][0], events=_job_events(report, job_id))
-        job["machine_report"] = report["machines"][0]
-        if once or job["state"] in TERMINAL or stuck(job):
+        job = job_report(store, job_id, options)
+        if job["state"] in TERMINAL or stuck(job):
             break
         out.info(escape(job_line(job)))  # data, never markup: "[heartbeat_lost]" must show
         time.sleep(interval)
     out.result(job if full else followed(job), lambda o: _job_human(o, job), dense=not full)
-    if not once and job["state"] != "succeeded":
+    if job["state"] != "succeeded":
         sys.exit(1)
 
 
@@ -149,31 +119,28 @@ def _job_human(o: Output, job: dict[str, Any]) -> None:
         o.out.print(f"{problem['path']}: {problem['detail']}. {problem['fix']}", markup=False)
 
 
-def _job_events(report: dict[str, Any], job_id: str) -> list[Any]:
-    return [e for e in report["events"] if e.get("job_id") == job_id]
-
-
 def _live(
-    store: Store, target: str | None, interval: float, options: Any, out: Output, cut: Any
+    store: Store, target: str | None, interval: float, options: Any, out: Output, full: bool
 ) -> None:
     """Redraw until Ctrl-C; with --json, one report per line (JSON Lines) instead."""
     import json
 
     from rich.live import Live
 
-    from rgt.watch.patrol import patrol
+    from rgt.verbs.watch import machines_report
+    from rgt.watch.compact import watch_report
 
     try:
         if out.json_mode:
             while True:
-                report = _with_billing(store, patrol(store, target, options), target)
-                sys.stdout.write(json.dumps(cut(report), default=str) + "\n")
+                report = machines_report(store, target, options)
+                shown = report if full else watch_report(report)
+                sys.stdout.write(json.dumps(shown, default=str) + "\n")
                 sys.stdout.flush()
                 time.sleep(interval)
         with Live(console=out.out, auto_refresh=False) as live:
             while True:
-                report = _with_billing(store, patrol(store, target, options), target)
-                live.update(_view(report), refresh=True)
+                live.update(_view(machines_report(store, target, options)), refresh=True)
                 time.sleep(interval)
     except KeyboardInterrupt:
         out.info("stopped watching (the jobs go on)")

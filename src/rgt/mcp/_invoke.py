@@ -22,7 +22,9 @@ import click
 
 from rgt.errors import RgtError
 
-_ONE_AT_A_TIME = threading.Lock()
+# One command at a time, on the click path and the library path (``_call``) alike; re-entrant,
+# as a tool (``logs``) may call another (``triage``) on its own thread.
+ONE_AT_A_TIME = threading.RLock()
 _LAST = threading.local()  # each tool call runs on its own thread (protocol.Session)
 
 
@@ -45,8 +47,7 @@ def invoke(
     """``rgt WORDS --json [--option value…] -- POSITIONALS…``: its JSON document, or
     ``CommandFailed``. ``options`` use the flag's name with ``_`` for ``-``; ``True`` is a bare
     flag, ``None``/``False`` leave it out, a list or tuple repeats it."""
-    argv = [*words, "--json", *_flags(options), "--", *positionals]
-    _LAST.argv = argv
+    argv = remember(words, positionals, options)
     stdout, code, error = _run(argv)
     if error is not None:
         raise CommandFailed(error)
@@ -54,6 +55,16 @@ def invoke(
     if code:
         raise CommandFailed({**document, "exit_code": code})
     return document
+
+
+def remember(
+    words: Sequence[str], positionals: Iterable[str], options: dict[str, object]
+) -> list[str]:
+    """Keep ``rgt WORDS --json [--option value…] -- POSITIONALS…`` as this thread's last
+    command (``last_command``), and return its argv."""
+    argv = [*words, "--json", *_flags(options), "--", *positionals]
+    _LAST.argv = argv
+    return argv
 
 
 def last_command() -> str | None:
@@ -88,7 +99,7 @@ def _run(argv: list[str]) -> tuple[str, int, dict[str, Any] | None]:
 
     out = io.StringIO()
     code, error = 0, None
-    with _ONE_AT_A_TIME, redirect_stdout(out), redirect_stderr(io.StringIO()):
+    with ONE_AT_A_TIME, redirect_stdout(out), redirect_stderr(io.StringIO()):
         try:
             cli.main(args=argv, prog_name="rgt", standalone_mode=False)
         except RgtError as exc:
@@ -98,13 +109,18 @@ def _run(argv: list[str]) -> tuple[str, int, dict[str, Any] | None]:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except Exception as exc:  # a bug in rgt: said as `main` says it, never a traceback
-            error = {
-                "error": "InternalError",
-                "message": f"{type(exc).__name__}: {exc}",
-                "fix": "re-run the command with RGT_DEBUG=1 in a terminal and report the traceback",
-                "exit_code": 1,
-            }
+            error = internal(exc)
     return out.getvalue(), code, error
+
+
+def internal(exc: Exception) -> dict[str, Any]:
+    """A bug in rgt, said as ``main`` says it: never a traceback."""
+    return {
+        "error": "InternalError",
+        "message": f"{type(exc).__name__}: {exc}",
+        "fix": "re-run the command with RGT_DEBUG=1 in a terminal and report the traceback",
+        "exit_code": 1,
+    }
 
 
 def _document(stdout: str) -> dict[str, Any]:

@@ -12,7 +12,11 @@ import time
 from typing import Any
 
 from rgt.agent import jobfiles
+from rgt.mcp._call import as_command, document
 from rgt.mcp._invoke import CommandFailed, invoke
+from rgt.state.store import Store
+from rgt.verbs.run import RunRequest
+from rgt.verbs.run import run as run_job
 
 LOG_LINES = 80  # default tail of the `logs` tool
 LOG_BYTES = 8000  # hard cap on the tail's characters, whatever `lines` asks for
@@ -162,24 +166,42 @@ def run(
     and return its job id and state. `secrets` are names of environment variables of this
     server whose values go over stdin, never stored; `env` is plain, never secret. With
     `dry_run` nothing starts: what would start, where, and its expected duration and cost."""
-    return invoke(
-        ["run"],
-        [machine, *command],
-        env=[f"{k}={v}" for k, v in (env or {}).items()],
-        secret=secrets or [],
-        artifact=artifacts or [],
-        exclude=excludes or [],
-        retries=retries,
-        probe_seconds=probe_seconds,
-        resume_with=resume_with,
-        ckpt=ckpt,
-        dry_run=dry_run,
-    )
+    pairs = [f"{k}={v}" for k, v in (env or {}).items()]
+    flags: dict[str, object] = {
+        "env": pairs,
+        "secret": secrets or [],
+        "artifact": artifacts or [],
+        "exclude": excludes or [],
+        "retries": retries,
+        "probe_seconds": probe_seconds,
+        "resume_with": resume_with,
+        "ckpt": ckpt,
+    }
+    if dry_run:  # the forecast is still the CLI's (cli/_forecast.py): the click path
+        return invoke(["run"], [machine, *command], **flags, dry_run=True)
+    with as_command(["run"], [machine, *command], **flags):
+        request = RunRequest(
+            machine=machine,
+            command=tuple(command),
+            env=tuple(pairs),
+            secrets=tuple(secrets or ()),
+            artifacts=tuple(artifacts or ()),
+            excludes=tuple(excludes or ()),
+            retries=retries,
+            probe_seconds=probe_seconds,
+            resume_with=resume_with,
+            ckpt_glob=ckpt,
+        )
+        result = run_job(Store.open(), request)
+        return document(result.to_json(), exit_code=1 if result.failed else 0)
 
 
 def status(target: str | None = None) -> dict[str, Any]:
     """Machines and jobs (TARGET: a machine name or a job id): states, triage labels."""
-    return invoke(["status"], [target] if target else [])
+    from rgt.verbs.status import report, shown
+
+    with as_command(["status"], [target] if target else []):
+        return document(shown(report(Store.open(), target)))
 
 
 def watch(
@@ -190,13 +212,21 @@ def watch(
     long (at most 600 s) for the job to end, then return its report. Call it on a schedule;
     never loop on sleep."""
     deadline = time.monotonic() + min(max(wait_s, 0), MAX_WAIT_S)
-    words = [target] if target else []
     while True:  # the CLI's compact form (rgt.watch.compact) unless `full`
-        report = invoke(["watch"], words, once=True, no_gpu=True, full=full)
+        report = _watch_once(target, full)
         if not _waiting(report) or time.monotonic() >= deadline:
             break
         time.sleep(max(min(interval_s, deadline - time.monotonic()), 0.1))
     return report
+
+
+def _watch_once(target: str | None, full: bool) -> dict[str, Any]:
+    """``rgt watch --once --no-gpu [TARGET]``: one patrol, no nvidia-smi."""
+    from rgt.verbs.watch import once, patrol_options
+
+    words = [target] if target else []
+    with as_command(["watch"], words, once=True, no_gpu=True, full=full):
+        return document(once(Store.open(), target, patrol_options(gpu=False)).document(full))
 
 
 def _waiting(report: dict[str, Any]) -> bool:
@@ -262,7 +292,11 @@ def pull(job_id: str, to: str | None = None) -> dict[str, Any]:
 
 def cancel(job_id: str) -> dict[str, Any]:
     """Stop a job (its process group); it ends as `cancelled` and is never retried."""
-    return invoke(["cancel"], [job_id])
+    from rgt.jobs.fleet import cancel as cancel_job
+
+    with as_command(["cancel"], [job_id]):
+        store = Store.open()
+        return document(cancel_job(store, store.job(store.resolve_job(job_id))))
 
 
 def ckpt_list(directory: str) -> dict[str, Any]:
