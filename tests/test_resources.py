@@ -68,7 +68,7 @@ def backend_of(kind: str, **connection: object) -> object:
     [
         (Resources(partition="gpu"), "--partition: partition, account and qos are Slurm"),
         (Resources(account="a", qos="q"), "--account, --qos: partition, account and qos"),
-        (Resources(nodes=2), "--nodes 2 is not supported on kubernetes"),
+        (Resources(nodes=65), "--nodes 65: over 64 pods for one Kubernetes job"),
     ],
 )
 def test_kubernetes_refuses_what_it_has_not(resources: Resources, said: str) -> None:

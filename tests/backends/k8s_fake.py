@@ -12,7 +12,12 @@ claim where the manifest mounts it. Implemented:
   scripts; the pod carries the template's labels and ``job-name``), list by label selector,
   read status (``Complete``/``Failed`` conditions from the exit code), delete
   (SIGTERM to the pod's process group); ``Cluster.lose_node``: a pod the API calls Failed whose
-  processes run on (what a partitioned node looks like from the API server).
+  processes run on (what a partitioned node looks like from the API server);
+- Indexed Jobs (``completionMode: Indexed``): validated as the API documents, one pod per index
+  with its index annotation, host name and resolved ``env`` (``k8s_fake_indexed.py``);
+  ``Cluster.fail_index``: one index's pod ends (OOMKilled, an exit code) and the Job fails;
+- services: create (validated), read, delete; every DELETE's ``propagationPolicy`` is kept
+  (``Cluster.deletes``).
 
 Every request is recorded (``Cluster.requests``) so a test can count round trips.
 
@@ -41,6 +46,7 @@ import pytest
 
 from rgt.backends._render.k8s import INPUT_MOUNT
 from tests.backends import _ws
+from tests.backends import k8s_fake_indexed as indexed
 
 TOKEN = "fake-cluster-token"
 NOW = "2026-12-01T00:00:00Z"
@@ -55,31 +61,45 @@ class Cluster:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     configmaps: dict[str, dict[str, Any]] = field(default_factory=dict)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests: list[str] = field(default_factory=list)  # "GET /api/v1/…", one per round trip
+    deletes: list[tuple[str, str, str | None]] = field(default_factory=list)  # kind, name, policy
 
     def start_job(self, job: dict[str, Any]) -> None:
         name = job["metadata"]["name"]
         job["metadata"].update(uid=name, creationTimestamp=NOW)
-        job["status"] = {"active": 1, "startTime": NOW}
         pod_spec = job["spec"]["template"]["spec"]
         labels = job["spec"]["template"].get("metadata", {}).get("labels") or {}
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": f"{name}-0", "labels": {**labels, "job-name": name}, "uid": name},
-            "spec": pod_spec,
-            "status": {"phase": "Running"},
-        }
+        pods = indexed.indexed_pods(job, labels) or [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{name}-0", "labels": {**labels, "job-name": name},
+                             "uid": name},
+                "spec": pod_spec,
+                "status": {"phase": "Running"},
+            }
+        ]  # fmt: skip
+        job["status"] = {"active": len(pods), "startTime": NOW}
         self.jobs[name] = job
-        self.pods[pod["metadata"]["name"]] = pod
-        threading.Thread(target=self._run_pod, args=(job, pod), daemon=True).start()
+        for pod in pods:
+            self.pods[pod["metadata"]["name"]] = pod
+            threading.Thread(target=self._run_pod, args=(job, pod), daemon=True).start()
 
     def _run_pod(self, job: dict[str, Any], pod: dict[str, Any]) -> None:
         spec = pod["spec"]
         inputs = self._mount_config_map(spec)
-        for init in spec.get("initContainers") or []:
-            subprocess.run(_in_pod(init["command"], inputs), check=True, timeout=60)
+        try:
+            envs = [indexed.container_env(pod, c) for c in spec["containers"]]
+            for init in spec.get("initContainers") or []:
+                subprocess.run(_in_pod(init["command"], inputs), check=True, timeout=60,
+                               env=indexed.container_env(pod, init))  # fmt: skip
+        except ValueError as exc:  # the kubelet cannot make the container's environment
+            waiting = {"reason": "CreateContainerConfigError", "message": str(exc)}
+            pod["status"] = {"phase": "Pending", "containerStatuses": [
+                {"name": "agent", "state": {"waiting": waiting}}]}  # fmt: skip
+            return
         agent = spec["containers"][0]
         log = self.root / f"{pod['metadata']['name']}.log"
         with log.open("wb") as out, self.lock:
@@ -91,12 +111,54 @@ class Cluster:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env=envs[0],
             )
             self.procs[pod["metadata"]["name"]] = proc
         code = proc.wait()
         _kill_group(proc.pid, signal.SIGKILL)  # a container's other processes end with it
         with self.lock:
-            _ended(job, pod, code)
+            if pod["status"].get("phase") == "Failed":  # the API said so first (fail_index)
+                return
+            if indexed.index_of(pod) is None:
+                _ended(job, pod, code)
+            else:
+                self._index_ended(job, pod, code, "Completed" if code == 0 else "Error")
+
+    def _index_ended(self, job: dict[str, Any], pod: dict[str, Any], code: int, why: str) -> None:
+        """One index's pod ended: the Job is Complete once every index succeeded; a failure
+        fails the Job (the fake retries no pod) and the controller deletes the other pods."""
+        pod["status"] = indexed.terminated(code, why, f"2026-12-01T00:00:{len(self.deletes):02d}Z")
+        status = job["status"]
+        name = job["metadata"]["name"]
+        mine = [p for p in self.pods.values() if _job_of(p) == name]
+        done = sum(p["status"].get("phase") == "Succeeded" for p in mine)
+        if code == 0:
+            status.update(succeeded=done, active=len(mine) - done)
+            if done == indexed.indexed(job):
+                status["conditions"] = [{"type": "Complete", "status": "True"}]
+            return
+        said = f"pod of index {indexed.index_of(pod)}: container agent exited {code} ({why})"
+        status.update(failed=1, active=0, conditions=[indexed.job_failed(
+            "PodFailurePolicy" if code == 1 else "BackoffLimitExceeded", said)])  # fmt: skip
+        for other in mine:
+            if other is not pod and other["status"].get("phase") == "Running":
+                self.pods.pop(other["metadata"]["name"])
+                proc = self.procs.pop(other["metadata"]["name"], None)
+                if proc:
+                    _kill_group(proc.pid, signal.SIGTERM)
+
+    def fail_index(self, name: str, index: int, reason: str = "OOMKilled", code: int = 137) -> None:
+        """Index ``index`` of Job ``name`` ends as the kubelet reports it (``OOMKilled``,
+        exit 137: the cgroup's OOM killer), its processes killed; the Job has no retry left,
+        so it fails and its other pods are deleted."""
+        with self.lock:
+            job = self.jobs[name]
+            pod = next(p for p in self.pods.values()
+                       if _job_of(p) == name and indexed.index_of(p) == index)  # fmt: skip
+            proc = self.procs.get(pod["metadata"]["name"])
+            self._index_ended(job, pod, code, reason)
+        if proc:
+            _kill_group(proc.pid, signal.SIGKILL)
 
     def _mount_config_map(self, spec: dict[str, Any]) -> Path:
         name = next(v["configMap"]["name"] for v in spec["volumes"] if "configMap" in v)
@@ -214,6 +276,8 @@ class Handler(BaseHTTPRequestHandler):
         parts, query = self._parts()
         with self.cluster.lock:
             kind, name, sub = _route(parts)
+            if kind == "services":
+                return self._send(*_found(self.cluster.services.get(name or ""), kind, name or ""))
             if kind == "pods" and sub == "exec":
                 pod = self.cluster.pods.get(name or "")
             elif kind == "pods" and name:
@@ -242,11 +306,20 @@ class Handler(BaseHTTPRequestHandler):
         kind, _, _ = _route(self._parts()[0])
         doc = self._body()
         name = doc["metadata"]["name"]
-        store = {"pods": self.cluster.pods, "configmaps": self.cluster.configmaps}
+        store = {"pods": self.cluster.pods, "configmaps": self.cluster.configmaps,
+                 "services": self.cluster.services}  # fmt: skip
         with self.cluster.lock:
             if name in store.get(kind, self.cluster.jobs):
                 return self._send(409, _status(409, "AlreadyExists", f"{kind} {name!r}"))
-            if kind == "jobs":
+            invalid = (
+                indexed.invalid_job(doc, self.cluster.services) if kind == "jobs"
+                else indexed.invalid_service(doc) if kind == "services" else None
+            )  # fmt: skip
+            if invalid:
+                return self._send(422, _status(422, "Invalid", f"{kind} {name!r}: {invalid}"))
+            if kind == "services":
+                self.cluster.services[name] = doc
+            elif kind == "jobs":
                 self.cluster.start_job(doc)
             elif kind == "pods":
                 doc["status"] = {"phase": "Running"}
@@ -259,8 +332,14 @@ class Handler(BaseHTTPRequestHandler):
         self.cluster.requests.append(f"{self.command} {urlparse(self.path).path}")
         if not self._authorized():
             return
-        kind, name, _ = _route(self._parts()[0])
+        parts, query = self._parts()
+        kind, name, _ = _route(parts)
+        policy = query.get("propagationPolicy", [None])[0]
         with self.cluster.lock:
+            self.cluster.deletes.append((kind, name or "", policy))
+            if kind == "services":
+                found = self.cluster.services.pop(name or "", None)
+                return self._send(*_found(found, kind, name or ""))
             if kind == "jobs":
                 self.cluster.stop_job(name or "")
                 return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})

@@ -8,13 +8,18 @@ spec go onto the claim and every file of the job is read back, so ``push``, ``st
 ``log``, ``events``, ``manifest`` and ``fetch`` are the base class's, as on an SSH machine.
 
 ``submit`` prepares the job dir on the claim, then applies the input ConfigMap and the Job
-(``_render/k8s.py``): the Job's container runs the agent. Status merges the agent's files with
-the Job and its pods (``_k8s_state.py``): the API decides liveness and says why a pod is stuck.
+(``_render/k8s.py``): the Job's container runs the agent. ``--nodes N`` makes it an Indexed
+Job of N pods plus a headless Service (created first) through which the pods find pod 0; the
+spec carries ``RGT_NNODES``, ``RGT_MASTER_ADDR`` and ``RGT_MASTER_PORT``, each pod its own
+``RGT_NODE_RANK``. Pod R > 0 runs its agent in ``jobs/<id>/nodes/R`` (``on_node``: its log).
+Status merges the agent's files with the Job and its pods (``_k8s_state.py``,
+``_k8s_group.py``): the API decides liveness and says why a pod is stuck.
 
 Not supported (``NotSupportedError``): secrets (a Job's container has no private stdin for
 them), ``detach`` (the Job's container starts the agent). Tested against a fake API server on
-loopback that runs the pods on the test host (``tests/backends/k8s_fake.py``), NOT on a live
-cluster: treat the first run on a real cluster as a test.
+loopback that runs the pods on the test host (``tests/backends/k8s_fake.py``, a local fake of
+the documented API: Indexed Jobs, Services, a pod-level failure), NOT on a live cluster: treat
+the first run on a real cluster as a test.
 
 ``connection`` keys: ``kubeconfig``, ``context``, ``namespace`` (default ``default``), ``pvc``,
 ``image``, ``init_image``, ``grace_s``, ``resources``, ``python``.
@@ -22,6 +27,7 @@ cluster: treat the first run on a real cluster as a test.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -31,7 +37,14 @@ from typing import Any
 from rgt.agent.paths import JobPaths
 from rgt.backends._k8s_exec import ExecTransport
 from rgt.backends._k8s_state import job_state, merge
-from rgt.backends._render.k8s import MANAGED_BY, K8sJob, render_input, render_job
+from rgt.backends._render.k8s import (
+    MANAGED_BY,
+    K8sJob,
+    master_addr,
+    render_input,
+    render_job,
+    render_service,
+)
 from rgt.backends.base import Backend
 from rgt.backends.statusdoc import JobStatus
 from rgt.errors import BackendError, NotSupportedError, UsageError
@@ -58,6 +71,7 @@ class KubernetesBackend(Backend):
         self.namespace = str(conn.get("namespace") or "default")
         self.files_pod = files_pod_name(machine.name)
         self._api: Any = None
+        self._node = 0  # which pod's files this backend reads (``on_node``)
         transport = ExecTransport(self.api, self.namespace, self.files_pod, FILES_CONTAINER)
         super().__init__(machine, transport)
         self.defaults = Resources.from_mapping(conn.get("resources") or {})
@@ -120,14 +134,30 @@ class KubernetesBackend(Backend):
         )
 
     def manifests(self, spec: JobSpec, resources: Resources | None = None) -> list[dict[str, Any]]:
-        """The ConfigMap and the Job for ``spec`` (what ``submit`` applies). The code is on the
-        claim already (``push_snapshot``); the ConfigMap carries the spec and the agent, which
-        the init container writes only where they are missing."""
-        from rgt.agent.build import agent_version, build_agent
+        """The ConfigMap and the Job for ``spec`` (what ``submit`` applies), and for a
+        multi-pod job the headless Service. The code is on the claim already
+        (``push_snapshot``); the ConfigMap carries the spec and the agent, which the init
+        container writes only where they are missing."""
+        from rgt.agent.build import build_agent
         from rgt.config import rgt_home
 
+        job = self._k8s_job(spec, resources)
+        agent = build_agent(rgt_home() / "agent").read_bytes()
+        config_map = render_input(job, json.dumps(spec.to_json(), indent=2), agent, None)
+        size = sum(len(v) for v in config_map["binaryData"].values())
+        if size > CONFIGMAP_LIMIT:
+            raise UsageError(
+                f"the job's inputs are {size} bytes, over a ConfigMap's 1 MiB",
+                fix="keep the job's spec small (env values, artifact lists)",
+            )
+        service = [render_service(job)] if job.nodes > 1 else []
+        return [config_map, render_job(job), *service]
+
+    def _k8s_job(self, spec: JobSpec, resources: Resources | None) -> K8sJob:
+        from rgt.agent.build import agent_version
+
         conn = self.machine.connection
-        job = K8sJob(
+        return K8sJob(
             job_id=spec.job_id,
             namespace=self.namespace,
             image=str(conn["image"]),
@@ -140,15 +170,20 @@ class KubernetesBackend(Backend):
             max_retries=spec.retry.max_retries,
             init_image=str(conn.get("init_image") or "busybox:1.36"),
         )
-        agent = build_agent(rgt_home() / "agent").read_bytes()
-        config_map = render_input(job, json.dumps(spec.to_json(), indent=2), agent, None)
-        size = sum(len(v) for v in config_map["binaryData"].values())
-        if size > CONFIGMAP_LIMIT:
-            raise UsageError(
-                f"the job's inputs are {size} bytes, over a ConfigMap's 1 MiB",
-                fix="keep the job's spec small (env values, artifact lists)",
-            )
-        return [config_map, render_job(job)]
+
+    def with_rendezvous(self, spec: JobSpec, resources: Resources | None) -> JobSpec:
+        """``spec`` with the group's variables for a multi-pod job (every pod's agent reads
+        ``RGT_NNODES`` to know it is one node of a group: a lost peer restarts the group,
+        ``rgt.agent._fleet``); ``RGT_NODE_RANK`` is each pod's own, from the pod."""
+        job = self._k8s_job(spec, resources)
+        if job.nodes < 2:
+            return spec
+        group = {
+            "RGT_NNODES": str(job.nodes),
+            "RGT_MASTER_ADDR": master_addr(job),
+            "RGT_MASTER_PORT": str(job.master_port),
+        }
+        return dataclasses.replace(spec, env={**spec.env, **group})
 
     def submit(
         self,
@@ -161,10 +196,15 @@ class KubernetesBackend(Backend):
         self.api()  # the client is there and configured (or the error names the extra)
         from kubernetes import client
 
+        spec = self.with_rendezvous(spec, resources)
+        manifests = self.manifests(spec, resources)  # refused here before anything is created
         self.install_agent()
         job = self.prepare(spec)
-        config_map, k8s_job = (to_model(m) for m in self.manifests(spec, resources))
-        client.CoreV1Api(self.api()).create_namespaced_config_map(self.namespace, config_map)
+        config_map, k8s_job, *service = (to_model(m) for m in manifests)
+        core = client.CoreV1Api(self.api())
+        core.create_namespaced_config_map(self.namespace, config_map)
+        for headless in service:  # before the pods, so their names resolve from the start
+            core.create_namespaced_service(self.namespace, headless)
         client.BatchV1Api(self.api()).create_namespaced_job(self.namespace, k8s_job)
         return job
 
@@ -248,9 +288,42 @@ class KubernetesBackend(Backend):
         client.BatchV1Api(self.api()).delete_namespaced_job(
             _name(job_id), self.namespace, propagation_policy="Background"
         )
+        self._delete_service(job_id)
         self._wait_pods_gone(job_id, int(self.machine.connection.get("grace_s") or 30) + 30)
         doc = self.agent_call("cancel", job_id, timeout=120)
         return dict(doc, job_id=job_id, cancel_requested=True)
+
+    def _delete_service(self, job_id: str) -> None:
+        """A multi-pod job's headless Service (a one-pod job has none: 404 is fine)."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            client.CoreV1Api(self.api()).delete_namespaced_service(_name(job_id), self.namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def on_node(self, job_id: str, rank: int) -> KubernetesBackend:
+        """This backend reading pod ``rank``'s files of a multi-pod job (``rgt logs JOB
+        --node R``): its agent's dir is ``jobs/<id>/nodes/R`` on the claim (pod 0's is the
+        job's own). A rank the job does not have is refused."""
+        spec = json.loads(self.transport.read_bytes(self.job_paths(job_id).spec) or b"{}")
+        nodes = int((spec.get("env") or {}).get("RGT_NNODES") or 1)
+        if not 0 <= rank < nodes:
+            raise UsageError(
+                f"job {job_id} has no node {rank} (it runs {nodes} pod(s): nodes 0..{nodes - 1})",
+                fix=f"give --node 0 to {nodes - 1}",
+            )
+        view = KubernetesBackend(self.machine)
+        view._api, view._node = self._api, rank
+        return view
+
+    def job_paths(self, job_id: str) -> JobPaths:
+        paths = super().job_paths(job_id)
+        if not self._node:
+            return paths
+        return JobPaths(f"{paths.root}/nodes/{self._node}", job_id)
 
     def _wait_pods_gone(self, job_id: str, timeout_s: float) -> None:
         """Until no pod of the Job is listed (deleted pods stay listed through their grace

@@ -8,9 +8,10 @@ machine cannot honour is refused with the fix, never dropped in silence (a job t
   checked against the GRES the cluster has (``sinfo``). ``--nodes N`` (N > 1) is a multi-node
   job: the agent on the allocation's first node starts one launcher per node with ``srun``
   (``rgt.agent._slurm_nodes``); ``gpus`` is per node.
-- **kubernetes**: GPUs become ``nvidia.com/gpu`` limits, cpus and memory requests, the time an
-  ``activeDeadlineSeconds`` (``_render/k8s.py``); partition, account and qos are Slurm's and
-  are refused, as is more than one pod.
+- **kubernetes**: GPUs become ``nvidia.com/gpu`` limits (per pod), cpus and memory requests,
+  the time an ``activeDeadlineSeconds``, ``--nodes N`` an Indexed Job of N pods
+  (``_render/k8s.py``; at most ``K8S_MAX_PODS``); partition, account and qos are Slurm's and
+  are refused.
 - **ssh** and **local**: no scheduler. ``gpus`` is checked against the machine's
   ``nvidia-smi`` here (that many of that type at all) and honoured by the agent there, which
   picks free GPUs and sets ``CUDA_VISIBLE_DEVICES`` (``rgt.agent._gpus``); nothing on the box
@@ -37,9 +38,9 @@ BOXES = ("ssh", "local")
 SLURM_NATIVE = ("partition", "account", "qos")
 # One GPU entry of `sinfo -o %G`: gpu:4, gpu:a100:4(S:0-1), gpu:nvidia_a100-sxm4-80gb:8.
 GRES_GPU_RE = re.compile(r"(?:^|,)gpu(?::(?P<type>[^:(,]+))?:(?P<count>\d+)")
-K8S_ONE_POD = (
-    "run in one pod (--nodes 1, --gpus N per pod); multi-pod jobs (an Indexed Job) are planned"
-)
+# A typo's guard (--nodes 1000 would ask the cluster for a thousand GPU pods at once), not
+# a limit of Kubernetes; a bigger job is one rgt.toml edit away from being asked for on purpose.
+K8S_MAX_PODS = 64
 FLAGS = {
     "gpus": "--gpus",
     "cpus": "--cpus",
@@ -86,9 +87,20 @@ def one_node(
 
 def _check_slurm(backend: Backend, requested: Resources) -> None:
     merged = getattr(backend, "defaults", Resources()).merged(requested)
+    if (merged.nodes or 1) > 1:
+        _check_slurm_nodes(backend, merged)
     gpu_type, count = merged.gpu_request()
     if count:
         _check_gres(backend, gpu_type, count)
+
+
+def _check_slurm_nodes(backend: Backend, merged: Resources) -> None:
+    """A partition with fewer nodes than asked for: sbatch would queue the job for ever."""
+    from rgt.backends import _slurm_nodes
+
+    result = backend.transport.run(list(_slurm_nodes.SINFO_NODES), timeout=60)
+    if result.ok:
+        _slurm_nodes.check_nodes(result.text(), merged.partition, merged.nodes or 1)
 
 
 def _check_gres(backend: Backend, gpu_type: str | None, count: int) -> None:
@@ -127,7 +139,17 @@ def _check_kubernetes(backend: Backend | None, requested: Resources) -> None:
             fix="drop them for a Kubernetes machine (use the cluster's namespace and "
             "quotas instead)",
         )
-    one_node(requested, "kubernetes", K8S_ONE_POD)
+    check_pods(requested)
+
+
+def check_pods(resources: Resources) -> None:
+    """A Kubernetes job's pod count (``--nodes``): one Indexed Job pod per node, capped."""
+    if (resources.nodes or 1) > K8S_MAX_PODS:
+        raise UsageError(
+            f"--nodes {resources.nodes}: over {K8S_MAX_PODS} pods for one Kubernetes job",
+            fix=f"ask for at most {K8S_MAX_PODS} nodes (more GPUs per pod: --gpus N), or "
+            "split the work into several jobs",
+        )
 
 
 def _check_box(backend: Backend, requested: Resources) -> None:

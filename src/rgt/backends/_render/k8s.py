@@ -16,6 +16,13 @@ resumes the job from its newest checkpoint.
   says "a bug, or retries exhausted: do not run me again".
 - ``/dev/shm`` is a memory-backed emptyDir: a container's default is 64 MiB, too small for
   DataLoader workers (the ``shm`` triage label).
+
+``--nodes N`` (N > 1) renders an Indexed Job of N pods and a headless Service for their
+rendezvous (``render_service``; the multi-pod parts are in ``_indexed``). Each pod is one node:
+pod 0 runs the agent in the job's dir, pod R in ``jobs/<id>/nodes/R`` (its own status, logs and
+lock; the same spec; the group's one ``ckpt/``, so a resumed group finds the step every rank
+committed). The claim must be mountable by every pod at once (ReadWriteMany, or every pod on
+one node).
 """
 
 from __future__ import annotations
@@ -33,6 +40,10 @@ from rgt.resources import Resources
 MANAGED_BY = "rgt"
 INPUT_MOUNT = "/rgt-input"
 AGENT_EXIT_FAILED = 1  # the agent's exit status for failed / stopped-for-good
+# The Job controller writes each pod's index here (and sets JOB_COMPLETION_INDEX from it):
+# https://kubernetes.io/docs/tasks/job/indexed-parallel-processing-static/
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+MASTER_PORT = 29500  # torchrun's default; every pod has its own network namespace
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,12 @@ class K8sJob:
     grace_s: int = 30
     max_retries: int = 3
     init_image: str = "busybox:1.36"
+    master_port: int = MASTER_PORT
+
+    @property
+    def nodes(self) -> int:
+        """Pods of the job, one node each (``--nodes``)."""
+        return self.resources.nodes or 1
 
     @property
     def name(self) -> str:
@@ -71,7 +88,7 @@ def render_job(job: K8sJob) -> dict[str, Any]:
             fix="drop them for a Kubernetes machine (use the cluster's namespace "
             "and quotas instead)",
         )
-    fit.one_node(job.resources, "kubernetes", fit.K8S_ONE_POD)
+    fit.check_pods(job.resources)
     spec: dict[str, Any] = {
         "backoffLimit": job.max_retries,
         "podFailurePolicy": {
@@ -98,7 +115,78 @@ def render_job(job: K8sJob) -> dict[str, Any]:
         # writes e.g. nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB); the request is recorded,
         # not guessed into a selector that could match nothing.
         metadata["annotations"] = {"rgt/gpu-type": gpu_type}
+    if job.nodes > 1:
+        _indexed(job, spec)
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
+
+
+def _indexed(job: K8sJob, spec: dict[str, Any]) -> None:
+    """``spec`` made an Indexed Job of ``job.nodes`` pods that start together and find pod 0
+    by name: the Job controller names pod R's host ``<job>-R``, and a headless Service named
+    by the pod template's ``subdomain`` gives it the DNS name ``<job>-R.<service>``
+    (https://kubernetes.io/docs/tasks/job/job-with-pod-to-pod-communication/).
+
+    ``backoffLimit`` stays the group's one budget, not ``backoffLimitPerIndex``: that one is
+    for indexes that are independent work, where the others go on while one fails
+    (https://kubernetes.io/blog/2025/05/13/kubernetes-v1-33-jobs-backoff-limit-per-index-goes-ga/);
+    the nodes of one training job are not, and the ``FailJob`` rule on the agent's exit 1 ends
+    them all. A pod that vanished (OOMKilled, node lost) is replaced under its index and
+    rejoins the rendezvous; the others' agents see a lost peer and restart the group
+    (``rgt.agent._fleet``). A replacement starts only once the old pod is gone
+    (``podReplacementPolicy: Failed``, the default with a podFailurePolicy: two pods of one
+    index would both register as that rank)."""
+    _check_name(job)
+    spec.update(completionMode="Indexed", completions=job.nodes, parallelism=job.nodes)
+    spec["podReplacementPolicy"] = "Failed"
+    pod = spec["template"]["spec"]
+    pod["subdomain"] = job.name
+    for container in (*pod["initContainers"], *pod["containers"]):
+        container["env"] = rendezvous_env(job)
+
+
+def rendezvous_env(job: K8sJob) -> list[dict[str, Any]]:
+    """The SSH fleet's and Slurm's variables, so ``torchrun --nnodes "$RGT_NNODES" --node_rank
+    "$RGT_NODE_RANK" --rdzv_endpoint "$RGT_MASTER_ADDR:$RGT_MASTER_PORT"`` runs unchanged.
+    The rank is the pod's completion index, through the downward API."""
+    index = {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}}
+    return [
+        {"name": "RGT_NNODES", "value": str(job.nodes)},
+        {"name": "RGT_NODE_RANK", "valueFrom": index},
+        {"name": "RGT_MASTER_ADDR", "value": master_addr(job)},
+        {"name": "RGT_MASTER_PORT", "value": str(job.master_port)},
+    ]
+
+
+def master_addr(job: K8sJob) -> str:
+    """Pod 0's name in the namespace's DNS (``<hostname>.<subdomain>``)."""
+    return f"{job.name}-0.{job.name}"
+
+
+def _check_name(job: K8sJob) -> None:
+    host = f"{job.name}-{job.nodes - 1}"
+    if len(host) > 63:  # a pod's hostname is a DNS label
+        raise UsageError(
+            f"job {job.job_id!r} is too long for {job.nodes} pods: pod hostnames "
+            f"({host!r}) must be at most 63 characters",
+            fix=f"give a shorter --job-id (at most {63 - len(host) + len(job.job_id)} characters)",
+        )
+
+
+def render_service(job: K8sJob) -> dict[str, Any]:
+    """The headless Service (no cluster IP: DNS answers with the pods themselves) over the
+    job's pods. ``publishNotReadyAddresses``: a pod is named in DNS from its start, not once
+    it is Ready; the ranks meet before any readiness could be reported."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": job.name, "namespace": job.namespace, "labels": _labels(job)},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {"rgt/job": job.name},
+            "ports": [{"name": "rendezvous", "port": job.master_port, "protocol": "TCP"}],
+        },
+    }
 
 
 def _labels(job: K8sJob) -> dict[str, str]:
@@ -181,27 +269,43 @@ def _init_script(job: K8sJob) -> str:
             "fi",
             f'ln -sfn "../../code/{job.snapshot}" "$job/code"',
         ]
+    if job.nodes > 1:
+        lines += _node_dir_lines(job)
     return "\n".join(lines) + "\n"
 
 
+def _node_dir_lines(job: K8sJob) -> list[str]:
+    """Pod R > 0's own job dir, ``nodes/R``: the job's spec, its code, the group's ``ckpt``."""
+    code = [f'  ln -sfn "../../../../code/{job.snapshot}" "$node/code"'] if job.snapshot else []
+    return [
+        'mkdir -p "$job/ckpt"',
+        'if [ "$RGT_NODE_RANK" != 0 ]; then',
+        '  node="$job/nodes/$RGT_NODE_RANK"',
+        '  mkdir -p "$node/logs"',
+        '  [ -e "$node/spec.json" ] || cp "$job/spec.json" "$node/spec.json"',
+        '  ln -sfn ../../ckpt "$node/ckpt"',
+        *code,
+        "fi",
+    ]
+
+
 def _agent_script(job: K8sJob) -> str:
-    """Run the agent; follow its log and every attempt log it may write onto stdout."""
+    """Run the agent; follow its log and every attempt log it may write onto stdout. Pod R > 0
+    of a multi-pod job runs it in its own dir, ``nodes/R``."""
     logs = " ".join(f'"$job/logs/attempt-{n}.log"' for n in range(1, job.max_retries + 2))
-    return (
-        "\n".join(
-            [
-                f"job={shlex.quote(job.job_dir)}",
-                f"python3 {shlex.quote(posixpath.join(job.rgt_root, 'agent', job.agent_name))} "
-                'run "$job" &',
-                "agent=$!",
-                f'tail -q -n +1 -F "$job/agent.log" {logs} 2>/dev/null &',
-                "trap 'kill -TERM \"$agent\"' TERM",
-                'while :; do wait "$agent"; rc=$?; kill -0 "$agent" 2>/dev/null || break; done',
-                "sleep 1; exit $rc",
-            ]
-        )
-        + "\n"
-    )
+    node = ['[ "$RGT_NODE_RANK" = 0 ] || job="$job/nodes/$RGT_NODE_RANK"'] if job.nodes > 1 else []
+    agent = shlex.quote(posixpath.join(job.rgt_root, "agent", job.agent_name))
+    lines = [
+        f"job={shlex.quote(job.job_dir)}",
+        *node,
+        f'python3 {agent} run "$job" &',
+        "agent=$!",
+        f'tail -q -n +1 -F "$job/agent.log" {logs} 2>/dev/null &',
+        "trap 'kill -TERM \"$agent\"' TERM",
+        'while :; do wait "$agent"; rc=$?; kill -0 "$agent" 2>/dev/null || break; done',
+        "sleep 1; exit $rc",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def render_input(
