@@ -3,7 +3,8 @@
 ``rgt up slurm --partition … --mem …`` stores the machine's defaults; ``rgt run cluster --cpus
 --time …`` adds the run's own; what Slurm holds (``scontrol show job``) and the rendered
 script are read back. What the cluster cannot give (a GPU: this cluster has no GRES; a second
-node) is refused before anything is pushed, recorded or submitted.
+node: its partition has one, and sbatch would queue the job for ever) is refused before anything
+is pushed, recorded or submitted.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def test_rgt_toml_resources_apply_and_flags_win(
     [
         (("--gpus", "1"), "this Slurm cluster has no GPU"),
         (("--gpus", "A100:1"), "this Slurm cluster has no GPU"),
-        (("--nodes", "2"), "--nodes 2 is not supported on slurm: multi-node jobs are not built"),
+        (("--nodes", "2"), "--nodes 2: Slurm partition debug has 1 node(s)"),
         (("--nodes", "0"), "resource nodes=0 (--nodes) is not valid"),
         (("--gpus", "A100:x"), "resource gpus='A100:x' (--gpus) is not valid"),
         (("--mem", "0"), "resource mem_gb=0.0 (--mem) is not valid"),
@@ -126,9 +127,9 @@ def test_what_the_cluster_cannot_give_is_refused_before_anything_starts(
     assert registered.run("squeue", "-h", "-o", "%i") == before  # nothing submitted
 
 
-def test_up_slurm_refuses_two_nodes_and_shows_the_options(slurm_cluster: SlurmCluster) -> None:
-    proc = rgt("up", "slurm", "--name", "c2", "--nodes", "2")
-    assert proc.returncode == 2 and "multi-node jobs are not built yet" in proc.stderr
+def test_up_slurm_refuses_zero_nodes_and_shows_the_options(slurm_cluster: SlurmCluster) -> None:
+    proc = rgt("up", "slurm", "--name", "c2", "--nodes", "0")
+    assert proc.returncode == 2 and "nodes must be a whole number >= 1" in proc.stderr
     assert ok(rgt("status", "--json"))["machines"] == []
     helped = rgt("up", "slurm", "--help").stdout
     for option in ("--gpus", "--cpus", "--mem", "--time", "--partition", "--account", "--qos"):

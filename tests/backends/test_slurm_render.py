@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from rgt.backends._render.sbatch import SbatchJob, render_script, sbatch_argv, slurm_flags
+from rgt.backends._slurm_nodes import check_nodes, partition_nodes
 from rgt.backends._slurm_state import merge, parse_scontrol
-from rgt.errors import SpecError
+from rgt.errors import SpecError, UsageError
 from rgt.resources import Resources
 from tests.conftest import HOSTILE_NAMES
 
@@ -198,3 +199,52 @@ def test_merge_counts_allocations_as_attempts_and_labels_timeouts() -> None:
     assert merged["attempts"] == 2 and merged["label"] == "preempted"
     gone = merge({"state": "running", "attempt": 1, "agent_alive": False}, None, "7")
     assert gone["state"] == "running" and "no longer knows" in gone["reason"]
+
+
+# ``sinfo -h -N -o "%N %P"`` on a cluster of three nodes, two partitions (``cpu`` the default).
+SINFO_NODES = "n1 cpu*\nn2 cpu*\nn2 gpu\nn3 gpu\n"
+
+
+@pytest.mark.parametrize(
+    ("partition", "nodes", "refused"),
+    [
+        (None, 2, None),  # the default partition, cpu: n1 and n2
+        (None, 3, "Slurm partition cpu has 2 node(s)"),
+        ("gpu", 2, None),
+        ("gpu", 3, "Slurm partition gpu has 2 node(s)"),
+        ("cpu,gpu", 3, None),  # a job may name several partitions
+        ("nosuch", 2, "Slurm partition nosuch has 0 node(s)"),
+    ],
+)
+def test_a_partition_without_enough_nodes_is_refused(
+    partition: str | None, nodes: int, refused: str | None
+) -> None:
+    if refused is None:
+        check_nodes(SINFO_NODES, partition, nodes)
+        return
+    with pytest.raises(UsageError) as caught:
+        check_nodes(SINFO_NODES, partition, nodes)
+    assert refused in caught.value.message and "sinfo -s" in str(caught.value.fix)
+
+
+def test_without_a_default_partition_every_node_counts() -> None:
+    assert partition_nodes("a p\nb q\nb p\n", None) == ("(all partitions)", 2)
+    check_nodes("", None, 8)  # sinfo said nothing: sbatch will say it, not a guess here
+
+
+def test_two_nodes_render_one_task_per_node_and_one_node_stays_as_it_was() -> None:
+    two = slurm_flags(Resources(nodes=2, gpus="A100:4"), 60)
+    assert two[3:] == ["--nodes=2", "--ntasks-per-node=1", "--gres=gpu:A100:4"]
+    one = slurm_flags(Resources(nodes=1, gpus="4"), 60)
+    assert "--ntasks-per-node=1" not in one and "--nodes=1" in one
+    script = render_script(
+        SbatchJob("rgt-x", "python3", "/a.pyz", ("/jobs/x",), Resources(nodes=3), 60)
+    )
+    assert "#SBATCH --nodes=3\n#SBATCH --ntasks-per-node=1\n" in script
+    assert script.count('"$python" "$agent" run "$job_dir" &') == 1  # one agent, on node 0
+
+
+def test_nodes_zero_is_refused_by_the_vocabulary() -> None:
+    with pytest.raises(UsageError) as caught:
+        Resources.from_mapping({"nodes": 0})
+    assert "nodes must be a whole number >= 1" in str(caught.value.fix) + caught.value.message
