@@ -21,6 +21,7 @@ from rgt.agent._classify import REMEDY_PREEMPTED, AttemptFacts, Decision, decide
 from rgt.agent._fleet import group_restart
 from rgt.agent._record import JobRecorder
 from rgt.agent._sentinel import Sentinel
+from rgt.agent._slurm_nodes import NodeGroup, group_for, settle
 from rgt.agent.paths import JobPaths
 
 LOG_TAIL_BYTES = 64 * 1024
@@ -51,6 +52,7 @@ class AttemptRunner(object):
         self.rank_pids: Set[int] = set()  # every rank process seen in this attempt
         self.orphans: List[int] = []  # ranks that outlived their launcher, killed
         self.gpus = _gpus.GpuClaim(paths, spec)  # `--gpus N` on a box (rgt.agent._gpus)
+        self.nodes: Optional[NodeGroup] = None  # a multi-node Slurm job (srun per node)
 
     def run(self, attempt: int) -> Optional[Decision]:
         """Run attempt ``attempt``; None when it exited 0, else the verdict on its failure."""
@@ -99,6 +101,9 @@ class AttemptRunner(object):
         self.launcher = _launch.recognise(choice.command)
         extra = _launch.env_for(self.launcher, choice.command, ranks_dir)
         env.update((k, v) for k, v in extra.items() if k not in env)  # the user's values win
+        self.nodes = group_for(env, ranks_dir)  # None on one node
+        command = self.nodes.argv(choice.command, self.launcher) if self.nodes else choice.command
+        env.update(self.nodes.env() if self.nodes else {})
         self.rank_logs = _ranklogs.RankLogs(log_path, ranks_dir, self.launcher)
         if self.sentinel is not None:
             self.sentinel.launched(self.launcher, ranks_dir, env.get("PATH", ""))
@@ -108,7 +113,7 @@ class AttemptRunner(object):
                 log_file.flush()
             try:
                 proc = subprocess.Popen(
-                    choice.command,
+                    command,
                     cwd=cwd,
                     env=env,
                     stdin=subprocess.DEVNULL,
@@ -132,6 +137,8 @@ class AttemptRunner(object):
             reason="attempt %d running" % attempt,
         )
         _resume.announce(self.rec, choice)
+        if self.nodes is not None:
+            self.rec.event("nodes_started", self.nodes.to_json())
         self.rec.event(
             "attempt_started",
             {
@@ -285,6 +292,7 @@ class AttemptRunner(object):
         self.rec.update(exit_code=facts.exit_code, signal=facts.signal_num)
         decision = None if returncode == 0 else decide(facts)
         decision = group_restart(self.spec, decision)  # a fleet node: a peer's loss
+        decision = settle(self.nodes, decision, facts)  # Slurm: each node's end
         stopped = self.stop_requested or (self.warned and facts.signal_num == signal.SIGUSR1)
         if decision is not None and stopped and not decision.cancelled:
             why = "SIGTERM" if self.stop_requested else "SIGUSR1 (the platform's warning)"
