@@ -21,10 +21,11 @@ from rgt.backends._render.fit import K8S_MAX_PODS, fit
 from rgt.backends._render.k8s import INDEX_ANNOTATION, render_job, render_service
 from rgt.backends.base import Backend
 from rgt.backends.kubernetes import KubernetesBackend, check_manifest, job_state, to_model
+from rgt.cli import main
 from rgt.errors import UsageError
 from rgt.models import JobSpec, JobState
 from rgt.resources import Resources
-from rgt.state.store import utcnow
+from rgt.state.store import Store, utcnow
 from rgt.transport.snapshot import take_snapshot
 from tests.backends.k8s_fake import FakeApi, k8s_api  # noqa: F401  (the fixture)
 from tests.backends.test_kubernetes import _run_init, k8s_job, response
@@ -222,7 +223,7 @@ time.sleep(120)
 """
 
 
-def submit_pair(backend: Backend, tmp_path: Path, job_id: str) -> None:
+def submit_pair(backend: Backend, tmp_path: Path, job_id: str) -> JobSpec:
     project = tmp_path / "project"
     project.mkdir()
     (project / "job.py").write_text(SHOW_ENV)
@@ -232,6 +233,7 @@ def submit_pair(backend: Backend, tmp_path: Path, job_id: str) -> None:
                    command=(backend.python, "job.py"), code_snapshot=snapshot.digest,
                    created=utcnow())  # fmt: skip
     backend.submit(spec, None, Resources(gpus="1", nodes=2))
+    return spec
 
 
 def env_line(backend: Backend, job_id: str) -> dict[str, str]:
@@ -257,10 +259,11 @@ def wait_state(backend: Backend, job_id: str, state: JobState) -> Any:
 def test_two_pods_rendezvous_env_then_one_index_oomkilled_then_cancel(
     k8s_api: FakeApi,  # noqa: F811
     tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     backend = kube(k8s_api, tmp_path)
     assert isinstance(backend, KubernetesBackend)
-    submit_pair(backend, tmp_path, "k8s-pair")
+    Store.open().add_job(submit_pair(backend, tmp_path, "k8s-pair"))
     name = "rgt-k8s-pair"
     cluster = k8s_api.cluster
     assert cluster.services[name]["spec"]["clusterIP"] == "None"
@@ -276,6 +279,10 @@ def test_two_pods_rendezvous_env_then_one_index_oomkilled_then_cancel(
     }
     with pytest.raises(UsageError, match="has no node 2"):
         backend.on_node("k8s-pair", 2)
+    capfd.readouterr()
+    with pytest.raises(SystemExit):  # `rgt logs JOB --node 1`: pod 1's log
+        main(["logs", "k8s-pair", "--node", "1"])
+    assert '"RGT_NODE_RANK": "1"' in capfd.readouterr().out
 
     alive = wait_state(backend, "k8s-pair", JobState.RUNNING)
     assert alive.agent_alive and alive.liveness == "kubernetes"
@@ -298,3 +305,20 @@ def test_a_manifest_round_trips_through_the_clients_models() -> None:
     job = render_job(k8s_job(resources=TWO))
     model = to_model(job)
     assert model.spec.completion_mode == "Indexed" and model.spec.template.spec.subdomain
+
+
+def test_node_0_ended_is_not_the_group_ended() -> None:
+    """The agent's files read are pod 0's: the gate and `rgt status` must not see the job
+    ended while another index runs, nor succeeded when another index failed."""
+    from rgt.backends._k8s_state import merge
+
+    node0 = {"state": "succeeded", "done": True, "label": None, "reason": None}
+    running = job_state(indexed_job(), [pod("0", "Succeeded"), pod("1", "Running")])
+    out = merge(node0, running)
+    assert (out["state"], out["agent_alive"], out["done"]) == ("running", True, False)
+    failed = job_state(indexed_job([FAILED]), [pod("0", "Succeeded"), pod("1", "Failed", OOM)])
+    out = merge(node0, failed)
+    assert (out["state"], out["label"], out["done"]) == ("failed", "host_oom", True)
+    assert out["k8s"]["index"] == 1 and out["reason"].startswith("index 1: OOMKilled")
+    done = job_state(indexed_job([{"type": "Complete", "status": "True"}]), [])
+    assert merge(node0, done)["state"] == "succeeded"

@@ -234,7 +234,9 @@ def _status_human(o: Output, data: dict[str, Any]) -> None:
 @click.argument("job_id", callback=job_id_arg)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
 @click.option("--attempt", type=int, help="Which attempt's log (default: the latest).")
-@click.option("--node", type=int, metavar="R", help="A fleet job: node R's log (default: 0).")
+@click.option(
+    "--node", type=int, metavar="R", help="A fleet or multi-pod job: node R's log (default: 0)."
+)
 def logs(job_id: str, follow: bool, attempt: int | None, node: int | None = None) -> None:
     """Print a job's log (the raw log is the output; there is no --json form of a log).
 
@@ -244,7 +246,13 @@ def logs(job_id: str, follow: bool, attempt: int | None, node: int | None = None
     from rgt.jobs.fleet import node_machine
 
     store = Store.open()
-    backend = backend_for(store, node_machine(store.job(job_id), node))
+    record = store.job(job_id)
+    backend = backend_for(store, record.machine)
+    on_node = getattr(backend, "on_node", None)  # Kubernetes: pod R of an Indexed Job
+    if on_node is None or not node:
+        backend = backend_for(store, node_machine(record, node))
+    else:
+        backend = on_node(job_id, node)
     sys.exit(follow_log(store, backend, job_id, attempt, follow))
 
 
