@@ -36,6 +36,8 @@ CASES = Path(__file__).parent / "xcorpus" / "cases"
 # half's misses (xcorpus/FROZEN.md): measured whole, once.
 BATCH2 = Path(__file__).parent / "xcorpus" / "batch2"
 BATCH3 = Path(__file__).parent / "xcorpus" / "batch3"  # a third, smaller blind batch
+BATCH4 = Path(__file__).parent / "xcorpus" / "batch4"  # a fourth: 34 new repositories
+BATCHES = {"batch2": BATCH2, "batch3": BATCH3, "batch4": BATCH4}
 Found = tuple[str, str, int]  # path (relative), code, line
 
 
@@ -123,7 +125,7 @@ class Tally:
 
 def measure(which: str) -> Tally:
     tally = Tally()
-    folder = {"batch2": BATCH2, "batch3": BATCH3}.get(which, CASES)
+    folder = BATCHES.get(which, CASES)
     for path in sorted(folder.glob("*.txt")):
         case = parse(path)
         if folder is CASES and half(case.repo) != which:
@@ -164,7 +166,7 @@ def report(which: str, tally: Tally) -> list[str]:
 
 
 def frozen_digest(folder: Path = CASES) -> str:
-    """SHA-256 over the test half's case files (or all of ``batch2``'s), sorted by name
+    """SHA-256 over the test half's case files (or all of a blind batch's), sorted by name
     (FROZEN.md records both)."""
     digest = hashlib.sha256()
     for path in sorted(folder.glob("*.txt")):
@@ -175,12 +177,12 @@ def frozen_digest(folder: Path = CASES) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    halves = ("tune", "test", "both", "batch2", "batch3")
+    halves = ("tune", "test", "both", *BATCHES)
     parser.add_argument("--half", choices=halves, default="tune")
     parser.add_argument("--frozen", action="store_true", help="print the test half's SHA-256")
     args = parser.parse_args()
     if args.frozen:
-        print(frozen_digest({"batch2": BATCH2, "batch3": BATCH3}.get(args.half, CASES)))
+        print(frozen_digest(BATCHES.get(args.half, CASES)))
         return 0
     halves = ("tune", "test") if args.half == "both" else (args.half,)
     for which in halves:
