@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,3 +113,23 @@ def dicts(value: Any) -> list[dict[str, Any]]:
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise Garbled(f"a {type(value).__name__} where a list of objects belongs")
     return value
+
+
+def parse_body(
+    answer: Answer, body: Any, expect: Callable[[Any], Any] | None, empty_ok: bool
+) -> Any:
+    """A 2xx answer's body as ``expect`` reads it; ``Garbled`` when it is not that answer
+    (a redirect, no JSON, JSON without the documented envelope)."""
+    if not 200 <= answer.status < 300:  # a redirect (to a login page): no answer at all
+        raise Garbled(f"a redirect to {answer.headers.get('Location', 'nowhere')!r}")
+    if empty_ok and not answer.content.strip():
+        return None
+    if body is None:
+        raise Garbled(answer.describe())
+    if expect is None:
+        return body
+    try:
+        return expect(body)
+    except SHAPE_ERRORS as exc:
+        detail = str(exc) if isinstance(exc, Garbled) else repr(exc)
+        raise Garbled(f"JSON that is not its documented answer ({detail[:120]})") from exc

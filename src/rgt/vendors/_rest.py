@@ -4,10 +4,8 @@ A vendor module implements seven primitives (``catalog``, ``create``, ``get``, `
 ``stop``, ``start``, ``terminate``) and ``error_detail`` (its error envelope); this base does
 the rest. The rules, the same for every vendor:
 
-- 30 s deadline per request (httpx's timeout: on connecting and on each read or write, so a
-  vendor that stops answering is cut off after 30 s); 429 and 5xx are retried with
-  exponential backoff, honouring ``Retry-After``; a connection that never reached the vendor
-  is retried too.
+- 30 s deadline per request (httpx's timeout: on connecting and on each read or write);
+  429, 5xx and a connection that never reached the vendor are retried (``_retry``).
 - A request that is not idempotent (create) is *not* retried after a 5xx or a timeout: the
   vendor may have acted. It raises ``VendorError(code="ambiguous")`` and the caller lists
   instances by name before trying again (``rgt.vendors.lifecycle``).
@@ -22,21 +20,15 @@ the rest. The rules, the same for every vendor:
   returns ``None`` from a ``missing_ok`` call: the one answer that may mean "gone".
 - A body is read at most ``max_body_bytes`` (16 MiB, after decompression) and within
   ``deadline_s`` in all (a server that drips bytes under the per-read timeout is cut off too).
-
-``RGT_VENDOR_DEADLINE_S`` and ``RGT_VENDOR_BACKOFF_S`` change the deadline and the first backoff.
 """
 
 from __future__ import annotations
 
 import builtins
-import functools
 import logging
-import os
-import ssl
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
 
 import httpx
@@ -45,28 +37,24 @@ from rgt.errors import KeyRefusedError, VendorError
 from rgt.vendors._answer import (
     ACCEPT_ENCODING,
     MAX_BODY_BYTES,
-    SHAPE_ERRORS,
     Answer,
     Garbled,
+    parse_body,
     read_answer,
 )
 from rgt.vendors._keys import KEY_VARIABLES, redact
 from rgt.vendors._model import TERMINATED, CreateRequest, GpuSpec, Instance, Offer, matching
+from rgt.vendors._retry import (
+    MAX_ATTEMPTS,
+    REQUEST_DEADLINE_S,
+    RETRY_FIX,
+    Retry,
+    backoff,
+    env_s,
+    tls,
+)
 
 log = logging.getLogger("rgt.vendors")
-
-REQUEST_DEADLINE_S = 30.0
-MAX_ATTEMPTS = 5
-MAX_WAIT_S = 30.0
-RETRY_FIX = "retry later; `rgt machines --orphans` shows anything the vendor bills"
-
-
-class _Retry(Exception):
-    """A try that may be repeated: what went wrong, its error code, and the answer if any."""
-
-    def __init__(self, text: str, code: str | None, answer: Answer | None = None) -> None:
-        super().__init__(text)
-        self.text, self.code, self.answer = text, code, answer
 
 
 class VendorClient(ABC):
@@ -89,10 +77,10 @@ class VendorClient(ABC):
     ) -> None:
         self._key = key
         self.base_url = (base_url or self.default_url).rstrip("/")
-        self.backoff_s = backoff_s if backoff_s is not None else _env_s("RGT_VENDOR_BACKOFF_S", 0.5)
-        self.deadline_s = _env_s("RGT_VENDOR_DEADLINE_S", REQUEST_DEADLINE_S)
+        self.backoff_s = backoff_s if backoff_s is not None else env_s("RGT_VENDOR_BACKOFF_S", 0.5)
+        self.deadline_s = env_s("RGT_VENDOR_DEADLINE_S", REQUEST_DEADLINE_S)
         self._http = httpx.Client(
-            timeout=self.deadline_s, headers=self.auth_headers(key), verify=_tls()
+            timeout=self.deadline_s, headers=self.auth_headers(key), verify=tls()
         )
 
     def auth_headers(self, key: str) -> dict[str, str]:
@@ -204,9 +192,9 @@ class VendorClient(ABC):
                 return self._attempt(
                     method, full, json, params, idempotent, (missing_ok, empty_ok), expect
                 )
-            except _Retry as retry:
+            except Retry as retry:
                 self._give_up_if(attempt, retry.answer, retry.text, retry.code)
-                self._sleep(attempt, retry.answer)
+                backoff(attempt, self.backoff_s, retry.answer)
         raise AssertionError("unreachable")
 
     def _attempt(
@@ -219,31 +207,31 @@ class VendorClient(ABC):
         allowed: tuple[bool, bool],
         expect: Callable[[Any], Any] | None,
     ) -> Any:
-        """One try: the parsed answer, or ``_Retry`` (retryable), or a ``VendorError``."""
+        """One try: the parsed answer, or ``Retry`` (retryable), or a ``VendorError``."""
         started = time.monotonic()
         try:
             answer = self._send(method, url, json, params)
         except httpx.ConnectError as exc:
-            raise _Retry(f"cannot reach {self.vendor}: {exc}", "connect") from exc
+            raise Retry(f"cannot reach {self.vendor}: {exc}", "connect") from exc
         except httpx.TimeoutException as exc:
             if not idempotent:
                 raise self._error(
                     None, f"no answer within {self.deadline_s:g}s", "ambiguous"
                 ) from exc
-            raise _Retry(f"{self.vendor} did not answer in time", "timeout") from exc
+            raise Retry(f"{self.vendor} did not answer in time", "timeout") from exc
         except Garbled as exc:  # a body over the size cap
             problem = str(exc)
         else:
             log.debug("%s %s → %s (%.2fs)", method, url, answer.status, time.monotonic() - started)
             if answer.status == 429 or (answer.status >= 500 and idempotent):
-                raise _Retry("", None, answer)
+                raise Retry("", None, answer)
             try:
                 return self._decode(answer, allowed[0], expect, allowed[1])
             except Garbled as exc:
                 problem = f"HTTP {answer.status} with {exc}"
         if not idempotent:  # the vendor may have acted: never repeat it blindly
             raise self._error(200, f"answered {problem}", "ambiguous")
-        raise _Retry(f"answered {problem}", "garbled")
+        raise Retry(f"answered {problem}", "garbled")
 
     def _send(self, method: str, url: str, json: Any, params: dict[str, Any] | None) -> Answer:
         request = self._http.build_request(method, url, json=json, params=params)
@@ -281,24 +269,7 @@ class VendorClient(ABC):
             error = self._error(status, text, code or ("ambiguous" if status >= 500 else None))
             error.instance_id = self.error_instance(body)
             raise error
-        return self._parse(answer, body, expect, empty_ok)
-
-    def _parse(
-        self, answer: Answer, body: Any, expect: Callable[[Any], Any] | None, empty_ok: bool
-    ) -> Any:
-        if not 200 <= answer.status < 300:  # a redirect (to a login page): no answer at all
-            raise Garbled(f"a redirect to {answer.headers.get('Location', 'nowhere')!r}")
-        if empty_ok and not answer.content.strip():
-            return None
-        if body is None:
-            raise Garbled(answer.describe())
-        if expect is None:
-            return body
-        try:
-            return expect(body)
-        except SHAPE_ERRORS as exc:
-            detail = str(exc) if isinstance(exc, Garbled) else repr(exc)
-            raise Garbled(f"JSON that is not its documented answer ({detail[:120]})") from exc
+        return parse_body(answer, body, expect, empty_ok)
 
     def _give_up_if(
         self, attempt: int, response: Answer | None, text: str, code: str | None
@@ -314,12 +285,6 @@ class VendorClient(ABC):
         error.fix = error.fix or RETRY_FIX
         raise error
 
-    def _sleep(self, attempt: int, response: Answer | None) -> None:
-        wait = retry_after(response) if response is not None else None
-        if wait is None:
-            wait = self.backoff_s * 2 ** (attempt - 1)
-        time.sleep(min(wait, MAX_WAIT_S))
-
     def _error(self, status: int | None, text: str, code: str | None) -> VendorError:
         return VendorError(
             f"{self.vendor}: {redact(text, self._key)}",
@@ -330,33 +295,6 @@ class VendorClient(ABC):
             if code in ("ambiguous", "retries_exhausted", "timeout", "connect", "garbled")
             else None,
         )
-
-
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """One verifying TLS context per process (loading the CA bundle costs ~0.1–0.3 s)."""
-    import certifi
-
-    return ssl.create_default_context(cafile=certifi.where())
-
-
-def _env_s(variable: str, default: float) -> float:
-    return float(os.environ.get(variable) or default)
-
-
-def retry_after(response: Answer | httpx.Response) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
-    value = response.headers.get("Retry-After")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
 
 
 ProgressFn = Callable[[Instance], None]

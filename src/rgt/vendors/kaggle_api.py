@@ -43,7 +43,7 @@ import httpx
 
 from rgt.errors import KeyRefusedError, UsageError, VendorError
 from rgt.vendors._keys import redact
-from rgt.vendors._rest import MAX_ATTEMPTS, MAX_WAIT_S, REQUEST_DEADLINE_S, _tls, retry_after
+from rgt.vendors._retry import MAX_ATTEMPTS, MAX_WAIT_S, REQUEST_DEADLINE_S, retry_after, tls
 
 log = logging.getLogger("rgt.vendors.kaggle")
 
@@ -116,7 +116,7 @@ class KaggleClient:
             timeout=REQUEST_DEADLINE_S,
             auth=httpx.BasicAuth(creds.username, creds.key),
             headers={"Accept": "application/json"},
-            verify=_tls(),
+            verify=tls(),
             follow_redirects=True,
         )
 
