@@ -29,17 +29,9 @@ _workspace_option = click.option(
 
 
 def _ws(workspace_dir: Path | None, near: Path | None = None) -> Workspace:
-    from rgt.deliver.workspace import find_workspace
-    from rgt.errors import UsageError
+    from rgt.verbs.deliver import workspace
 
-    if workspace_dir is not None:
-        return find_workspace(workspace_dir)
-    try:
-        return find_workspace(Path.cwd())
-    except UsageError:
-        if near is None:
-            raise
-        return find_workspace(near)
+    return workspace(workspace_dir, near)
 
 
 @click.group()

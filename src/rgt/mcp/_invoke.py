@@ -1,11 +1,14 @@
-"""Run one ``rgt … --json`` command in this process and hand back the document it prints.
+"""Run one ``rgt … --json`` command in this process and hand back the document it prints: the
+path of the tools not yet moved onto the library (``_call``), which only shrinks.
 
-The MCP tools own no logic of their own: each builds the argv a human would type and runs the
-real click command here, so a tool's output is byte for byte the ``--json`` document and its
-error is the same ``{"error", "message", "fix", "exit_code"}`` object ``main`` prints. Only one
-command runs at a time (stdout is redirected for the whole process while it does); the stdio
-transport (``wire``) writes to its own copy of the protocol descriptor, and it has already
-pointed fd 1 at stderr, so nothing a child process prints can reach the wire.
+Still here: ``profiles``, ``offers``, ``up``, ``audit``, ``push``, ``fetch``, ``smoke``,
+``triage``, ``down``, ``run`` with ``dry_run`` (the forecast) and ``pull`` to ``hf://``: their
+documents are built in their CLI bodies. Each builds the argv a human would type and runs the
+real click command here, so its output is byte for byte the ``--json`` document and its error
+the same ``{"error", "message", "fix", "exit_code"}`` object ``main`` prints. Only one command
+runs at a time (stdout is redirected for the whole process while it does); the stdio transport
+(``wire``) writes to its own copy of the protocol descriptor, and it has already pointed fd 1
+at stderr, so nothing a child process prints can reach the wire.
 """
 
 from __future__ import annotations
@@ -17,8 +20,6 @@ import threading
 from collections.abc import Iterable, Sequence
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
-
-import click
 
 from rgt.errors import RgtError
 
@@ -95,6 +96,8 @@ def _flags(options: dict[str, object]) -> list[str]:
 
 def _run(argv: list[str]) -> tuple[str, int, dict[str, Any] | None]:
     """The command's stdout, its exit status, and its error document when it raised."""
+    import click  # only the tools still on the click path load it
+
     from rgt.cli import cli
 
     out = io.StringIO()

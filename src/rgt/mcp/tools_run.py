@@ -1,9 +1,11 @@
 """RUN tools: each is the ``rgt`` command of the same name, with ``--json``.
 
 A tool's parameters are the command's arguments and options (their types make the input
-schema); its result is the document ``--json`` prints. Two tools add what a chat needs and a
-terminal does not: ``logs`` returns a bounded tail and the failure's triage label, and ``watch``
-waits a bounded time for a job to end instead of streaming.
+schema); its result is the document ``--json`` prints. ``run``, ``status``, ``watch``,
+``cancel`` and ``pull`` call what their CLI bodies call (``rgt.verbs``); the others still run
+the command (``_invoke``). Two tools add what a chat needs and a terminal does not: ``logs``
+returns a bounded tail and the failure's triage label, and ``watch`` waits a bounded time for a
+job to end instead of streaming.
 """
 
 from __future__ import annotations
@@ -287,7 +289,16 @@ def triage(target: str, exit_code: int | None = None, signal: int | None = None)
 def pull(job_id: str, to: str | None = None) -> dict[str, Any]:
     """Copy a job's artifacts here (default ./rgt-pulls/JOB_ID), check every sha256 and
     load-verify each file. The gate of `down` needs this for every job."""
-    return invoke(["pull"], [job_id], to=to)
+    from rgt.verbs.pull import destination
+    from rgt.verbs.pull import pull as pull_job
+
+    with as_command(["pull"], [job_id], to=to):
+        if to is not None and to.startswith("hf://"):  # the Hub upload: still the CLI's
+            return invoke(["pull"], [job_id], to=to)
+        store = Store.open()
+        job_id = store.resolve_job(job_id)
+        pulled = pull_job(store, job_id, destination(job_id, to))
+        return document(pulled.to_json(), exit_code=0 if pulled.result.ok else 1)
 
 
 def cancel(job_id: str) -> dict[str, Any]:

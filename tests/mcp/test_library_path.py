@@ -1,0 +1,112 @@
+"""The tools that call the library (``rgt.verbs``, ``rgt.verify``, ``rgt.deliver``,
+``rgt.knowledge``) answer with the very document ``rgt … --json`` prints, fail with the same
+error object, and never load the click app."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.mcp.client import SRC, McpRgt
+from tests.mcp.test_tools import cli
+
+# The tools that still run the click app (rgt/mcp/_invoke.py); every other tool is a library call.
+CLICK_TOOLS = {"profiles", "offers", "up", "audit", "push", "fetch", "smoke", "triage", "down"}
+
+
+@pytest.fixture
+def server(mcp_server: tuple[McpRgt, Path]) -> tuple[McpRgt, Path]:
+    return mcp_server
+
+
+def _same(server: tuple[McpRgt, Path], tool: str, arguments: dict[str, Any], *argv: str) -> Any:
+    client, root = server
+    answer = client.call(tool, arguments)
+    assert answer.data == cli(root, *argv), answer.text
+    return answer
+
+
+def test_explain_is_the_cli_document(server: tuple[McpRgt, Path]) -> None:
+    _same(server, "explain", {"topic": "cuda_oom"}, "explain", "cuda_oom")
+    _same(server, "explain", {"list_all": True}, "explain", "--list")
+    answer = server[0].call("explain", {})
+    assert answer.is_error and answer.data["error"] == "UsageError"
+    assert answer.data["fix"] == "rgt explain --list" and answer.data["exit_code"] == 2
+
+
+def test_verify_tools_are_the_cli_documents(server: tuple[McpRgt, Path], tmp_path: Path) -> None:
+    train, test = tmp_path / "train.txt", tmp_path / "test.txt"
+    train.write_text("a" * 64 + "\n" + "b" * 64 + "\n")
+    test.write_text("b" * 64 + "\n" + "c" * 64 + "\n")  # one shared sample: a finding
+    arguments = {"train": str(train), "test": str(test)}
+    answer = _same(server, "verify_leakage", arguments, "verify", "leakage", "--train",
+                   str(train), "--test", str(test))  # fmt: skip
+    assert answer.data["findings"], answer.text
+    _same(server, "verify_selection", {"runs": [str(tmp_path)]}, "verify", "selection",
+          str(tmp_path))  # fmt: skip
+    done = tmp_path / "out"
+    done.mkdir()
+    (done / "metrics.json").write_text('{"loss": 0.5}')
+    _same(server, "verify_artifacts", {"directory": str(done)}, "verify", "artifacts", str(done))
+
+
+def test_a_failed_verification_is_an_error_with_the_document(
+    server: tuple[McpRgt, Path], tmp_path: Path
+) -> None:
+    (tmp_path / "broken.json").write_text("{not json")
+    client, root = server
+    answer = client.call("verify_artifacts", {"directory": str(tmp_path)})
+    assert answer.is_error and answer.data["exit_code"] == 1
+    printed = cli(root, "verify", "artifacts", str(tmp_path))
+    assert {k: v for k, v in answer.data.items() if k != "exit_code"} == printed
+    missing = client.call("verify_artifacts", {"directory": str(tmp_path / "nowhere")})
+    assert missing.is_error and missing.data["error"] == "UsageError"
+    assert missing.data["exit_code"] == 2 and missing.data["fix"]
+
+
+def test_deliver_gate_and_reconcile_are_the_cli_documents(
+    server: tuple[McpRgt, Path], tmp_path: Path
+) -> None:
+    client, _root = server
+    ws = tmp_path / "ws"
+    assert not client.call("deliver_init", {"directory": str(ws)}).is_error
+    (ws / "paper.md").write_text("no numbers here\n")
+    _same(server, "deliver_reconcile", {"path": str(ws), "workspace": str(ws)},
+          "deliver", "reconcile", str(ws), "--workspace", str(ws))  # fmt: skip
+    _same(server, "deliver_gate", {"workspace": str(ws)}, "deliver", "gate", "--workspace",
+          str(ws))  # fmt: skip
+
+
+LOADED = """
+import json, sys
+from rgt.mcp import server
+from rgt.mcp.protocol import run_tool
+tools = {fn.__name__: fn for fn in server.TOOLS}
+calls = {"status": {}, "watch": {}, "explain": {"topic": "nan_loss"}, "cancel": {"job_id": "x"},
+         "pull": {"job_id": "x"}, "logs": {"job_id": "x"}, "deliver_gate": {"workspace": "."},
+         "verify_selection": {"runs": ["."]}, "ckpt_list": {"directory": "."}}
+errors = {name: run_tool(tools[name], args)["isError"] for name, args in calls.items()}
+cli = [m for m in sys.modules if m == "rgt.cli" or m.startswith("rgt.cli.")]
+print(json.dumps({"cli": sorted(cli),
+                  "click": "click" in sys.modules, "errors": errors}))
+"""
+
+
+def test_the_library_tools_never_load_the_click_app(tmp_path: Path) -> None:
+    env = {**os.environ, "RGT_HOME": str(tmp_path / "home"), "PYTHONPATH": SRC}
+    proc = subprocess.run(
+        [sys.executable, "-c", LOADED], capture_output=True, text=True, env=env, cwd=tmp_path,
+        stdin=subprocess.DEVNULL, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert seen["cli"] == [] and seen["click"] is False, seen
+    # Each ran to its answer (an unknown job, no workspace: an error, never a crash).
+    assert seen["errors"]["status"] is False and seen["errors"]["explain"] is False
+    assert seen["errors"]["cancel"] is True and seen["errors"]["pull"] is True
