@@ -166,6 +166,20 @@ def test_the_watch_judges_metrics_jsonl_and_leaves_the_logs_copy_alone() -> None
     assert spike.detail("metrics.jsonl")["recovered"] is True and spike.step == 7
 
 
+def test_the_band_is_a_knob_and_a_nonsense_knob_keeps_the_default() -> None:
+    from rgt.agent._sentinel import thresholds
+
+    rows = [2.0, 2.1, 1.9, 2.0, 2.05, 1.95, 2.0, 9.5, 2.0, 1.98]  # a 4.75x jump
+    metrics = "".join(json.dumps({"step": s, "loss": v}) + "\n" for s, v in enumerate(rows))
+    assert SpikeWatch(min_ratio=6.0).feed(metrics, "metrics.jsonl") == []  # under the band
+    assert len(SpikeWatch(min_ratio=4.0).feed(metrics, "metrics.jsonl")) == 1
+    typo = SpikeWatch(min_ratio=0.5, min_z=-1.0)  # would call every value a spike
+    assert (typo.min_ratio, typo.min_z) == (_spikes.MIN_RATIO, _spikes.MIN_Z)
+    limits = thresholds({"env": {"RGT_WATCH_SPIKE_RATIO": "6", "RGT_WATCH_SPIKE_Z": "x"}})
+    assert limits["RGT_WATCH_SPIKE_RATIO"] == 6.0  # the job's own env, as for every threshold
+    assert limits["RGT_WATCH_SPIKE_Z"] == _spikes.MIN_Z  # unreadable: the default
+
+
 def test_loss_spike_has_an_explain_entry_that_watch_links() -> None:
     entry = catalog.lookup("loss_spike")
     assert entry.kind == "event" and "recovered" in entry.body

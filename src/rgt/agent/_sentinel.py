@@ -46,6 +46,8 @@ DEFAULTS = {
     "RGT_WATCH_PROBE_S": 30.0,
     "RGT_PRICE_PER_HOUR": 0.0,
     "RGT_WATCH_INPUT_PCT": input_wait.DEFAULT_PCT,
+    "RGT_WATCH_SPIKE_RATIO": _spikes.MIN_RATIO,
+    "RGT_WATCH_SPIKE_Z": _spikes.MIN_Z,
 }
 HANG_LOOK_S = 5.0
 MAX_READ = 1 << 20  # bytes of new log scanned per tick; a flood is sampled, not all read
@@ -79,7 +81,9 @@ class Sentinel(object):
         self.active = set()  # type: set[str]
         self.broken = False
         self.input = input_wait.InputWait(self.limits["RGT_WATCH_INPUT_PCT"])
-        self.spikes = _spikes.SpikeWatch()
+        self.spikes = _spikes.SpikeWatch(
+            self.limits["RGT_WATCH_SPIKE_RATIO"], self.limits["RGT_WATCH_SPIKE_Z"]
+        )
         self.session = SessionClock(spec, rec)  # notebook VMs: warn before the platform's cap
         self.launcher = None  # type: Optional[str]
         self.hang_look = 0.0

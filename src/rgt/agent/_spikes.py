@@ -27,7 +27,9 @@ mmdetection's ``loss: ...`` after its per-head ``loss_cls`` parts. Validation an
 are ignored. Memory is one window of floats; the work per line is one regex pass and one
 sort of the window.
 
-Calibrated on real curves transcribed from public issue threads: tests/agent/loss_curves/.
+Calibrated on real curves transcribed from public issue threads: tests/agent/loss_curves/. A job
+that needs another band sets ``RGT_WATCH_SPIKE_RATIO`` (``MIN_RATIO``) and ``RGT_WATCH_SPIKE_Z``
+(``MIN_Z``) in its environment (``rgt run --env``), like the sentinel's other thresholds.
 """
 
 from __future__ import annotations
@@ -142,7 +144,8 @@ class Spike:
 class SpikeDetector(object):
     """Feed it losses in order; it returns each spike once its outcome is known."""
 
-    def __init__(self) -> None:
+    def __init__(self, min_ratio: float = MIN_RATIO, min_z: float = MIN_Z) -> None:
+        self.min_ratio, self.min_z = min_ratio, min_z
         self.history = deque(maxlen=WINDOW)  # type: deque[float]
         self.seen = 0
         self.open = None  # type: Optional[Dict[str, Any]]
@@ -157,7 +160,7 @@ class SpikeDetector(object):
         if self.open is not None:
             return self._follow(x, value, step)
         base = self._baseline()
-        if base is not None and _is_spike(x, base):
+        if base is not None and _is_spike(x, base, self.min_ratio, self.min_z):
             self.open = _onset(index, step, value, base)
             return None
         self.history.append(x)
@@ -195,12 +198,12 @@ class SpikeDetector(object):
         return _spike(spike, False, step)
 
 
-def _is_spike(x: float, base: Tuple[float, float, int]) -> bool:
+def _is_spike(x: float, base: Tuple[float, float, int], min_ratio: float, min_z: float) -> bool:
     median, mad, n = base
     rise = x - median
     if n < MIN_HISTORY:  # a few values say little about the noise: only a leap counts
-        return rise >= math.log(EARLY_RATIO)
-    return rise >= math.log(MIN_RATIO) and rise >= MIN_Z * mad
+        return rise >= math.log(max(EARLY_RATIO, min_ratio))
+    return rise >= math.log(min_ratio) and rise >= min_z * mad
 
 
 def _onset(
@@ -250,7 +253,11 @@ class SpikeWatch(object):
     has named a loss, the log's copy is only parsed, never judged, so one spike is one event.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, min_ratio: float = MIN_RATIO, min_z: float = MIN_Z) -> None:
+        # A ratio of 1 or less would call every logged value above the median a spike, a
+        # negative deviation count every value: such a knob is a typo, and the default stands.
+        self.min_ratio = min_ratio if min_ratio > 1.0 else MIN_RATIO
+        self.min_z = min_z if min_z >= 0.0 else MIN_Z
         self.detectors = {}  # type: Dict[str, SpikeDetector]
         self.metrics_seen = False
 
@@ -264,7 +271,10 @@ class SpikeWatch(object):
             self.metrics_seen = self.metrics_seen or not is_log
             if is_log and self.metrics_seen:
                 continue
-            spike = self.detectors.setdefault(source, SpikeDetector()).add(parsed[1], parsed[0])
+            detector = self.detectors.get(source)
+            if detector is None:
+                detector = self.detectors[source] = SpikeDetector(self.min_ratio, self.min_z)
+            spike = detector.add(parsed[1], parsed[0])
             if spike is not None:
                 found.append(spike)
         return found
