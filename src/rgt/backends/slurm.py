@@ -51,6 +51,7 @@ class SlurmBackend(Backend):
         slurm = dict(machine.connection.get("slurm") or {})
         self.grace_s = int(slurm.get("grace_s") or DEFAULT_GRACE_S)
         self.defaults = Resources.from_mapping(slurm.get("resources") or {})
+        self._node: int | None = None  # on_node: whose log ``log`` reads (None: the job's)
         if "host" not in machine.connection and not machine.connection.get("python"):
             self.python = sys.executable  # this host: rgt's own interpreter runs the agent
 
@@ -129,6 +130,33 @@ class SlurmBackend(Backend):
         return self.prepare(spec).root
 
     # -- derived, with Slurm's view --------------------------------------------------------
+
+    def on_node(self, job_id: str, rank: int) -> SlurmBackend:
+        """This backend reading node ``rank``'s own log of a multi-node job (``rgt logs JOB
+        --node R``: ``logs/attempt-N/node-R.log``, which that node's launcher tees); a job on
+        one node has one log. A rank the job does not have is refused."""
+        raw = self.transport.read_bytes(posixpath.join(self.job_paths(job_id).root, RECORD_NAME))
+        nodes = Resources.from_mapping(json.loads(raw).get("resources") or {}).nodes if raw else 1
+        nodes = nodes or 1
+        if not 0 <= rank < nodes:
+            raise UsageError(
+                f"job {job_id} has no node {rank} (it runs on {nodes} node(s): "
+                f"nodes 0..{nodes - 1})",
+                fix=f"give --node 0 to {nodes - 1}",
+            )
+        if nodes == 1:
+            return self
+        view = SlurmBackend(self.machine)
+        view._node = rank
+        return view
+
+    def log(self, job_id: str, attempt: int, offset: int = 0) -> bytes:
+        if self._node is None:
+            return super().log(job_id, attempt, offset)
+        root = self.job_paths(job_id).root
+        path = posixpath.join(root, "logs", f"attempt-{attempt}", f"node-{self._node}.log")
+        result = self.transport.run(["tail", "-c", f"+{offset + 1}", "--", path])
+        return result.stdout if result.ok else b""
 
     def slurm_id(self, job_id: str) -> str | None:
         raw = self.transport.read_bytes(posixpath.join(self.job_paths(job_id).root, RECORD_NAME))
