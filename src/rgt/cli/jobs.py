@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -248,8 +247,8 @@ def logs(job_id: str, follow: bool, attempt: int | None, node: int | None = None
     store = Store.open()
     record = store.job(job_id)
     backend = backend_for(store, record.machine)
-    on_node = getattr(backend, "on_node", None)  # Kubernetes: pod R of an Indexed Job
-    if on_node is None or not node:
+    on_node = getattr(backend, "on_node", None)  # Kubernetes: pod R; Slurm: node R's log
+    if on_node is None or node is None:
         backend = backend_for(store, node_machine(record, node))
     else:
         backend = on_node(job_id, node)
@@ -287,32 +286,26 @@ def pull(job_id: str, dest: str | None, out: Output, hf_token: str | None = None
     """Copy a job's artifacts, check every sha256 and load-verify each one."""
     from rich.progress import Progress
 
-    from rgt.jobs.pull import pull as do_pull
+    from rgt.verbs.pull import destination
+    from rgt.verbs.pull import pull as pull_job
 
     if dest and dest.startswith("hf://"):
         return _to_hub(job_id, dest, hf_token, out)
-    target = (Path(dest) if dest else Path("rgt-pulls") / job_id).absolute()
-    store = Store.open()
     with Progress(console=out.err, disable=out.json_mode, transient=True) as bar:
         task = bar.add_task(f"pull {job_id}", total=None)
-        result = do_pull(
-            store,
+        pulled = pull_job(
+            Store.open(),
             job_id,
-            target,
+            destination(job_id, dest),
             progress=lambda _p, done, total: bar.update(task, completed=done, total=total),
         )
-    data = result.to_json()
-    if result.ok:  # what the job resolved and the seed/determinism flags it saw, kept beside
-        from rgt.sweep._runtime import fetch as fetch_runtime
-
-        data["runtime"] = fetch_runtime(store, job_id, target)
 
     def human(o: Output) -> None:
-        for line in result.summary():
+        for line in pulled.result.summary():
             o.line(escape(line))
 
-    out.result(data, human)
-    if not result.ok:
+    out.result(pulled.to_json(), human)
+    if not pulled.result.ok:
         sys.exit(1)
 
 
