@@ -11,6 +11,13 @@ and the agent live there, and a requeued job may restart on another node.
 ``scontrol show job`` with the agent's ``status.json`` (``_slurm_state.py``), both read in
 one round trip (``_slurm_read.py``). Nothing bills
 per machine here: the allocation is the meter, and it ends with the job.
+
+``--nodes N`` (N > 1) asks ``sbatch --nodes N --ntasks-per-node 1`` (a partition with fewer
+nodes is refused first, ``_slurm_nodes.py``); the script and the one agent run on the first
+node, and the agent starts the command on every node with ``srun``, with the rendezvous
+variables and a log per node (``rgt.agent._slurm_nodes``). Everything a node writes lands in
+the one job dir on the shared filesystem, so status, ``pull`` and the gate need nothing more;
+``on_node`` serves ``rgt logs JOB --node R``. A job array (a sweep) takes ``--nodes`` per task.
 """
 
 from __future__ import annotations
