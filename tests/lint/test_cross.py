@@ -330,3 +330,24 @@ def test_a_test_batch_run_inside_the_training_loop_in_training_mode(tmp_path: Pa
     fixed = train.replace("            tx, ty =", "            net.eval()\n            tx, ty =")
     (root / "train.py").write_text(fixed)
     assert [f for f in found(root) if f[1] == "RGT201"] == []
+
+
+def test_softmax_returned_as_part_of_a_tuple_is_followed_to_the_loss(tmp_path: Path) -> None:
+    """``return probs, classes`` in model.py, ``probs, classes = model(x)`` then
+    ``CrossEntropyLoss(probs, y)`` in train.py (cnn-text-classification-pytorch#1)."""
+    model = MODEL.replace(
+        "return F.softmax(self.fc(self.drop(x)), dim=1)",
+        "probs = F.softmax(self.fc(self.drop(x)), dim=1)\n        return probs, probs.argmax(1)",
+    )
+    train = TRAIN_ON.format(imports="from model import Net").replace(
+        "loss = criterion(model(x), y)",
+        "probs, classes = model(x)\n        loss = criterion(probs, y)",
+    )
+    root = project(tmp_path, {"model.py": model, "train.py": train})
+    hits = found(root)
+    assert [(p, c) for p, c, _ in hits] == [("train.py", "RGT101")]
+    assert "part 0 of a tuple" in hits[0][2] and "model.py:6" in hits[0][2]
+    # the other part (the classes) fed to a loss is not probabilities
+    other = train.replace("criterion(probs, y)", "criterion(classes, y)")
+    root = project(tmp_path / "other", {"model.py": model, "train.py": other})
+    assert found(root) == []

@@ -171,3 +171,69 @@ def names_eval(names):
     # fairseq's eval_f0_error(samples, distortion_fn): a metric passed in, not a model
     metric = delegates.replace("inference_on_dataset(model, name)", "distortion_fn(name)")
     assert codes(tmp_path, metric.replace("names, model)", "names, distortion_fn)")) == set()
+
+
+def test_an_evaluation_every_few_steps_that_leaves_the_model_in_eval_mode(
+    tmp_path: Path,
+) -> None:
+    """Training mode set once per epoch, an evaluation every 100 steps switching it off: the
+    rest of the epoch trains with dropout off (pytorch-fcn, ncsn before their fixes)."""
+    source = (
+        MODEL
+        + """
+class Trainer:
+    def __init__(self, model, opt, loader):
+        self.model, self.opt, self.loader = model, opt, loader
+
+    def validate(self):
+        self.model.eval()
+        with torch.no_grad():
+            return sum(self.model(x).sum().item() for x, _ in self.loader)
+
+    def train_epoch(self):
+        self.model.train()
+        for i, (x, y) in enumerate(self.loader):
+            if i % 100 == 0:
+                self.validate()
+            self.opt.zero_grad()
+            self.model(x).sum().backward()
+            self.opt.step()
+"""
+    )
+    assert found(tmp_path, source) == [("RGT202", 17)]
+    # the evaluation puts the model back, or the loop does after it: no finding
+    back = source.replace("            return sum(", "            total = sum(").replace(
+        "for x, _ in self.loader)\n", "for x, _ in self.loader)\n        self.model.train()\n"
+    )
+    assert codes(tmp_path, back) == set()
+    after = source.replace(
+        "self.validate()\n", "self.validate()\n                self.model.train()\n"
+    )
+    assert codes(tmp_path, after) == set()
+    # a teacher kept in eval mode is not the model trained here
+    teacher = source.replace("self.model.eval()", "self.teacher.eval()")
+    assert "RGT202" not in codes(tmp_path, teacher)
+
+
+def test_a_validation_loop_after_eval_then_train_runs_in_training_mode(tmp_path: Path) -> None:
+    """``model.eval()`` then ``model.train()`` before the validation batches: the last call
+    wins (MultiBench before its fix); without the stray ``train()`` no finding."""
+    source = """
+import torch
+
+def fit(encoder, opt, train_loader, valid_loader, epochs):
+    model = torch.nn.Sequential(encoder, torch.nn.Linear(8, 2))
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            model.train()
+            for x, y in valid_loader:
+                out = model(x)
+"""
+    assert found(tmp_path, source) == [("RGT201", 15)]
+    assert codes(tmp_path, source.replace("            model.train()\n", "")) == set()

@@ -41,8 +41,11 @@ def classes(facts: Facts) -> dict[str, dict[str, Any]]:
         if bases:
             entry["bases"] = bases
         for kind in ("softmax", "sigmoid"):
-            if losses.WHOLE in models[kind].get(cls.name, ()):
+            positions = models[kind].get(cls.name, set())
+            if losses.WHOLE in positions:
                 entry["probs"] = kind
+            elif positions:  # ``return probs, classes``: which parts of the tuple
+                entry["probs_at"] = [kind, sorted(positions)]
         entry.update(rng_fields(facts, cls))
         out[cls.name] = entry
     return out
@@ -138,18 +141,33 @@ def built_from(facts: Facts, node: ast.AST) -> str | None:
 
 
 def model_losses(facts: Facts) -> list[list[Any]]:
-    """Losses applied to the output of a model built from a class not defined here:
-    ``[loss line, col, kind, class as spelled]``."""
+    """Losses applied to the output of a model built from a class not defined here, or to one
+    part of the tuple it returns (``probs, classes = model(x)``): ``[loss line, col, kind,
+    class as spelled, position]`` (position ``losses.WHOLE``: the whole output)."""
     local = {c.name for c in facts.classes}
     out = []
     for call, kind in _loss_calls(facts):
-        source = origin(facts, call.args[0])
+        source, position = origin_part(facts, call.args[0])
         if source is None or in_suite_test(facts, call):
             continue
         cls = built_from(facts, _callee(source))
         if cls and cls not in local:
-            out.append([call.lineno, call.col_offset, kind, cls])
+            out.append([call.lineno, call.col_offset, kind, cls, position])
     return out
+
+
+def origin_part(facts: Facts, node: ast.AST, depth: int = 0) -> tuple[ast.Call | None, int]:
+    """``origin``, and which part of a returned tuple the value is: ``probs`` after
+    ``probs, classes = model(x)`` is part 0 of ``model(x)`` (``losses.WHOLE``: all of it)."""
+    if isinstance(node, ast.Name) and depth < 3:
+        value = facts.last_value(facts.scope_of(node), node.id, node.lineno)
+        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call):
+            index = value.slice
+            if isinstance(index, ast.Constant) and isinstance(index.value, int):
+                return value.value, index.value
+        if value is not None:
+            return origin_part(facts, value, depth + 1)
+    return origin(facts, node, depth), losses.WHOLE
 
 
 def passes(facts: Facts) -> list[list[Any]]:

@@ -16,6 +16,7 @@ from typing import Any
 from rgt.lint._model import Finding, Rule
 from rgt.lint._project import Project, Summary, old_torch
 from rgt.lint._source import Text, project_root
+from rgt.lint.losses import WHOLE
 from rgt.lint.modes import LAYER_WORDS
 
 Site = tuple[str, int, int, str, str]  # path, line, col, code, detail
@@ -105,14 +106,27 @@ def _class(project: Project, path: str, spelled: str) -> tuple[str, str, dict[st
 
 
 def _model_losses(project: Project, path: str, summary: Summary) -> Iterator[Site]:
-    for line, col, kind, spelled in summary.get("model_losses", ()):
+    for line, col, kind, spelled, position in summary.get("model_losses", ()):
         code, output = LOSS_CODES[kind]
         found = _class(project, path, spelled)
-        if found and found[2].get("probs") == output:
-            where, name, entry = found
-            detail = (f"`{name}.forward` ({show(where, entry['line'], path)}) ends in {output}; "
-                      f"this loss is applied to its output")  # fmt: skip
+        if not found:
+            continue
+        where, name, entry = found
+        at = show(where, entry["line"], path)
+        if position == WHOLE and entry.get("probs") == output:
+            detail = f"`{name}.forward` ({at}) ends in {output}; this loss is applied to its output"
             yield path, line, col, code, detail
+        elif position != WHOLE and [output, [position]] == _part(entry, position):
+            detail = (f"`{name}.forward` ({at}) returns {output} output as part {position} of a "
+                      f"tuple; this loss is applied to that part")  # fmt: skip
+            yield path, line, col, code, detail
+
+
+def _part(entry: dict[str, Any], position: int) -> list[Any]:
+    """``[kind, [position]]`` when part ``position`` of the class's forward output is
+    probabilities (``entry["probs_at"]``), else empty."""
+    kind, positions = entry.get("probs_at") or (None, ())
+    return [kind, [position]] if position in positions else []
 
 
 def _callee(project: Project, path: str, ref: str) -> tuple[str, str] | None:

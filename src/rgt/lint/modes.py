@@ -17,6 +17,7 @@ from rgt.lint._nodes import dotted, method
 from rgt.lint._tree import walk
 
 B, W = Severity.BUG, Severity.WARNING
+Function = ast.FunctionDef | ast.AsyncFunctionDef
 RULES = (
     Rule(
         "RGT201",
@@ -89,8 +90,11 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
         if not _under_no_grad(facts, func):
             yield Hit("RGT203", func, func.name)
     yield from _train_after_eval(facts)
+    yield from _left_in_eval(facts)
     yield from _accumulated(facts)
-    if words & LAYER_WORDS:
+    # Layers the modes change, seen here or in the files around; or an ``.eval()`` here: its
+    # author knows the model has some (MultiBench's encoders come from its callers).
+    if words & LAYER_WORDS or facts.methods_called("eval"):
         yield from _inline_evaluation(facts)
         yield from _evaluation_branches(facts)
 
@@ -195,16 +199,18 @@ def _parent_loop(facts: Facts, node: ast.AST) -> ast.AST | None:
 
 
 def _mode_set(facts: Facts, loop: ast.AST, run: ast.Call) -> bool:
-    """Is the model ``run`` calls put in eval mode in ``loop`` before ``run`` (or ever in the
-    module's functions called there: left alone)?"""
+    """Is the model ``run`` calls in eval mode there: the last ``.eval()``/``.train()`` of it
+    in ``loop`` before ``run`` puts it in eval mode (``model.eval()`` then ``model.train()``
+    before the validation batches leaves it training: MultiBench before its fix)?"""
     name = run.func.id  # type: ignore[attr-defined]
+    evaluating = False
     for call in facts.calls_in(loop):
         if call.lineno >= run.lineno:
             break
         owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
-        if owner == name and (method(call) == "eval" or _train_false(call)):
-            return True
-    return False
+        if owner == name and method(call) in ("eval", "train"):
+            evaluating = method(call) == "eval" or _train_false(call)
+    return evaluating
 
 
 def _layers(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef, words: set[str]) -> bool:
@@ -325,6 +331,60 @@ def _train_after_eval(facts: Facts) -> Iterator[Hit]:
             if not _freezes(facts):  # walked only here: rare
                 yield Hit("RGT202", evals[0])
             return
+
+
+def _left_in_eval(facts: Facts) -> Iterator[Hit]:
+    """A training loop that evaluates every few steps (``self.validate()`` puts ``self.model``
+    in eval mode) and never puts the model back: training mode was set once, before the loop
+    (at the start of the epoch), so the rest of the epoch trains with dropout off and frozen
+    batch-norm statistics (pytorch-fcn and ncsn before their fixes). Only a model trained
+    here counts (a teacher kept in eval mode is not one), and an evaluation followed by
+    ``break``/``return`` ends the loop."""
+    trained = {dotted(c.func.value) for c in facts.methods_called("train") if not _train_false(c)}  # type: ignore[attr-defined]
+    trained.discard(None)
+    if not trained or not facts.methods_called("eval"):
+        return
+    bodies = {f.name: f for f in facts.functions}
+    stepping = facts.loops_calling("backward")
+    for loop in facts.loops:
+        inside = facts.calls_in(loop)
+        called = [bodies[n] for n in (_callee(c) for c in inside) if n in bodies]
+        reach = inside + [c for f in called for c in facts.calls_in(f)]
+        if id(loop) not in stepping and not any(method(c) == "backward" for c in reach):
+            continue
+        if any(method(c) == "train" and not _train_false(c) for c in reach):
+            continue
+        evals = [
+            c
+            for c in reach
+            if method(c) == "eval" and not c.args and dotted(c.func.value) in trained  # type: ignore[attr-defined]
+        ]
+        # In a function the loop calls, only an unconditional ``.eval()`` surely runs
+        # (UDA's ``eval(..., model_file)`` switches only when it loads a file).
+        evals = [c for c in evals if _within(c, loop) or not _conditional(facts, c, called)]
+        evals = [c for c in evals if not _ends_loop(facts, c, loop)]
+        if evals and not _freezes(facts):
+            yield Hit("RGT202", evals[0], f"after `{dotted(evals[0].func)}()` at line "
+                      f"{evals[0].lineno} this loop keeps training in eval mode")  # fmt: skip
+            return
+
+
+def _conditional(facts: Facts, call: ast.Call, functions: list[Function]) -> bool:
+    """Is ``call`` under an ``if`` of the function (one of ``functions``) it is in?"""
+    return any(
+        _within(call, f) and any(_within(call, b) and _within(b, f) for b in facts.ifs)
+        for f in functions
+    )
+
+
+def _ends_loop(facts: Facts, call: ast.Call, loop: ast.AST) -> bool:
+    """Is ``call`` in an ``if`` of ``loop`` that breaks out of it or returns?"""
+    return any(
+        _within(call, branch)
+        and _within(branch, loop)
+        and any(isinstance(n, ast.Break | ast.Return) for n in walk(branch))
+        for branch in facts.ifs
+    )
 
 
 def _callee(call: ast.Call) -> str:
