@@ -173,3 +173,59 @@ def test_scheduler_before_optimizer_in_the_same_loop(tmp_path: Path) -> None:
         "        plateau.step", "        scheduler.step()\n        plateau.step"
     )
     assert codes(tmp_path, fixed) == set()
+
+
+def test_a_modules_own_softmax_forward_into_log_softmax_and_nll(tmp_path: Path) -> None:
+    """``y_hat = self(x)`` runs this class's forward; ``nll_loss(log_softmax(y_hat))`` on its
+    softmax output is a softmax twice (lightning-bolts' LogisticRegression, #654)."""
+    source = """
+import torch.nn as nn
+import torch.nn.functional as F
+
+class LogisticRegression(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return F.softmax(self.linear(x), dim=1)
+
+    def training_step(self, batch):
+        x, y = batch
+        y_hat = self(x)
+        return F.nll_loss(F.log_softmax(y_hat, dim=1), y)
+"""
+    assert found(tmp_path, source) == [("RGT101", 15)]
+    assert (
+        codes(tmp_path, source.replace("F.softmax(self.linear(x), dim=1)", "self.linear(x)"))
+        == set()
+    )
+    assert codes(
+        tmp_path,
+        source.replace("F.nll_loss(F.log_softmax(y_hat, dim=1), y)", "F.cross_entropy(y_hat, y)"),
+    ) == {"RGT101"}
+
+
+def test_zero_grad_once_before_the_loop_even_when_a_clip_helper_gets_the_optimizer(
+    tmp_path: Path,
+) -> None:
+    """``optimizer.zero_grad()`` once, before the loop; ``utils.clip_gradient(optimizer, c)``
+    in it clips, never clears (TextClassificationBenchmark#20). A helper that may clear
+    (``reset(optimizer)``) still silences the rule."""
+    source = """
+import torch
+import utils
+
+optimizer = torch.optim.Adam(model.parameters())
+optimizer.zero_grad()
+for batch in loader:
+    loss = loss_fun(model(batch.text), batch.label)
+    loss.backward()
+    utils.clip_gradient(optimizer, 0.5)
+    optimizer.step()
+"""
+    assert found(tmp_path, source) == [("RGT105", 10)]
+    assert (
+        codes(tmp_path, source.replace("utils.clip_gradient(optimizer", "utils.reset(optimizer"))
+        == set()
+    )

@@ -112,6 +112,21 @@ def check(facts: Facts) -> Iterator[Hit]:
     yield from _update_order(facts)
 
 
+def _log_softmax_of_probabilities(facts: Facts, probs: _Probabilities, node: ast.AST) -> bool:
+    """``F.log_softmax(p)`` / ``p.log_softmax(1)`` where ``p`` is already a softmax output
+    (lightning-bolts' LogisticRegression before its fix)."""
+    if not isinstance(node, ast.Call):
+        return False
+    name = facts.call_name(node) or ""
+    if name.rsplit(".", 1)[-1] != "log_softmax":
+        return False
+    if name.startswith("torch."):  # ``F.log_softmax(p, 1)``, ``torch.log_softmax(p, 1)``
+        inner: ast.AST | None = node.args[0] if node.args else None
+    else:  # ``p.log_softmax(1)``
+        inner = node.func.value if isinstance(node.func, ast.Attribute) else None
+    return inner is not None and probs.of(unshaped(inner), "softmax")
+
+
 def _is_loss(facts: Facts, name: str) -> bool:
     """A functional loss, or a name bound to something (a loss object: ``criterion(...)``)."""
     return name.rsplit(".", 1)[-1] in LOSS_NAMES or bool(facts.bindings.get(name))
@@ -137,6 +152,9 @@ def _loss_input(facts: Facts, probs: _Probabilities, call: ast.Call, kind: str) 
     first = unshaped(call.args[0])
     if kind in ("ce", "nll") and probs.of(first, "softmax"):
         yield Hit("RGT101" if kind == "ce" else "RGT102", call)
+    elif kind == "nll" and _log_softmax_of_probabilities(facts, probs, first):
+        # ``nll_loss(log_softmax(p))`` is ``cross_entropy(p)``: softmax applied twice
+        yield Hit("RGT101", call, "log_softmax of a softmax output, then NLLLoss")
     elif kind == "bce" and probs.of(first, "sigmoid"):
         yield Hit("RGT103", call)
 
@@ -222,10 +240,19 @@ class _Probabilities:
         return False
 
     def _model_output(self, call: ast.Call, position: int, kind: str) -> bool:
+        if _calls_self(call):  # ``self(x)`` in a method: this class's own forward
+            own = self._own_class(call)
+            return own is not None and position in self.models[kind].get(own, ())
         for cls, positions in self.models[kind].items():
             if position in positions and self.facts.is_instance_of(call.func, (cls,)):
                 return True
         return False
+
+    def _own_class(self, node: ast.AST) -> str | None:
+        """The innermost class defined here whose body holds ``node``."""
+        line = getattr(node, "lineno", 0)
+        around = [c for c in self.facts.classes if c.lineno <= line <= (c.end_lineno or 0)]
+        return around[-1].name if around else None
 
     def _returns(self, kind: str) -> dict[str, set[int]]:
         """Classes defined here whose ``forward`` always returns ``kind`` output (or a tuple
@@ -255,6 +282,14 @@ class _Probabilities:
 
 
 WHOLE = -1  # the whole output, not a tuple position
+
+
+def _calls_self(call: ast.Call) -> bool:
+    """``self(x)`` or ``self.forward(x)``: a module running its own forward."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "forward":
+        func = func.value
+    return isinstance(func, ast.Name) and func.id == "self"
 
 
 def _update_order(facts: Facts) -> Iterator[Hit]:
