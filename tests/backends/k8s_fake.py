@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import signal
@@ -65,6 +66,7 @@ class Cluster:
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests: list[str] = field(default_factory=list)  # "GET /api/v1/…", one per round trip
     deletes: list[tuple[str, str, str | None]] = field(default_factory=list)  # kind, name, policy
+    ends: itertools.count[int] = field(default_factory=itertools.count)  # finishedAt's clock
 
     def start_job(self, job: dict[str, Any]) -> None:
         name = job["metadata"]["name"]
@@ -125,23 +127,39 @@ class Cluster:
                 self._index_ended(job, pod, code, "Completed" if code == 0 else "Error")
 
     def _index_ended(self, job: dict[str, Any], pod: dict[str, Any], code: int, why: str) -> None:
-        """One index's pod ended: the Job is Complete once every index succeeded; a failure
-        fails the Job (the fake retries no pod) and the controller deletes the other pods."""
-        pod["status"] = indexed.terminated(code, why, f"2026-12-01T00:00:{len(self.deletes):02d}Z")
+        """One index's pod ended, handled as the Job controller documents it: the Job is
+        Complete once every index succeeded; a failure that matches the ``FailJob`` rule (the
+        agent's exit 1) fails the Job at once; any other counts against ``backoffLimit`` and,
+        while within it, the index gets a new pod after the controller's back-off delay (here:
+        when the test calls ``replace_index``); past it, the Job fails. A failed Job's other
+        pods are deleted."""
+        tick = next(self.ends)  # one second per ended pod: finishedAt orders them
+        pod["status"] = indexed.terminated(
+            code, why, f"2026-12-01T00:{tick // 60:02d}:{tick % 60:02d}Z"
+        )
         status = job["status"]
         name = job["metadata"]["name"]
         mine = [p for p in self.pods.values() if _job_of(p) == name]
-        done = sum(p["status"].get("phase") == "Succeeded" for p in mine)
+        running = sum(p["status"].get("phase") == "Running" for p in mine)
         if code == 0:
-            status.update(succeeded=done, active=len(mine) - done)
+            done = sum(p["status"].get("phase") == "Succeeded" for p in mine)
+            status.update(succeeded=done, active=running)
             if done == indexed.indexed(job):
                 status["conditions"] = [{"type": "Complete", "status": "True"}]
             return
+        status.update(failed=int(status.get("failed") or 0) + 1, active=running)
         said = f"pod of index {indexed.index_of(pod)}: container agent exited {code} ({why})"
-        status.update(failed=1, active=0, conditions=[indexed.job_failed(
-            "PodFailurePolicy" if code == 1 else "BackoffLimitExceeded", said)])  # fmt: skip
+        if indexed.fail_job_rule(job, code):
+            return self._job_failed(job, mine, "PodFailurePolicy", said)
+        if status["failed"] > int(job["spec"].get("backoffLimit", 6)):
+            return self._job_failed(job, mine, "BackoffLimitExceeded", said)
+
+    def _job_failed(
+        self, job: dict[str, Any], mine: list[dict[str, Any]], reason: str, said: str
+    ) -> None:
+        job["status"].update(active=0, conditions=[indexed.job_failed(reason, said)])
         for other in mine:
-            if other is not pod and other["status"].get("phase") == "Running":
+            if other["status"].get("phase") == "Running":
                 self.pods.pop(other["metadata"]["name"])
                 proc = self.procs.pop(other["metadata"]["name"], None)
                 if proc:
@@ -149,16 +167,34 @@ class Cluster:
 
     def fail_index(self, name: str, index: int, reason: str = "OOMKilled", code: int = 137) -> None:
         """Index ``index`` of Job ``name`` ends as the kubelet reports it (``OOMKilled``,
-        exit 137: the cgroup's OOM killer), its processes killed; the Job has no retry left,
-        so it fails and its other pods are deleted."""
+        exit 137: the cgroup's OOM killer), its processes killed; the Job goes on (a new pod
+        for the index once ``replace_index`` is called) or fails, as ``_index_ended`` says."""
         with self.lock:
             job = self.jobs[name]
-            pod = next(p for p in self.pods.values()
-                       if _job_of(p) == name and indexed.index_of(p) == index)  # fmt: skip
+            pod = next(
+                p
+                for p in self.pods.values()
+                if _job_of(p) == name
+                and indexed.index_of(p) == index
+                and p["status"]["phase"] == "Running"
+            )
             proc = self.procs.get(pod["metadata"]["name"])
             self._index_ended(job, pod, code, reason)
         if proc:
             _kill_group(proc.pid, signal.SIGKILL)
+
+    def replace_index(self, name: str, index: int) -> None:
+        """The controller's back-off delay has passed: index ``index`` gets a new pod (the
+        failed one stays listed, as the API keeps it)."""
+        with self.lock:
+            job = self.jobs[name]
+            labels = job["spec"]["template"].get("metadata", {}).get("labels") or {}
+            tries = sum(_job_of(p) == name and indexed.index_of(p) == index
+                        for p in self.pods.values())  # fmt: skip
+            pod = indexed.index_pod(job, labels, index, tries)
+            self.pods[pod["metadata"]["name"]] = pod
+            job["status"]["active"] = int(job["status"].get("active") or 0) + 1
+        threading.Thread(target=self._run_pod, args=(job, pod), daemon=True).start()
 
     def _mount_config_map(self, spec: dict[str, Any]) -> Path:
         name = next(v["configMap"]["name"] for v in spec["volumes"] if "configMap" in v)

@@ -80,18 +80,22 @@ def indexed(job: dict[str, Any]) -> int:
 
 def indexed_pods(job: dict[str, Any], labels: dict[str, str]) -> list[dict[str, Any]]:
     """The Job controller's pods, one per index (parallelism = completions: all at once)."""
-    return [_pod(job, labels, index) for index in range(indexed(job))]
+    return [index_pod(job, labels, index) for index in range(indexed(job))]
 
 
-def _pod(job: dict[str, Any], labels: dict[str, str], index: int) -> dict[str, Any]:
+def index_pod(
+    job: dict[str, Any], labels: dict[str, str], index: int, tries: int = 0
+) -> dict[str, Any]:
+    """Pod of ``index`` (``tries``: how many that index had before: a replacement's name
+    differs, its host name does not)."""
     name = job["metadata"]["name"]
-    suffix = hashlib.sha256(f"{name}/{index}".encode()).hexdigest()[:5]
+    suffix = hashlib.sha256(f"{name}/{index}/{tries}".encode()).hexdigest()[:5]
     spec = dict(job["spec"]["template"]["spec"], hostname=f"{name}-{index}")
     meta = {
         "name": f"{name}-{index}-{suffix}",
         "labels": {**labels, "job-name": name, INDEX: str(index)},
         "annotations": {INDEX: str(index)},
-        "uid": f"{name}-{index}",
+        "uid": f"{name}-{index}-{tries}",
     }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
             "status": {"phase": "Running"}}  # fmt: skip
@@ -137,6 +141,18 @@ def terminated(code: int, reason: str, finished: str) -> dict[str, Any]:
     container = {"name": "agent", "image": "fake", "imageID": "fake", "ready": False,
                  "restartCount": 0, "state": state}  # fmt: skip
     return {"phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [container]}
+
+
+def fail_job_rule(job: dict[str, Any], code: int) -> bool:
+    """Whether a ``FailJob`` rule of the Job's ``podFailurePolicy`` matches the ``agent``
+    container's exit ``code`` (``operator: In``; the only form rgt writes)."""
+    rules = (job["spec"].get("podFailurePolicy") or {}).get("rules") or []
+    for rule in rules:
+        on = rule.get("onExitCodes") or {}
+        ours = rule.get("action") == "FailJob" and on.get("containerName", "agent") == "agent"
+        if ours and on.get("operator") == "In" and code in (on.get("values") or []):
+            return True
+    return False
 
 
 def job_failed(reason: str, message: str) -> dict[str, Any]:

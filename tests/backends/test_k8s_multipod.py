@@ -23,13 +23,12 @@ from rgt.backends.base import Backend
 from rgt.backends.kubernetes import KubernetesBackend, check_manifest, job_state, to_model
 from rgt.cli import main
 from rgt.errors import UsageError
-from rgt.models import JobSpec, JobState
+from rgt.models import JobSpec, JobState, RetryPolicy
 from rgt.resources import Resources
 from rgt.state.store import Store, utcnow
 from rgt.transport.snapshot import take_snapshot
 from tests.backends.k8s_fake import FakeApi, k8s_api  # noqa: F401  (the fixture)
 from tests.backends.test_kubernetes import _run_init, k8s_job, response
-from tests.backends.test_status_round_trips_k8s import kube
 
 TWO = Resources(gpus="A100:4", cpus=8, nodes=2)
 
@@ -231,8 +230,8 @@ def submit_pair(backend: Backend, tmp_path: Path, job_id: str) -> JobSpec:
     backend.push_snapshot(snapshot)
     spec = JobSpec(job_id=job_id, machine=backend.machine.name,
                    command=(backend.python, "job.py"), code_snapshot=snapshot.digest,
-                   created=utcnow())  # fmt: skip
-    backend.submit(spec, None, Resources(gpus="1", nodes=2))
+                   created=utcnow(), retry=RetryPolicy(max_retries=1))  # fmt: skip
+    backend.submit(spec, None, Resources(gpus="1", nodes=2))  # backoffLimit 1: one pod lost
     return spec
 
 
@@ -256,12 +255,12 @@ def wait_state(backend: Backend, job_id: str, state: JobState) -> Any:
 
 
 @pytest.mark.slow
-def test_two_pods_rendezvous_env_then_one_index_oomkilled_then_cancel(
+def test_two_pods_rendezvous_env_then_an_index_oomkilled_retried_failed_then_cancel(
     k8s_api: FakeApi,  # noqa: F811
     tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    backend = kube(k8s_api, tmp_path)
+    backend = kube_named(k8s_api, tmp_path, "kube-pair")
     assert isinstance(backend, KubernetesBackend)
     Store.open().add_job(submit_pair(backend, tmp_path, "k8s-pair"))
     name = "rgt-k8s-pair"
@@ -288,7 +287,15 @@ def test_two_pods_rendezvous_env_then_one_index_oomkilled_then_cancel(
     assert alive.agent_alive and alive.liveness == "kubernetes"
     assert [p["phase"] for p in alive.extra["k8s"]["pods"]] == ["Running", "Running"]
 
-    cluster.fail_index(name, 1, "OOMKilled", 137)
+    cluster.fail_index(name, 1, "OOMKilled", 137)  # within the Job's backoffLimit
+    lost = wait_state(backend, "k8s-pair", JobState.RETRYING)
+    assert not lost.agent_alive and lost.extra["k8s"]["index"] == 1
+    assert "index 1 failed (OOMKilled (exit 137))" in (lost.reason or "")
+    cluster.replace_index(name, 1)  # the controller's back-off delay passed: a new pod 1
+    again = wait_state(backend, "k8s-pair", JobState.RUNNING)
+    assert [p["phase"] for p in again.extra["k8s"]["pods"]] == ["Running", "Running"]
+
+    cluster.fail_index(name, 1, "OOMKilled", 137)  # past the backoffLimit: the Job fails
     failed = wait_state(backend, "k8s-pair", JobState.FAILED)
     single = job_state(*response("failed_oomkilled"))["label"]  # the one-pod path's label
     assert (failed.label, failed.extra["k8s"]["index"], failed.agent_alive) == (single, 1, False)
