@@ -286,6 +286,16 @@ def test_two_pods_rendezvous_env_then_an_index_oomkilled_retried_failed_then_can
     alive = wait_state(backend, "k8s-pair", JobState.RUNNING)
     assert alive.agent_alive and alive.liveness == "kubernetes"
     assert [p["phase"] for p in alive.extra["k8s"]["pods"]] == ["Running", "Running"]
+    # An odd answer: a pod listed under the job's labels with no completion index (another
+    # controller's, or a hand-made one). It is no node of the job: counted, not believed.
+    labels = {"app.kubernetes.io/managed-by": "rgt", "rgt/job": name, "job-name": name}
+    odd = {"metadata": {"name": "intruder", "labels": labels}, "status": {"phase": "Failed"}}
+    with cluster.lock:
+        cluster.pods["intruder"] = odd
+    still = backend.statuses(["k8s-pair"])["k8s-pair"]
+    assert (still.state, still.extra["k8s"]["odd_pods"]) == (JobState.RUNNING, 1)
+    with cluster.lock:
+        del cluster.pods["intruder"]
 
     cluster.fail_index(name, 1, "OOMKilled", 137)  # within the Job's backoffLimit
     lost = wait_state(backend, "k8s-pair", JobState.RETRYING)
