@@ -23,6 +23,7 @@ from rgt.profiles import (
     stale_facts,
     survival_word,
 )
+from rgt.verbs.profiles import listing, profile_document, stale_document
 
 
 def register(group: click.Group) -> None:
@@ -51,26 +52,13 @@ def profiles(name: str | None, stale: bool, months: int, today: Any, out: Output
     if stale:
         day = today.date() if today else date.today()
         facts = stale_facts(months, day)
-        out.result(_stale_json(facts, months, day), lambda o: _stale_human(o, facts, months))
+        out.result(stale_document(facts, months, day), lambda o: _stale_human(o, facts, months))
     elif name:
         profile = load_profile(name)
-        out.result(_profile_json(profile), lambda o: _profile_human(o, profile))
+        out.result(profile_document(profile), lambda o: _profile_human(o, profile))
     else:
         found = list_profiles()
-        out.result({"profiles": [_summary(p) for p in found]}, lambda o: _list_human(o, found))
-
-
-def _summary(p: Profile) -> dict[str, Any]:
-    return {
-        "name": p.name,
-        "title": p.title,
-        "kind": p.kind,
-        "backend": p.backend,
-        "verified": p.verified,
-        "origin": p.origin,
-        "path": p.path,
-        "overrides_bundled": p.overrides_bundled,
-    }
+        out.result(listing(found), lambda o: _list_human(o, found))
 
 
 def _list_human(out: Output, found: list[Profile]) -> None:
@@ -85,16 +73,6 @@ def _list_human(out: Output, found: list[Profile]) -> None:
         for p in found
     ]
     out.table(["name", "kind", "backend", "verified", "origin"], _escaped(rows), title="profiles")
-
-
-def _profile_json(p: Profile) -> dict[str, Any]:
-    return {
-        **_summary(p),
-        "durable_dir": p.durable_dir,
-        "profile": p.raw,
-        "first_contact_notes": p.first_contact_notes(),
-        "teardown_notes": p.teardown_notes(),
-    }
 
 
 def _profile_human(out: Output, p: Profile) -> None:
@@ -153,10 +131,6 @@ def _escaped(rows: list[tuple[Any, ...]]) -> list[tuple[str, ...]]:
 
 def _stamp_cell(month: str, status: str) -> str:
     return month if status == "verified" else f"{month} ({status})"
-
-
-def _stale_json(facts: list[StaleFact], months: int, day: date) -> dict[str, Any]:
-    return {"months": months, "today": day.isoformat(), "stale": [fact.to_dict() for fact in facts]}
 
 
 def _stale_human(out: Output, facts: list[StaleFact], months: int) -> None:

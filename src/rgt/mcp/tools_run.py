@@ -1,19 +1,22 @@
 """RUN tools: each is the ``rgt`` command of the same name, with ``--json``.
 
 A tool's parameters are the command's arguments and options (their types make the input
-schema); its result is the document ``--json`` prints. ``run``, ``status``, ``watch``,
-``cancel`` and ``pull`` call what their CLI bodies call (``rgt.verbs``); the others still run
-the command (``_invoke``). Two tools add what a chat needs and a terminal does not: ``logs``
-returns a bounded tail and the failure's triage label, and ``watch`` waits a bounded time for a
-job to end instead of streaming.
+schema); its result is the document ``--json`` prints. ``profiles``, ``audit``, ``push``,
+``run``, ``status``, ``watch``, ``cancel``, ``pull`` and ``ckpt_list`` call what their CLI
+bodies call (``rgt.verbs`` and below); the others still run the command (``_invoke``). Two
+tools add what a chat needs and a terminal does not: ``logs`` returns a bounded tail and the
+failure's triage label, and ``watch`` waits a bounded time for a job to end instead of
+streaming.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 from rgt.agent import jobfiles
+from rgt.errors import UsageError
 from rgt.mcp._call import as_command, document
 from rgt.mcp._invoke import CommandFailed, invoke
 from rgt.state.store import Store
@@ -29,7 +32,18 @@ ENDED = jobfiles.TERMINAL
 def profiles(name: str | None = None, stale: bool = False) -> dict[str, Any]:
     """Platform profiles (AutoDL, RunPod, Slurm, local, ...): their storage tiers, what survives
     stop/destroy, danger clocks. With NAME, one profile in full; `stale` lists old facts."""
-    return invoke(["profiles"], [name] if name else [], stale=stale)
+    from datetime import date
+
+    from rgt import profiles as found
+    from rgt.verbs.profiles import listing, profile_document, stale_document
+
+    with as_command(["profiles"], [name] if name else [], stale=stale):
+        if stale:
+            months, day = found.DEFAULT_MONTHS, date.today()
+            return document(stale_document(found.stale_facts(months, day), months, day))
+        if name:
+            return document(profile_document(found.load_profile(name)))
+        return document(listing(found.list_profiles()))
 
 
 def offers(
@@ -88,21 +102,26 @@ def audit(
 ) -> dict[str, Any]:
     """Phase 0 on machine NAME: disks and inodes of each tier, cgroup memory, GPUs, driver,
     torch, /dev/shm; the checkpoint disk budget; findings with their fixes."""
-    return invoke(
-        ["audit"],
-        [name],
-        path=paths or [],
-        ckpt_gb=ckpt_gb,
-        keep=keep,
-        scratch_gb=scratch_gb,
-        worker_gb=worker_gb,
-    )
+    from rgt.watch.audit import Budget
+    from rgt.watch.audit import audit as run_audit
+
+    budget = Budget(ckpt_gb=ckpt_gb, keep=keep, scratch_gb=scratch_gb, worker_gb=worker_gb)
+    flags = {"ckpt_gb": ckpt_gb, "keep": keep, "scratch_gb": scratch_gb, "worker_gb": worker_gb}
+    with as_command(["audit"], [name], path=paths or [], **flags):
+        data = run_audit(Store.open(), name, list(paths or []), budget)
+        return document(data, exit_code=0 if data["ok"] else 1)
 
 
 def push(name: str, paths: list[str], to: str | None = None) -> dict[str, Any]:
     """Copy code (an immutable snapshot, honouring .gitignore/.rgtignore) and data `paths` to
     machine NAME; resumable, hash-checked."""
-    return invoke(["push"], [name, *paths], to=to)
+    from rgt.jobs.push import push as push_files
+
+    with as_command(["push"], [name, *paths], to=to):
+        for path in paths:  # as given: "data/" pushes the folder's contents, as with rsync
+            if not os.path.exists(path):
+                raise UsageError(f"{path!r} does not exist", fix="pass files or folders here")
+        return document(push_files(Store.open(), name, paths, to=to).to_json())
 
 
 def fetch(
