@@ -351,3 +351,73 @@ def test_softmax_returned_as_part_of_a_tuple_is_followed_to_the_loss(tmp_path: P
     other = train.replace("criterion(probs, y)", "criterion(classes, y)")
     root = project(tmp_path / "other", {"model.py": model, "train.py": other})
     assert found(root) == []
+
+
+def test_an_evaluation_method_inherited_from_a_base_class_in_another_file(
+    tmp_path: Path,
+) -> None:
+    """``BaseAlgo.get_test_accuracy`` (algo.py) runs ``self.phi`` under ``no_grad`` and never
+    calls ``.eval()``; ``Hybrid(BaseAlgo).train`` (hybrid.py) calls it right after training
+    (robustdg#30). The torchvision ResNet, imported inside a method, has batch norm."""
+    algo = """
+import torch
+
+
+class BaseAlgo:
+    def __init__(self, loader):
+        self.loader = loader
+        self.phi = self.get_model()
+
+    def get_model(self):
+        from models.resnet import get_resnet
+        return get_resnet()
+
+    def get_test_accuracy(self):
+        correct = 0
+        for x, y in self.loader:
+            with torch.no_grad():
+                correct += (self.phi(x).argmax(1) == y).sum().item()
+        return correct
+"""
+    hybrid = """
+import torch
+from .algo import BaseAlgo
+
+
+class Hybrid(BaseAlgo):
+    def train(self, opt, epochs):
+        for epoch in range(epochs):
+            self.phi.train()
+            for x, y in self.loader:
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(self.phi(x), y).backward()
+                opt.step()
+            self.get_test_accuracy()
+"""
+    resnet = "import torchvision\n\n\ndef get_resnet():\n    return torchvision.models.resnet18()\n"
+    files = {
+        "pyproject.toml": PYPROJECT,
+        "algorithms/__init__.py": "",
+        "algorithms/algo.py": algo,
+        "algorithms/hybrid.py": hybrid,
+        "models/__init__.py": "",
+        "models/resnet.py": resnet,
+    }
+    hits = found(project(tmp_path, files))
+    assert [(p, c) for p, c, _ in hits] == [("algorithms/hybrid.py", "RGT201")]
+    assert "BaseAlgo.get_test_accuracy" in hits[0][2] and "self.phi.train()" in hits[0][2]
+    fixed = {
+        **files,
+        "algorithms/algo.py": algo.replace(
+            "        correct = 0\n", "        self.phi.eval()\n        correct = 0\n"
+        ),
+    }
+    assert found(project(tmp_path / "fixed", fixed)) == []
+    # a model of this project with neither dropout nor batch norm: nothing to say
+    plain = {
+        **files,
+        "models/resnet.py": resnet.replace(
+            "torchvision.models.resnet18()", "torch.nn.Linear(4, 2)"
+        ),
+    }
+    assert found(project(tmp_path / "plain", plain)) == []

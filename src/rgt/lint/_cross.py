@@ -30,6 +30,9 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
     it uses can only match what it offers itself, so a use is looked for only where the
     module offers its match (in a tree of unrelated scripts, most look for nothing)."""
     out: Summary = {"imports": _imports(facts.tree)}
+    lazy = _lazy_imports(facts.tree)
+    if lazy:
+        out["lazy_imports"] = lazy
     offers: tuple[tuple[str, Callable[[Facts], Any]], ...] = (
         ("classes", _flow.classes),
         ("loss_params", _flow.loss_params),
@@ -83,6 +86,21 @@ def _imports(tree: ast.Module) -> list[list[Any]]:
             todo.extend(node.body + node.orelse)
             if isinstance(node, ast.Try):
                 todo.extend(s for h in node.handlers for s in h.body)
+    return found
+
+
+def _lazy_imports(tree: ast.Module) -> list[list[Any]]:
+    """``[module, level, imported name or None]`` of the imports inside functions
+    (``from models.resnet import get_resnet`` in ``get_model``): not names of the module, but
+    files it reaches (``Project.neighbours``)."""
+    found: list[list[Any]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom):
+                    found += [[inner.module or "", inner.level, a.name] for a in inner.names]
+                elif isinstance(inner, ast.Import):
+                    found += [[a.name, 0, None] for a in inner.names]
     return found
 
 

@@ -30,7 +30,9 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
     kept = trained_attributes(facts)
     for func in facts.functions:
         names = params(func)
-        if not (names or kept) or not (id(func) in guarded or _evaluates(func)):
+        if not (names or kept or id(func) in guarded) or not (
+            id(func) in guarded or _evaluates(func)
+        ):
             continue
         if not facts.loops_in(func):
             continue
@@ -46,7 +48,12 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
             and not target.id.startswith(FUNCTION_HEADS)
         }
         run = {name for name in run if not _sets_mode(inside, name)}
-        held = {dotted(t) for t in map(_callee, inside) if isinstance(t, ast.Attribute)} & kept
+        # A model kept on ``self``: trained here, or, in a method a subclass elsewhere may
+        # inherit, any ``self.x(...)`` run under ``no_grad`` (robustdg's ``BaseAlgo``).
+        attributes = {dotted(t) for t in map(_callee, inside) if isinstance(t, ast.Attribute)}
+        held = attributes & kept
+        if id(func) in guarded:
+            held |= {a for a in attributes if a and a.startswith("self.") and a.count(".") == 1}
         held = {name for name in held if name and not _sets_mode(inside, name)}
         if run or held:
             pairs = [[names.index(n), n] for n in sorted(run)]
@@ -148,10 +155,14 @@ def _held_calls(facts: Facts) -> list[list[Any]]:
         for qual, (_line, pairs) in runners(facts).items()
         if any(position == HELD for position, _name in pairs)
     }
-    for call in facts.calls if defined else ():
+    own = {f.name for f in facts.functions}
+    inherits = any(c.bases for c in facts.classes)
+    for call in facts.calls if defined or inherits else ():
         name = dotted(call.func) or ""
-        if not name.startswith("self.") or name.count(".") != 1 or name[5:] not in defined:
+        if not name.startswith("self.") or name.count(".") != 1:
             continue
+        if name[5:] not in defined and (name[5:] in own or not inherits):
+            continue  # neither an evaluation method here nor one a base class may define
         before = [
             c
             for c in facts.calls_in(facts.scope_of(call))

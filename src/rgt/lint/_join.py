@@ -13,11 +13,12 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from rgt.lint._flow_modes import HELD
 from rgt.lint._model import Finding, Rule
 from rgt.lint._project import Project, Summary, old_torch
 from rgt.lint._source import Text, project_root
 from rgt.lint.losses import WHOLE
-from rgt.lint.modes import LAYER_WORDS
+from rgt.lint.modes import LAYER_WORDS, TORCHVISION_NORMED
 
 Site = tuple[str, int, int, str, str]  # path, line, col, code, detail
 LOSS_CODES = {
@@ -67,7 +68,9 @@ def _layers(
     if words(path) & LAYER_WORDS:
         return True
     near = [texts[n].text for n in project.neighbours(path) if n in texts]
-    return any(w in text for text in near for w in LAYER_WORDS)
+    return any(w in text for text in near for w in LAYER_WORDS) or any(
+        TORCHVISION_NORMED.search(text) for text in near
+    )
 
 
 def _sites(
@@ -174,12 +177,37 @@ def _evaluations(
             if target
             else None
         )
+        if runner is None and target is not None and index == HELD:
+            target, runner = _inherited(project, target)
         ran = [n for p, n in runner[1] if p == index and (p >= 0 or n == model)] if runner else []
         if runner is not None and ran and target is not None:
             at = show(target[0], runner[0], path)
             detail = (f"`{target[1]}` ({at}) runs `{ran[0]}` in a loop and never calls "
                       f".eval(); here `{model}` is in training mode: {why}")  # fmt: skip
             yield path, line, col, "RGT201", detail
+
+
+def _inherited(
+    project: Project, target: tuple[str, str], depth: int = 0
+) -> tuple[tuple[str, str] | None, list[Any] | None]:
+    """The evaluation method ``Class.method`` (``target``) inherits from a base class defined
+    in another file (robustdg's ``Hybrid(BaseAlgo)`` calling ``get_test_accuracy``): the base's
+    runner entry, followed 3 levels up."""
+    where, qual = target
+    cls, _, name = qual.rpartition(".")
+    entry = project.summaries.get(where, {}).get("classes", {}).get(cls, {})
+    for base in entry.get("bases", ()) if depth < 3 else ():
+        found = project.lookup(where, base)
+        if found is None:
+            continue
+        above = (found[0], f"{found[1]}.{name}")
+        runner = project.summaries.get(found[0], {}).get("runners", {}).get(above[1])
+        if runner is not None:
+            return above, runner
+        deeper = _inherited(project, above, depth + 1)
+        if deeper[1] is not None:
+            return deeper
+    return None, None
 
 
 def _dataset(project: Project, path: str, spelled: str) -> tuple[str, str, dict[str, Any]] | None:

@@ -135,7 +135,8 @@ class Project:
         if not hasattr(self, "_edges"):
             edges: dict[str, set[str]] = {}
             for path, summary in self.summaries.items():
-                for _local, module, level, obj in summary.get("imports", ()):
+                lazy = [[None, *entry] for entry in summary.get("lazy_imports", ())]
+                for _local, module, level, obj in [*summary.get("imports", ()), *lazy]:
                     found = self.module(path, module, level) if module or level else None
                     if obj and (sub := self.module(path, f"{module}.{obj}".lstrip("."), level)):
                         found = sub

@@ -62,6 +62,12 @@ EVAL_NAME = re.compile(rf"(?i)^({_EVAL_HEAD})(_|$)|_({_EVAL_TAIL})$")
 # The definition of a function EVAL_NAME matches, as it reads in the source.
 EVAL_DEF = re.compile(rf"def[\s\\]+(?i:({_EVAL_HEAD})(_|(?!\w))|\w*_({_EVAL_TAIL})(?!\w))")
 LAYER_WORDS = frozenset({"Dropout", "dropout", "BatchNorm2d", "BatchNorm1d"})  # mode-bound
+# torchvision's classifiers built with batch norm (or dropout): ``torchvision.models.resnet18(``
+# names no layer, yet the model has dozens (the cross-file evaluation rule, ``_join``).
+TORCHVISION_NORMED = re.compile(
+    r"\bmodels\.(resnet|resnext|wide_resnet|vgg|densenet|mobilenet|efficientnet|inception"
+    r"|googlenet|shufflenet|regnet|mnasnet|alexnet)\w*\("
+)
 # A layer word as found in the file itself or in the modules it imports, however deep (the
 # project words carry it with this prefix, ``_words``): what a model class defined in the file
 # can be built of. Its importers' layers are not.
