@@ -11,9 +11,15 @@ slowest rank's (all_reduce MAX), medians over the repeats after one warm-up save
 - blocking: how long ``save`` held the training loop;
 - durable: from the call until the step is complete on disk: ``dcp.save``'s return, the
   ``async_save`` future's result, rgt's ``wait()`` (rank 0: the manifest committed);
-- load: ``dcp.load`` vs ``load_latest`` (shards verified by hash) of the newest step.
+- load: ``dcp.load`` vs ``load_latest`` (shards verified by hash) of the newest step, with the
+  page cache in three states, the same for both sides: "as saved" (whatever each save left
+  there: ``dcp.save`` writes through the page cache, so its files are all cached; rgt writes
+  with ``O_DIRECT``, so none of its shard is), "cold" (every file of both steps evicted with
+  ``POSIX_FADV_DONTNEED`` just before the loads) and "warm" (every file of both steps read once
+  just before the loads, so both are fully cached).
 
-Printed goals: blocking <= 0.3x async_save, durable <= 1.0x dcp.save, load <= 1.1x dcp.load.
+Printed goals: blocking <= 0.3x async_save, durable <= 1.0x dcp.save, load <= 1.1x dcp.load
+(for each page-cache state).
 """
 
 from __future__ import annotations
@@ -44,10 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from rgt.ckpt import ShardedCheckpointer
 
 METHODS = ("dcp.save", "dcp.async_save", "rgt async")
+CACHES = ("as saved", "cold", "warm")
 GOALS = (
     ("blocking", "rgt async", "dcp.async_save", 0.3),
     ("durable", "rgt async", "dcp.save", 1.0),
-    ("load", "rgt load_latest", "dcp.load", 1.1),
+    *((f"load {c}", f"rgt load_latest {c}", f"dcp.load {c}", 1.1) for c in CACHES),
 )
 
 
@@ -107,15 +114,34 @@ def one_repeat(ckpt: ShardedCheckpointer, state: Any, base: str, step: int) -> d
         "dcp.async_save": dcp_async(state, where["dcp.async_save"]),
         "rgt async": rgt_async(ckpt, state, step),
     }
-    load_dcp, _ = timed(lambda: dcp.load(state, checkpoint_id=where["dcp.save"]))
-    load_rgt, info = timed(lambda: ckpt.load_latest(state))
-    assert info is not None and info.step == step
-    row["dcp.load"], row["rgt load_latest"] = slowest(load_dcp), slowest(load_rgt)
+    for cache in CACHES:
+        folders = [where["dcp.save"], ckpt.latest_info().folder]  # type: ignore[union-attr]
+        set_cache(cache, folders)
+        load_dcp, _ = timed(lambda: dcp.load(state, checkpoint_id=where["dcp.save"]))
+        load_rgt, info = timed(lambda: ckpt.load_latest(state))
+        assert info is not None and info.step == step
+        row[f"dcp.load {cache}"] = slowest(load_dcp)
+        row[f"rgt load_latest {cache}"] = slowest(load_rgt)
     dist.barrier()
     if dist.get_rank() == 0:
         for path in where.values():
             shutil.rmtree(path, ignore_errors=True)
     return row
+
+
+def set_cache(cache: str, folders: list[str]) -> None:
+    """Rank 0 evicts (``cold``) or reads (``warm``) every file of both steps; the page cache
+    is the machine's, so this is the state both ranks and both loaders see."""
+    dist.barrier()
+    if dist.get_rank() == 0 and cache != "as saved":
+        for path in (p for folder in folders for p in Path(folder).rglob("*") if p.is_file()):
+            with open(path, "rb", buffering=0) as handle:
+                if cache == "cold":
+                    os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+                else:
+                    while handle.read(16 << 20):
+                        pass
+    dist.barrier()
 
 
 def rank_main(rank: int, world: int, port: int, args: argparse.Namespace) -> None:
@@ -144,17 +170,18 @@ def report(first: dict[str, Any], rows: list[dict[str, Any]], nbytes: float) -> 
     for method in METHODS:
         blocking, durable = [r[method][0] for r in rows], [r[method][1] for r in rows]
         print(f"{method:18} {_cell(blocking):>22} {_cell(durable):>22}   ({first[method][0]:.3f})")
-    for method in ("dcp.load", "rgt load_latest"):
-        print(f"{method:18} load {_cell([r[method] for r in rows])}")
+    for cache in CACHES:
+        for method in (f"dcp.load {cache}", f"rgt load_latest {cache}"):
+            print(f"{method:24} load {_cell([r[method] for r in rows])}")
     for what, ours, theirs, goal in GOALS:
         ratio = statistics.median(_pick(r, ours, what) / _pick(r, theirs, what) for r in rows)
         verdict = "met" if ratio <= goal else "NOT met"
-        print(f"{what:8} {ours} / {theirs}: {ratio:.3f}  goal <= {goal}  {verdict}")
+        print(f"{what:13} {ours} / {theirs}: {ratio:.3f}  goal <= {goal}  {verdict}")
 
 
 def _pick(row: dict[str, Any], method: str, what: str) -> float:
     value = row[method]
-    return float(value if what == "load" else value[0 if what == "blocking" else 1])
+    return float(value if what.startswith("load") else value[0 if what == "blocking" else 1])
 
 
 def _cell(values: list[float]) -> str:

@@ -77,12 +77,21 @@ def test_each_step_folder_is_one_verdict_complete_only_when_committed(written: P
     assert step3.verdict == "bad" and "not committed" in step3.detail
 
 
-def test_a_corrupt_shard_is_bad_and_load_latest_falls_back(written: Path) -> None:
+def damage(data: bytearray, where: str) -> bytearray:
+    """One flipped byte in a tensor, in the framing before it, or in the skeleton; or a cut."""
+    if where == "truncated":
+        return data[: len(data) // 2]
+    at = {"tensor": len(data) // 3, "framing": len(b"rgt.state_digest/1") + 2}.get(where, -30)
+    data[at] ^= 0xFF
+    return data
+
+
+@pytest.mark.parametrize("where", ["tensor", "framing", "skeleton", "truncated"])
+def test_a_corrupt_shard_is_bad_and_load_latest_falls_back(written: Path, where: str) -> None:
     shard = _shards.read_manifest(str(folder_of(written, 2)))
     assert shard is not None
     data = bytearray(Path(shard.shards[1].path).read_bytes())
-    data[len(data) // 3] ^= 0xFF  # one flipped byte in rank 1's tensor bytes
-    Path(shard.shards[1].path).write_bytes(bytes(data))
+    Path(shard.shards[1].path).write_bytes(bytes(damage(data, where)))
     units = {Path(u.path).name: u for u in check_tree(written).units}
     assert units[folder_of(written, 2).name].verdict == "bad"
     target = state(1, 0)

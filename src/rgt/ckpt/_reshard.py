@@ -8,21 +8,19 @@ as itself (the whole tensor at offset 0: each rank keeps its own, so per-rank RN
 anything else as a value in the data file's JSON skeleton (nothing is pickled).
 
 Loading. From the manifest's shards this builds DCP ``Metadata`` (every tensor's global size and
-the chunks the saved ranks held) and hands it, with a ``StorageReader`` over the memory-mapped
-shard files, to ``torch.distributed.checkpoint.load(no_dist=True)``: DCP's ``DefaultLoadPlanner``
+the chunks the saved ranks held) and hands it, with a ``StorageReader`` over the shard files,
+to ``torch.distributed.checkpoint.load(no_dist=True)``: DCP's ``DefaultLoadPlanner``
 works out which saved chunks overlap what this rank holds now, whatever the world size, and the
 reader copies those slices in place. No collective runs: each rank reads the files it needs. A
 chunk saved by several ranks (a replicated tensor, a plain tensor, a value) is read from this
-rank's own shard when it has one, else from the lowest rank. Every shard file read is hashed in
-a second thread while it is copied from, and the load counts only if each hash matches.
+rank's own shard when it has one, else from the lowest rank. Every shard file read is read
+once, front to back, into the destination tensors and hashed on the way (``_shardfile``), and
+the load counts only if each hash matches.
 """
 
 from __future__ import annotations
 
-import mmap
 import warnings
-from concurrent.futures import Future as PyFuture
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -42,7 +40,7 @@ from torch.distributed.checkpoint.planner_helpers import _create_chunk_list
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.storage import StorageReader
 
-from rgt.ckpt import _format, _hash
+from rgt.ckpt._shardfile import Request, ShardFile, _numel
 from rgt.ckpt._shards import ShardedInfo
 from rgt.errors import CheckpointError
 
@@ -66,90 +64,6 @@ def shard_state(state: Any, rank: int, world: int, step: int) -> dict[str, Any]:
             values[fqn] = obj
     meta = {"rank": rank, "world_size": world, "step": step, "chunks": chunks}
     return {SHARD_KEY: meta, VALUES_KEY: values}
-
-
-class _Shard:
-    """One memory-mapped shard file: its skeleton, views of its arrays, its hash (in a thread)."""
-
-    def __init__(self, path: str, file_hash: str, size: int, pool: ThreadPoolExecutor) -> None:
-        with open(path, "rb") as handle:
-            # Private (copy-on-write, never written here): torch views it without a warning.
-            self.map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
-        self.path, self.file_hash, self.size, self._pool = path, file_hash, size, pool
-        self.hash: PyFuture[str] | None = None  # started when data is first read from it
-        meta = _format._meta(memoryview(self.map))
-        self.stream, self.arrays = int(meta["stream_bytes"]), meta["arrays"]
-        top = dict(_format._build(meta["state"], _NoArrays()))  # the skeleton without tensors
-        self.meta = top[SHARD_KEY]
-        self.nodes = _value_nodes(meta["state"])
-
-    def entry(self, fqn: str) -> tuple[Any, list[int]]:
-        """(torch dtype, local shape) of a tensor entry, without touching its bytes."""
-        entry = self.arrays[self.nodes[fqn]["a"]]
-        kind = getattr(torch, str(entry[2]).split(".")[-1], None)
-        if not isinstance(kind, torch.dtype):
-            raise CheckpointError(f"damaged shard {self.path}: {fqn} has dtype {entry[2]!r}")
-        return kind, [int(d) for d in entry[3]]
-
-    def tensor(self, fqn: str) -> Any:
-        self._hashing()
-        entry = self.arrays[self.nodes[fqn]["a"]]
-        offset, nbytes = int(entry[0]), int(entry[1])
-        kind, shape = self.entry(fqn)
-        fits = nbytes == _numel(shape) * torch.empty((), dtype=kind).element_size()
-        if not (fits and 0 <= offset <= offset + nbytes <= self.stream):
-            raise CheckpointError(f"damaged shard {self.path}: array {fqn} does not fit its data")
-        if nbytes == 0:
-            return torch.empty(shape, dtype=kind)
-        flat = torch.frombuffer(self.map, dtype=kind, count=_numel(shape), offset=offset)
-        return flat.reshape(shape)
-
-    def _hashing(self) -> None:
-        if self.hash is None:
-            self.hash = self._pool.submit(_hash.of_bytes, self.map, self.file_hash)
-
-    def value(self, fqn: str) -> Any:
-        self._hashing()
-        return _format._build(self.nodes[fqn], _Arrays(self))
-
-    def verified(self) -> bool:
-        """Whether the bytes read match the record (True when nothing was read from it)."""
-        if self.hash is None:
-            return True
-        return len(self.map) == self.size and self.hash.result() == self.file_hash
-
-
-def _numel(shape: list[int]) -> int:
-    count = 1
-    for dim in shape:
-        count *= int(dim)
-    return count
-
-
-class _NoArrays:
-    def __getitem__(self, index: int) -> None:
-        return None
-
-
-class _Arrays:
-    """The arrays a value refers to (numpy arrays in a value), copied out one by one."""
-
-    def __init__(self, shard: _Shard) -> None:
-        self.shard = shard
-
-    def __getitem__(self, index: int) -> Any:
-        view = memoryview(self.shard.map)
-        return _format._array(view, self.shard.arrays[index], self.shard.stream, None)
-
-
-def _value_nodes(skeleton: Any) -> dict[str, Any]:
-    """fqn -> skeleton node of the shard's ``values`` dict."""
-    ((_, pairs),) = skeleton.items()
-    for key, node in pairs:
-        if key == VALUES_KEY:
-            ((_, items),) = node.items()
-            return {str(k): v for k, v in items}
-    raise CheckpointError("a sharded-checkpoint data file without its values")
 
 
 class _Value:
@@ -178,14 +92,13 @@ class ShardReader(StorageReader):
     def __init__(self, info: ShardedInfo, rank: int) -> None:
         super().__init__()
         self.info, self.rank = info, rank
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rgt-ckpt-hash")
-        self._open: dict[int, _Shard] = {}
+        self._open: dict[int, ShardFile] = {}
         self.metadata, self.sources = self._index()
 
-    def shard(self, rank: int) -> _Shard:
+    def shard(self, rank: int) -> ShardFile:
         if rank not in self._open:
             s = self.info.shards[rank]
-            self._open[rank] = _Shard(s.path, s.file_hash, s.bytes, self._pool)
+            self._open[rank] = ShardFile(s.path, s.file_hash, s.bytes)
         return self._open[rank]
 
     def _order(self) -> list[int]:
@@ -217,15 +130,20 @@ class ShardReader(StorageReader):
         return plans
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Any:
+        """Values from the skeletons; then each shard file needed is streamed once, in order,
+        its tensors read into their destinations and every byte hashed (``_shardfile``)."""
+        wanted: dict[int, dict[int, list[Request]]] = {}
         for item in plan.items:
-            shard = self.shard(self.sources[item.storage_index])
+            rank = self.sources[item.storage_index]
+            shard, arrays = self.shard(rank), wanted.setdefault(rank, {})
+            fqn = item.storage_index.fqn
             if item.type == LoadItemType.BYTE_IO:
-                planner.load_bytes(item, _Value(shard.value(item.storage_index.fqn)))  # type: ignore[arg-type]
+                planner.load_bytes(item, _Value(shard.value(fqn)))  # type: ignore[arg-type]
                 continue
-            source = _narrow(shard.tensor(item.storage_index.fqn), item)
-            target = planner.resolve_tensor(item).detach()
-            target.copy_(source)
-            planner.commit_tensor(item, target)
+            request = _request(item, planner, shard.entry(fqn)[1])
+            arrays.setdefault(shard.array_of(fqn), []).append(request)
+        for rank in sorted(wanted):
+            self.shard(rank).stream(wanted[rank])
         done: torch.futures.Future[None] = torch.futures.Future()
         done.set_result(None)
         return done
@@ -235,15 +153,16 @@ class ShardReader(StorageReader):
         return False
 
     def verified(self) -> list[str]:
-        """The shard files read that do not match their recorded size and hash."""
+        """The shard files read that do not match their recorded size and hash; closes them."""
         try:
-            return [s.path for s in self._open.values() if not s.verified()]
+            return [s.path for s in self._open.values() if s.ok is False]
         finally:
-            self._pool.shutdown(wait=True)
+            for shard in self._open.values():
+                shard.close()
 
 
 def _describe(
-    md: dict[str, Any], sources: dict[MetadataIndex, int], shard: _Shard, fqn: str, rank: int
+    md: dict[str, Any], sources: dict[MetadataIndex, int], shard: ShardFile, fqn: str, rank: int
 ) -> None:
     """Add ``fqn`` of ``rank``'s shard to the metadata unless a preferred rank already has it."""
     chunk = shard.meta["chunks"].get(fqn)
@@ -264,6 +183,17 @@ def _describe(
         return  # an uneven shard that holds nothing
     entry.chunks.append(ChunkStorageMetadata(offsets=offsets, sizes=torch.Size(shape)))
     sources[index] = rank
+
+
+def _request(item: ReadItem, planner: LoadPlanner, shape: list[int]) -> Request:
+    """What reading ``item`` means: fill its destination, whole or from a slice of the array."""
+    target = planner.resolve_tensor(item).detach()
+    whole = not any(item.storage_offsets) and list(item.lengths) == shape
+
+    def place(saved: Any) -> None:
+        target.copy_(_narrow(saved, item))
+
+    return Request(target, whole, place, lambda: planner.commit_tensor(item, target))
 
 
 def _narrow(tensor: Any, item: ReadItem) -> Any:
