@@ -10,6 +10,11 @@ rank killed by SIGKILL nobody in the job sent: ``preempted``, retryable) and run
 every rank resumes from the committed step, and the per-step history and final weights equal
 those of an uninterrupted run (computed here). `rgt pull` verifies the artifacts and the
 machine's gate counts the job as pulled and verified.
+
+A whole node lost: the controller marks node 1 DOWN mid-run (``scontrol update State=DOWN``, as
+when its slurmd stops answering), Slurm ends the allocation and requeues the batch job
+(``--requeue``), the agent records the interruption as a preemption, and its next run on the
+new allocation resumes from the committed step.
 """
 
 from __future__ import annotations
@@ -74,6 +79,27 @@ def uninterrupted() -> list[int]:
     return history
 
 
+def launch(cluster: Cluster) -> tuple[str, Path, int]:
+    """The job started and held at VICTIM_AT: (job id, job dir, the committed step)."""
+    (cluster.project / "train.py").write_text(TRAIN)
+    launched = ok(rgt("run", "cluster", "--nodes", "2", "--probe-seconds", "1", "--json",
+                      "--retries", "3", "--env", "OMP_NUM_THREADS=1",
+                      "--", "sh", "-c", TORCHRUN, cwd=cluster.project))  # fmt: skip
+    job_id = str(launched["job_id"])
+    job_dir = cluster.job_dir(job_id)
+    wait_for(job_dir / "outputs" / "victim", 240)
+    committed = json.loads((job_dir / "ckpt" / "state.json").read_text())["step"]
+    assert committed == 10  # the last multiple of EVERY before VICTIM_AT
+    return job_id, job_dir, committed
+
+
+def resumed_exactly(job_dir: Path, committed: int) -> dict[str, object]:
+    final = json.loads((job_dir / "outputs" / "final.json").read_text())
+    assert (final["resumed_from"], final["world"], final["step"]) == (committed, 4, STEPS)
+    assert final["history"] == uninterrupted()  # every step once, each as if never killed
+    return dict(final)
+
+
 def wait_for(path: Path, timeout: float) -> str:
     deadline = time.monotonic() + timeout
     while not path.exists() or not path.read_text():
@@ -88,22 +114,13 @@ def test_a_worker_killed_on_node_1_restarts_the_group_from_the_committed_step(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     pytest.importorskip("torch")
-    (cluster.project / "train.py").write_text(TRAIN)
-    launched = ok(rgt("run", "cluster", "--nodes", "2", "--probe-seconds", "1", "--json",
-                      "--retries", "3", "--env", "OMP_NUM_THREADS=1",
-                      "--", "sh", "-c", TORCHRUN, cwd=cluster.project))  # fmt: skip
-    job_id = str(launched["job_id"])
-    job_dir = cluster.job_dir(job_id)
-    pid, host = json.loads(wait_for(job_dir / "outputs" / "victim", 240))
+    job_id, job_dir, committed = launch(cluster)
+    pid, host = json.loads((job_dir / "outputs" / "victim").read_text())
     assert host == cluster.nodes.names[1]  # rank 3 runs on node 1
-    committed = json.loads((job_dir / "ckpt" / "state.json").read_text())["step"]
-    assert committed == 10  # the last multiple of EVERY before VICTIM_AT
     os.kill(pid, signal.SIGKILL)  # from outside the job: root, in the root pid namespace
     job = wait_ended(job_id, 400)
     assert job["state"] == "succeeded", (job, rgt("logs", job_id).stdout[-4000:])
-    final = json.loads((job_dir / "outputs" / "final.json").read_text())
-    assert (final["resumed_from"], final["world"], final["step"]) == (committed, 4, STEPS)
-    assert final["history"] == uninterrupted()  # every step once, each as if never killed
+    final = resumed_exactly(job_dir, committed)
     ended = [e["detail"] for e in cluster.events(job_id) if e["kind"] == "attempt_ended"]
     first = ended[0]
     assert (first["label"], first["retryable"]) == ("preempted", True), first
@@ -128,3 +145,31 @@ def test_a_worker_killed_on_node_1_restarts_the_group_from_the_committed_step(
         "everything is pulled and verified; a human must run `rgt approve cluster`"
     )
     print(json.dumps(first, indent=1), paths, final["resumed_from"], job.get("attempt"))
+
+
+@pytest.mark.slow
+@pytest.mark.early  # about three minutes: a requeue of a two-node job
+def test_a_node_lost_whole_requeues_the_job_and_it_resumes(cluster: Cluster) -> None:
+    pytest.importorskip("torch")
+    job_id, job_dir, committed = launch(cluster)
+    slurm_id = json.loads((job_dir / "slurm.json").read_text())["slurm_job_id"]
+    lost = cluster.nodes.names[1]
+    try:
+        cluster.nodes.run("scontrol", "update", f"NodeName={lost}", "State=DOWN",
+                          "Reason=rgt-test-node-lost")  # fmt: skip
+        requeued = cluster.nodes.wait(
+            slurm_id, lambda j: j.restarts >= 1 and j.state == "PENDING", 180
+        )
+    finally:
+        # ReturnToService=2 may have returned the node already (RESUME is refused then)
+        cluster.nodes.run("scontrol", "update", f"NodeName={lost}", "State=RESUME", check=False)
+    assert requeued.restarts == 1, requeued
+    cluster.nodes.release(slurm_id)
+    job = wait_ended(job_id, 400)
+    assert job["state"] == "succeeded", (job, rgt("logs", job_id).stdout[-4000:])
+    resumed_exactly(job_dir, committed)
+    ended = [e["detail"] for e in cluster.events(job_id) if e["kind"] == "attempt_ended"]
+    assert ended[0]["label"] == "preempted" and ended[0]["retryable"], ended[0]
+    said = (job_dir / "logs" / "slurm.out").read_text()
+    assert f"rgt: slurm job {slurm_id} restart 1" in said
+    print(json.dumps(ended[0], indent=1), requeued)
