@@ -421,3 +421,22 @@ class Hybrid(BaseAlgo):
         ),
     }
     assert found(project(tmp_path / "plain", plain)) == []
+
+
+def test_a_softmax_module_handed_to_a_wrapper_with_its_criterion(tmp_path: Path) -> None:
+    """skorch's way: ``NeuralNet(MyModule, criterion=nn.CrossEntropyLoss)`` trains the
+    module's output with that loss (ray-skorch#18); a module returning logits is fine."""
+    train = (
+        "import torch\nfrom torch import nn\nfrom skorch import NeuralNet\n"
+        "from model import Net\n\n"
+        "net = NeuralNet(Net, criterion=nn.CrossEntropyLoss, optimizer=torch.optim.Adam)\n"
+        "net.fit(X, y)\n"
+    )
+    root = project(tmp_path, {"model.py": MODEL, "train.py": train})
+    assert [(p, c) for p, c, _ in found(root)] == [("train.py", "RGT101")]
+    logits = MODEL.replace("F.softmax(self.fc(self.drop(x)), dim=1)", "self.fc(self.drop(x))")
+    assert found(project(tmp_path / "logits", {"model.py": logits, "train.py": train})) == []
+    nll = train.replace("nn.CrossEntropyLoss", "nn.NLLLoss")
+    assert [
+        c for _, c, _ in found(project(tmp_path / "nll", {"model.py": MODEL, "train.py": nll}))
+    ] == ["RGT102"]

@@ -153,6 +153,25 @@ def model_losses(facts: Facts) -> list[list[Any]]:
         cls = built_from(facts, _callee(source))
         if cls and cls not in local:
             out.append([call.lineno, call.col_offset, kind, cls, position])
+    return out + _criterion_pairs(facts)
+
+
+CRITERIA = {"CrossEntropyLoss": "ce", "NLLLoss": "nll", "BCEWithLogitsLoss": "bce"}
+
+
+def _criterion_pairs(facts: Facts) -> list[list[Any]]:
+    """A module class handed to a wrapper with the loss it will be trained with, skorch's way:
+    ``NeuralNet(MyModule, criterion=nn.CrossEntropyLoss)`` (ray-skorch#18):
+    ``[line, col, kind, module class as spelled, losses.WHOLE]``."""
+    out = []
+    for call in facts.calls:
+        given = {k.arg: k.value for k in call.keywords if k.arg in ("criterion", "module")}
+        criterion = given.get("criterion")
+        name = (dotted(criterion) or "").rpartition(".")[2] if criterion is not None else ""
+        module = given.get("module", call.args[0] if call.args else None)
+        spelled = dotted(module) if module is not None else None
+        if name in CRITERIA and spelled and spelled.rpartition(".")[2][:1].isupper():
+            out.append([call.lineno, call.col_offset, CRITERIA[name], spelled, losses.WHOLE])
     return out
 
 
