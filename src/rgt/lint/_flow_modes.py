@@ -12,6 +12,7 @@ from rgt.lint import modes
 from rgt.lint._facts import Facts
 from rgt.lint._flow import Function, _callee, built_from, models, params
 from rgt.lint._flow_data import qualname, ref
+from rgt.lint._mode_loops import train_false
 from rgt.lint._nodes import dotted, method
 
 
@@ -89,7 +90,7 @@ def _sets_mode(calls: list[ast.Call], model: str) -> bool:
     """Does any of ``calls`` put ``model`` in eval mode (``.eval()``, ``.train(False)``)?"""
     for call in calls:
         owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
-        if owner == model and (method(call) == "eval" or modes._train_false(call)):
+        if owner == model and (method(call) == "eval" or train_false(call)):
             return True
     return False
 
@@ -127,7 +128,7 @@ def _training_mode(facts: Facts, call: ast.Call, model: str) -> str:
         last = before[-1]
         return (
             ""
-            if method(last) == "eval" or modes._train_false(last)
+            if method(last) == "eval" or train_false(last)
             else f"`{model}.train()` at line {last.lineno}"
         )
     value = facts.last_value(scope, model, call.lineno)
@@ -194,7 +195,7 @@ def _last_mode(facts: Facts, calls: list[ast.Call], model: str) -> str | None:
     for call in calls:
         owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
         if owner == model and method(call) in ("train", "eval"):
-            found = "eval" if method(call) == "eval" or modes._train_false(call) else "train"
+            found = "eval" if method(call) == "eval" or train_false(call) else "train"
     return found
 
 

@@ -1,0 +1,228 @@
+"""Train/eval modes along a training loop: an evaluation run inside it (a later inner loop, a
+branch every few steps) while the model is still training, and an ``.eval()`` inside it that
+nothing undoes (``RGT201``/``RGT202``, ``modes``)."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+from collections.abc import Iterator
+
+from rgt.lint._facts import LOOPS, Facts
+from rgt.lint._model import Hit
+from rgt.lint._nodes import dotted, method
+from rgt.lint._tree import walk
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+BUILTINS = frozenset(dir(builtins))  # `isinstance(...)`, `len(...)`: never the model called
+
+
+EVAL_DATA = re.compile(r"(?i)(test|val|valid|eval)")
+
+
+def evaluation_branches(facts: Facts) -> Iterator[Hit]:
+    """A training loop that, every few steps, runs the model it trains on a test batch in an
+    ``if`` branch (``if i % 10 == 0: ... classifier(points)`` over ``testdataloader``) with no
+    ``.eval()`` first: the test numbers come from a model in training mode (pointnet.pytorch
+    before its fix)."""
+    stepping = facts.loops_calling("backward")
+    for loop in (n for n in facts.loops if id(n) in stepping):
+        inside = facts.calls_in(loop)
+        backward = next((c for c in inside if method(c) == "backward"), None)
+        trained = {
+            c.func.id
+            for c in inside
+            if isinstance(c.func, ast.Name) and holds_model(facts, c.func.id)
+        }
+        if backward is None or not trained:
+            continue
+        for branch in facts.ifs:
+            if branch.lineno <= backward.lineno or _parent_loop(facts, branch) is not loop:
+                continue
+            hit = _branch_run(facts, loop, branch, trained)
+            if hit is not None:
+                yield hit
+                break
+
+
+def _branch_run(facts: Facts, loop: ast.AST, branch: ast.If, trained: set[str]) -> Hit | None:
+    calls = [c for c in facts.calls_in(loop) if within(c, branch)]
+    if any(method(c) in ("backward", "step") for c in calls):
+        return None
+    names = {dotted(n) or "" for n in walk(branch) if isinstance(n, ast.Name | ast.Attribute)}
+    if not any(EVAL_DATA.search(n) for n in names):
+        return None
+    runs = [c for c in calls if isinstance(c.func, ast.Name) and c.func.id in trained]
+    runs = [c for c in runs if not _mode_set(facts, loop, c)]
+    if not runs:
+        return None
+    name = runs[0].func.id  # type: ignore[attr-defined]
+    return Hit(
+        "RGT201", runs[0], f"`{name}` runs on test data inside the training loop, in training mode"
+    )
+
+
+def within(node: ast.AST, outer: ast.AST) -> bool:
+    start, end = getattr(outer, "lineno", 0), getattr(outer, "end_lineno", 0) or 0
+    return start <= getattr(node, "lineno", -1) <= end
+
+
+def inline_evaluation(facts: Facts) -> Iterator[Hit]:
+    """An epoch loop that trains a model in one inner loop, then runs it over other data in
+    a later inner loop with no ``.eval()`` in between: the validation of every epoch runs
+    with dropout on and batch-norm updating (deepspeech.pytorch before its fix)."""
+    stepping = facts.loops_calling("backward")
+    for loop in facts.loops:
+        inner = [n for n in facts.loops_in(loop) if _parent_loop(facts, n) is loop]
+        trains = [n for n in inner if id(n) in stepping]
+        if not trains:
+            continue
+        first = trains[0]
+        trained = {
+            c.func.id
+            for c in facts.calls_in(first)
+            if isinstance(c.func, ast.Name) and holds_model(facts, c.func.id)
+        }
+        for later in (n for n in inner if n.lineno > (first.end_lineno or first.lineno)):
+            inside = facts.calls_in(later)
+            if any(method(c) in ("backward", "step") for c in inside):
+                continue
+            runs = [c for c in inside if isinstance(c.func, ast.Name) and c.func.id in trained]
+            runs = [c for c in runs if c.func.id not in BUILTINS and not _mode_set(facts, loop, c)]  # type: ignore[attr-defined]
+            if runs:
+                name = runs[0].func.id  # type: ignore[attr-defined]
+                yield Hit(
+                    "RGT201",
+                    runs[0],
+                    f"`{name}` is still in training mode from the training loop at line "
+                    f"{first.lineno}",
+                )
+                break
+
+
+def holds_model(facts: Facts, name: str) -> bool:
+    """A variable (not a class, function or import) that holds a module: bound here, with
+    ``.train()``/``.eval()``/``.parameters()`` called on it."""
+    if name in facts.aliases or name in BUILTINS or not facts.bindings.get(name):
+        return False
+    return any(
+        isinstance(c.func, ast.Attribute) and dotted(c.func.value) == name
+        for m in ("train", "eval", "parameters")
+        for c in facts.methods_called(m)
+    )
+
+
+def _parent_loop(facts: Facts, node: ast.AST) -> ast.AST | None:
+    return next((o for o in facts.around(node) if o is not node and isinstance(o, LOOPS)), None)
+
+
+def _mode_set(facts: Facts, loop: ast.AST, run: ast.Call) -> bool:
+    """Is the model ``run`` calls in eval mode there: the last ``.eval()``/``.train()`` of it
+    in ``loop`` before ``run`` puts it in eval mode (``model.eval()`` then ``model.train()``
+    before the validation batches leaves it training: MultiBench before its fix)?"""
+    name = run.func.id  # type: ignore[attr-defined]
+    evaluating = False
+    for call in facts.calls_in(loop):
+        if call.lineno >= run.lineno:
+            break
+        owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+        if owner == name and method(call) in ("eval", "train"):
+            evaluating = method(call) == "eval" or train_false(call)
+    return evaluating
+
+
+def train_after_eval(facts: Facts) -> Iterator[Hit]:
+    if facts.methods_called("train") or not facts.methods_called("eval"):
+        return
+    if not facts.methods_called("backward"):
+        return
+    bodies = {f.name: f for f in facts.functions}
+    for loop in facts.loops:
+        inside = facts.calls_in(loop)
+        called = [bodies[n] for n in (_callee(c) for c in inside) if n in bodies]
+        reach = inside + [c for f in called for c in facts.calls_in(f)]
+        trains = any(method(c) == "backward" for c in reach)
+        evals = [c for c in reach if method(c) == "eval" and not c.args]
+        if trains and evals:
+            if not freezes(facts):  # walked only here: rare
+                yield Hit("RGT202", evals[0])
+            return
+
+
+def left_in_eval(facts: Facts) -> Iterator[Hit]:
+    """A training loop that evaluates every few steps (``self.validate()`` puts ``self.model``
+    in eval mode) and never puts the model back: training mode was set once, before the loop
+    (at the start of the epoch), so the rest of the epoch trains with dropout off and frozen
+    batch-norm statistics (pytorch-fcn and ncsn before their fixes). Only a model trained
+    here counts (a teacher kept in eval mode is not one), and an evaluation followed by
+    ``break``/``return`` ends the loop."""
+    trained = {dotted(c.func.value) for c in facts.methods_called("train") if not train_false(c)}  # type: ignore[attr-defined]
+    trained.discard(None)
+    if not trained or not facts.methods_called("eval"):
+        return
+    bodies = {f.name: f for f in facts.functions}
+    stepping = facts.loops_calling("backward")
+    for loop in facts.loops:
+        inside = facts.calls_in(loop)
+        called = [bodies[n] for n in (_callee(c) for c in inside) if n in bodies]
+        reach = inside + [c for f in called for c in facts.calls_in(f)]
+        if id(loop) not in stepping and not any(method(c) == "backward" for c in reach):
+            continue
+        if any(method(c) == "train" and not train_false(c) for c in reach):
+            continue
+        evals = [
+            c
+            for c in reach
+            if method(c) == "eval" and not c.args and dotted(c.func.value) in trained  # type: ignore[attr-defined]
+        ]
+        # In a function the loop calls, only an unconditional ``.eval()`` surely runs
+        # (UDA's ``eval(..., model_file)`` switches only when it loads a file).
+        evals = [c for c in evals if within(c, loop) or not _conditional(facts, c, called)]
+        evals = [c for c in evals if not _ends_loop(facts, c, loop)]
+        if evals and not freezes(facts):
+            yield Hit("RGT202", evals[0], f"after `{dotted(evals[0].func)}()` at line "
+                      f"{evals[0].lineno} this loop keeps training in eval mode")  # fmt: skip
+            return
+
+
+def _conditional(facts: Facts, call: ast.Call, functions: list[Function]) -> bool:
+    """Is ``call`` under an ``if`` of the function (one of ``functions``) it is in?"""
+    return any(
+        within(call, f) and any(within(call, b) and within(b, f) for b in facts.ifs)
+        for f in functions
+    )
+
+
+def _ends_loop(facts: Facts, call: ast.Call, loop: ast.AST) -> bool:
+    """Is ``call`` in an ``if`` of ``loop`` that breaks out of it or returns?"""
+    return any(
+        within(call, branch)
+        and within(branch, loop)
+        and any(isinstance(n, ast.Break | ast.Return) for n in walk(branch))
+        for branch in facts.ifs
+    )
+
+
+def _callee(call: ast.Call) -> str:
+    name = dotted(call.func) or ""
+    return name.removeprefix("self.")
+
+
+def freezes(facts: Facts) -> bool:
+    """Parameters frozen (``p.requires_grad = False``, ``requires_grad_(False)``): a linear
+    probe on a frozen backbone keeps it in eval mode on purpose (moco's main_lincls)."""
+    if any(train_false(c) for c in facts.methods_called("requires_grad_")):
+        return True
+    for node in walk(facts.tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            frozen = node.value.value is False
+            if frozen and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets
+            ):
+                return True
+    return False
+
+
+def train_false(call: ast.Call) -> bool:
+    return bool(call.args) and isinstance(call.args[0], ast.Constant) and not call.args[0].value
