@@ -339,3 +339,45 @@ def test_node_0_ended_is_not_the_group_ended() -> None:
     assert out["k8s"]["index"] == 1 and out["reason"].startswith("index 1: OOMKilled")
     done = job_state(indexed_job([{"type": "Complete", "status": "True"}]), [])
     assert merge(node0, done)["state"] == "succeeded"
+
+
+WRITE_RANK = """import os, pathlib
+out = pathlib.Path(os.environ["RGT_OUTPUT_DIR"])
+rank = os.environ["RGT_NODE_RANK"]
+(out / ("rank-%s.txt" % rank)).write_text("rank " + rank)
+"""
+
+
+@pytest.mark.slow
+def test_pull_and_the_gate_cover_every_pod(k8s_api: FakeApi, tmp_path: Path) -> None:  # noqa: F811
+    from rgt.gate import evaluate
+    from rgt.jobs.pull import pull
+
+    backend = kube_named(k8s_api, tmp_path, "kube-both")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "job.py").write_text(WRITE_RANK)
+    snapshot = take_snapshot(project)
+    backend.push_snapshot(snapshot)
+    spec = JobSpec(job_id="k8s-both", machine=backend.machine.name,
+                   command=(backend.python, "job.py"), code_snapshot=snapshot.digest,
+                   created=utcnow())  # fmt: skip
+    store = Store.open()
+    store.add_job(spec)
+    backend.submit(spec, None, Resources(nodes=2))
+    wait_state(backend, "k8s-both", JobState.SUCCEEDED)
+
+    found = backend.manifest("k8s-both")
+    assert found is not None and found[0]["nodes"] == 2
+    paths = {e["path"] for e in found[0]["files"]}
+    assert {"outputs/rank-0.txt", "nodes/1/outputs/rank-1.txt"} <= paths
+    assert not [p for p in paths if p.startswith("nodes/1/ckpt/")]  # the group's ckpt: once
+
+    gate = {row["job"]: row for row in evaluate(store, backend).jobs}["k8s-both"]
+    assert gate["ended"] and not gate["pulled"]  # pod 1's file too: nothing pulled yet
+    result = pull(store, "k8s-both", tmp_path / "pulled")
+    assert result.ok, result.report
+    assert (tmp_path / "pulled" / "nodes/1/outputs/rank-1.txt").read_text() == "rank 1"
+    assert (tmp_path / "pulled" / "outputs/rank-0.txt").read_text() == "rank 0"
+    gate = {row["job"]: row for row in evaluate(store, backend).jobs}["k8s-both"]
+    assert gate["pulled"] and gate["verified"], gate

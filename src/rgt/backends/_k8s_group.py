@@ -18,6 +18,7 @@ job's nodes (a confused or hostile answer): they are left out and counted (``odd
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rgt.backends._render.k8s import INDEX_ANNOTATION
@@ -156,3 +157,38 @@ def _line(index: int, pods: list[dict[str, Any]]) -> dict[str, Any]:
     pod = next((p for p in pods if _phase(p) not in ENDED), pods[-1])
     line = {"index": index, "pod": (pod.get("metadata") or {}).get("name"), "phase": _phase(pod)}
     return dict(line, why=_why(pod)) if _failed(pod) else line
+
+
+def group_manifest(
+    node0: dict[str, Any], others: list[dict[str, Any]]
+) -> tuple[dict[str, Any], bytes]:
+    """One manifest for the group, so ``rgt pull`` and the teardown gate cover every pod: pod
+    0's (the job's dir) with pod R's entries under ``nodes/R/`` (its dir, relative to the
+    job's: what ``fetch`` reads). ``ckpt/`` is the group's one dir (pod R's is a link to it):
+    listed once, from pod 0's manifest. The bytes are canonical (sorted keys), so the pull's
+    record and the gate hash the same manifest."""
+    files = list(node0.get("files") or [])
+    units = list(node0.get("units") or [])
+    for rank, doc in enumerate(others, start=1):
+        prefix = f"nodes/{rank}/"
+        own = [e for e in doc.get("files") or [] if not str(e["path"]).startswith("ckpt/")]
+        files += [_under(prefix, e) for e in own]
+        units += [
+            dict(u, path=_join(prefix, str(u.get("path"))))
+            for u in doc.get("units") or []
+            if not str(u.get("path")).startswith("ckpt")
+        ]
+    totals = {"files": len(files), "bytes": sum(int(e["bytes"]) for e in files)}
+    doc = dict(node0, files=files, units=units, totals=totals, nodes=1 + len(others))
+    return doc, (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def _under(prefix: str, entry: dict[str, Any]) -> dict[str, Any]:
+    moved = dict(entry, path=prefix + str(entry["path"]))
+    if isinstance(entry.get("unit"), str):
+        moved["unit"] = _join(prefix, entry["unit"])
+    return moved
+
+
+def _join(prefix: str, path: str) -> str:
+    return prefix.rstrip("/") if path in (".", "") else prefix + path

@@ -36,7 +36,9 @@ from typing import Any
 
 from rgt.agent.paths import JobPaths
 from rgt.backends._k8s_exec import ExecTransport
+from rgt.backends._k8s_group import group_manifest
 from rgt.backends._k8s_state import job_state, merge
+from rgt.backends._render.fit import K8S_MAX_PODS
 from rgt.backends._render.k8s import (
     MANAGED_BY,
     K8sJob,
@@ -308,8 +310,7 @@ class KubernetesBackend(Backend):
         """This backend reading pod ``rank``'s files of a multi-pod job (``rgt logs JOB
         --node R``): its agent's dir is ``jobs/<id>/nodes/R`` on the claim (pod 0's is the
         job's own). A rank the job does not have is refused."""
-        spec = json.loads(self.transport.read_bytes(self.job_paths(job_id).spec) or b"{}")
-        nodes = int((spec.get("env") or {}).get("RGT_NNODES") or 1)
+        nodes = self._nodes(job_id)
         if not 0 <= rank < nodes:
             raise UsageError(
                 f"job {job_id} has no node {rank} (it runs {nodes} pod(s): nodes 0..{nodes - 1})",
@@ -318,6 +319,27 @@ class KubernetesBackend(Backend):
         view = KubernetesBackend(self.machine)
         view._api, view._node = self._api, rank
         return view
+
+    def manifest(self, job_id: str) -> tuple[dict[str, Any], bytes] | None:
+        """A multi-pod job's manifest is its group's (``_k8s_group.group_manifest``): none
+        until every pod wrote its own (each pod's agent writes it when its node ends)."""
+        found = super().manifest(job_id)
+        nodes = self._nodes(job_id) if found is not None and not self._node else 1
+        if found is None or nodes < 2:
+            return found
+        others = [self.on_node(job_id, rank).manifest(job_id) for rank in range(1, nodes)]
+        if any(other is None for other in others):
+            return None
+        return group_manifest(found[0], [other[0] for other in others if other is not None])
+
+    def _nodes(self, job_id: str) -> int:
+        """How many pods the job runs (``RGT_NNODES`` in its spec on the claim; 1 if absent)."""
+        raw = self.transport.read_bytes(self.job_paths(job_id).spec) or b"{}"
+        try:
+            nodes = int((json.loads(raw).get("env") or {}).get("RGT_NNODES") or 1)
+        except (ValueError, TypeError, AttributeError):  # not rgt's spec: one pod
+            return 1
+        return min(max(nodes, 1), K8S_MAX_PODS)
 
     def job_paths(self, job_id: str) -> JobPaths:
         paths = super().job_paths(job_id)
