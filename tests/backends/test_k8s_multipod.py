@@ -6,6 +6,7 @@ pods run on this host. NOT run on a live cluster."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -351,20 +352,20 @@ rank = os.environ["RGT_NODE_RANK"]
 @pytest.mark.slow
 def test_pull_and_the_gate_cover_every_pod(k8s_api: FakeApi, tmp_path: Path) -> None:  # noqa: F811
     from rgt.gate import evaluate
+    from rgt.jobs.launch import LaunchOptions, launch
     from rgt.jobs.pull import pull
 
     backend = kube_named(k8s_api, tmp_path, "kube-both")
     project = tmp_path / "project"
     project.mkdir()
     (project / "job.py").write_text(WRITE_RANK)
-    snapshot = take_snapshot(project)
-    backend.push_snapshot(snapshot)
-    spec = JobSpec(job_id="k8s-both", machine=backend.machine.name,
-                   command=(backend.python, "job.py"), code_snapshot=snapshot.digest,
-                   created=utcnow())  # fmt: skip
     store = Store.open()
-    store.add_job(spec)
-    backend.submit(spec, None, Resources(nodes=2))
+    options = LaunchOptions(command=(backend.python, "job.py"), cwd=project, job_id="k8s-both",
+                            resources=Resources(nodes=2, partition="gpu"))  # fmt: skip
+    with pytest.raises(UsageError, match="--partition"):  # refused before anything starts
+        launch(store, "kube-both", options)
+    assert "rgt-k8s-both" not in k8s_api.cluster.jobs and not store.jobs()
+    launch(store, "kube-both", dataclasses.replace(options, resources=Resources(nodes=2)))
     wait_state(backend, "k8s-both", JobState.SUCCEEDED)
 
     found = backend.manifest("k8s-both")
