@@ -30,7 +30,7 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
     it uses can only match what it offers itself, so a use is looked for only where the
     module offers its match (in a tree of unrelated scripts, most look for nothing)."""
     out: Summary = {"imports": _imports(facts.tree)}
-    lazy = _lazy_imports(facts.tree)
+    lazy = _lazy_imports(facts) if facts.functions else []
     if lazy:
         out["lazy_imports"] = lazy
     offers: tuple[tuple[str, Callable[[Facts], Any]], ...] = (
@@ -89,18 +89,19 @@ def _imports(tree: ast.Module) -> list[list[Any]]:
     return found
 
 
-def _lazy_imports(tree: ast.Module) -> list[list[Any]]:
+def _lazy_imports(facts: Facts) -> list[list[Any]]:
     """``[module, level, imported name or None]`` of the imports inside functions
     (``from models.resnet import get_resnet`` in ``get_model``): not names of the module, but
-    files it reaches (``Project.neighbours``)."""
+    files it reaches (``Project.neighbours``); gathered by the one walk (``Facts``)."""
     found: list[list[Any]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            for inner in ast.walk(node):
-                if isinstance(inner, ast.ImportFrom):
-                    found += [[inner.module or "", inner.level, a.name] for a in inner.names]
-                elif isinstance(inner, ast.Import):
-                    found += [[a.name, 0, None] for a in inner.names]
+    around = facts.functions_around
+    for node in facts.imports:
+        if not around(node):
+            continue
+        if isinstance(node, ast.ImportFrom):
+            found += [[node.module or "", node.level, a.name] for a in node.names]
+        else:
+            found += [[a.name, 0, None] for a in node.names]
     return found
 
 

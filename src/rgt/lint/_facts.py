@@ -44,6 +44,7 @@ class Facts:
         self.returns: list[ast.Return] = []
         self.augmented: list[ast.AugAssign] = []
         self.withs: list[ast.With] = []
+        self.imports: list[ast.Import | ast.ImportFrom] = []  # at any depth, in walk order
         self.memo: dict[str, object] = {}  # a rule's per-module answers
         self._keys: dict[str, list[tuple[int, int]]] = {}  # positions, sorted
         self._function_spans = Spans([])
@@ -152,10 +153,14 @@ class Facts:
             if isinstance(node, ast.Assign):
                 self._assignments[id(node.value)] = node
         elif isinstance(node, ast.Import):
+            self.imports.append(node)
             for alias in node.names:
                 local = alias.asname or alias.name.split(".")[0]
                 self.aliases[local] = alias.name if alias.asname else local
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        elif isinstance(node, ast.ImportFrom):
+            self.imports.append(node)
+            if not node.module or node.level:
+                return
             for alias in node.names:
                 self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 

@@ -36,7 +36,7 @@ def findings(
     wanted: frozenset[str],
 ) -> list[Finding]:
     """The cross-file findings of the files summarised (each site once, noqa respected)."""
-    project = Project(summaries)
+    project = Project(summaries, texts)
     seen: set[tuple[str, int, str]] = set()
     out = []
     for path, line, col, code, detail in _sites(project, texts, words):

@@ -30,9 +30,11 @@ REQUIREMENTS = ("requirements.txt", "requirements", "setup.py", "setup.cfg", "py
 class Project:
     """The linted files' summaries, and how their imports resolve to one another."""
 
-    def __init__(self, summaries: Mapping[str, Summary]) -> None:
+    def __init__(self, summaries: Mapping[str, Summary], paths: Iterable[str] = ()) -> None:
+        """``paths``: every linted file, summarised or not (a model file no rule parses is
+        still where an import leads: ``neighbours``)."""
         self.summaries = summaries
-        self.by_abs = {os.path.abspath(p): p for p in summaries}
+        self.by_abs = {os.path.abspath(p): p for p in [*paths, *summaries]}
         self.extra = sorted({p for s in summaries.values() for p in s.get("paths", ())})
         self._modules: dict[tuple[str, str, int], str | None] = {}
 

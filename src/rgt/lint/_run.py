@@ -56,8 +56,6 @@ def summarised(text: str, imported: bool, path: str = "") -> bool:
         return True
     if "class " in text and RNG_MAKER.search(text):  # an RNG kept by a class, torch or not
         return True
-    if any(w in text for w in modes.LAYER_WORDS) or modes.TORCHVISION_NORMED.search(text):
-        return True  # what a model is built of: where the evaluation rules look (``_join``)
     return "torch" in text and (
         any(w in text for w in CROSS_WORDS) or modes.EVAL_DEF.search(text) is not None
     )
