@@ -5,6 +5,7 @@ see a step only once committed; a corrupt shard makes ``load_latest`` fall back 
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from pathlib import Path
@@ -108,6 +109,26 @@ def test_a_fresh_directory_loads_nothing(tmp_path: Path) -> None:
     target = state(0, 0)
     assert ShardedCheckpointer(tmp_path / "none", rank=0, world_size=1).load_latest(target) is None
     assert target["step"] == 0
+
+
+def test_a_shard_with_the_earlier_nested_chunk_table_still_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rgt.ckpt import _reshard
+
+    made = _reshard.shard_state
+
+    def nested(*args: Any) -> dict[str, Any]:  # how shards were written before the JSON table
+        shard = made(*args)
+        shard[_reshard.SHARD_KEY]["chunks"] = json.loads(shard[_reshard.SHARD_KEY]["chunks"])
+        return shard
+
+    monkeypatch.setattr(_reshard, "shard_state", nested)
+    ShardedCheckpointer(tmp_path, rank=0, world_size=1, session=SESSION).save(state(0, 4), 4)
+    monkeypatch.undo()
+    target = state(0, 0)
+    assert ShardedCheckpointer(tmp_path, rank=0, world_size=1).load_latest(target) is not None
+    assert torch.equal(target["model"]["w"], state(0, 4)["model"]["w"])  # type: ignore[index]
 
 
 def test_inodes_running_out_before_the_shard_record_leave_the_previous_step(

@@ -60,6 +60,8 @@ class ShardFile:
         self.stream_bytes, self.arrays = int(meta["stream_bytes"]), meta["arrays"]
         top = dict(_format._build(meta["state"], _NoArrays()))  # the skeleton without arrays
         self.meta = top["rgt.shard"]
+        table = self.meta["chunks"]  # a JSON string; a nested dict in shards rgt wrote before
+        self.chunks: dict[str, Any] = json.loads(table) if isinstance(table, str) else table
         self.nodes = _value_nodes(meta["state"])
         self.ok: bool | None = None  # None until streamed: nothing was taken from it
 

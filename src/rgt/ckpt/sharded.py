@@ -92,6 +92,7 @@ class ShardedCheckpointer(Cadence):
         self.loaded: ShardedInfo | None = None
         self._session = session
         self._arena = Arena()
+        self._chunks: Any = None  # _reshard.ChunkCache, made at the first save (imports torch)
         # One long-lived writer thread: starting a thread per save costs the loop a scheduling
         # round trip (10-15 ms measured on a loaded 2-core box), a queue hand-off does not.
         self._pool: ThreadPoolExecutor | None = None
@@ -174,14 +175,15 @@ class ShardedCheckpointer(Cadence):
         Synchronous: on rank 0 returns the committed step (after every rank's shard is
         durable), on other ranks the record of their own shard. Asynchronous: returns once the
         shard is snapshotted; ``wait()`` returns what the synchronous call would have."""
-        from rgt.ckpt._reshard import shard_state
+        from rgt.ckpt._reshard import ChunkCache, shard_state
 
         started = time.perf_counter()
         self.wait()  # never two writes in flight: the arena belongs to the writer until durable
         rank, world = self.group()
         folder = _shards.step_folder(self.directory, step, self._session_name(world))
         os.makedirs(folder, exist_ok=True)
-        layout = plan(shard_state(state, rank, world, step))
+        self._chunks = self._chunks or ChunkCache()
+        layout = plan(shard_state(state, rank, world, step, self._chunks))
         check_budget(folder, layout.total)
         stage(self._arena, layout)
         job = (folder, step, rank, world, None if metric is None else float(metric))
