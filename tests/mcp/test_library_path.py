@@ -18,9 +18,8 @@ from tests.mcp.test_tools import cli
 
 # The tools that still run the click app (rgt/mcp/_invoke.py); every other tool is a library call.
 CLICK_TOOLS = {"offers", "up", "fetch", "smoke", "triage", "down"}
-# Library tools with one branch still on it: run's dry_run (the forecast), pull to hf://. (The
-# logs tool asks the triage tool for a failed job's label.)
-PARTLY = {"run", "pull"}
+# (The logs tool asks the triage tool for a failed job's label.)
+PARTLY: set[str] = set()
 
 
 @pytest.fixture

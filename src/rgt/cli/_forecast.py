@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from rgt.cli._output import Output, escape
+
+if TYPE_CHECKING:
+    from rgt.autostop.forecast import Forecast
 
 
 def dry_run_option(func: Any) -> Any:
@@ -18,15 +21,9 @@ def dry_run_option(func: Any) -> Any:
     )(func)
 
 
-def show(out: Output, machine: str, command: tuple[str, ...], resources: Any) -> None:
-    from rgt.autostop.forecast import forecast, lines
-    from rgt.cli._autostop import ledger_money
-    from rgt.state.store import Store
-
-    store = Store.open()
-    wanted = resources.to_json() if resources is not None else None
-    price = ledger_money(store, machine)["price_per_hour"]
-    result = forecast(store, machine, tuple(command), wanted, price)
+def show(out: Output, result: Forecast) -> None:
+    """Print ``rgt.verbs.run.forecast``'s answer."""
+    from rgt.autostop.forecast import lines
 
     def human(o: Output) -> None:
         for line in lines(result):

@@ -60,13 +60,6 @@ def resources_of(given: dict[str, Any]) -> Resources | None:
     return Resources.from_mapping(chosen) if chosen else None
 
 
-def run_resources(flags: Resources | None) -> Resources | None:
-    """``rgt run``'s flags over the project's ``rgt.toml`` ``[resources]``; None when
-    neither gives anything (the machine's defaults then apply)."""
-    merged = Resources.from_settings().merged(flags or Resources())
-    return merged if merged.to_json() else None
-
-
 ARGV_KEY = "rgt.run.argv"
 
 

@@ -15,7 +15,6 @@ from rgt.cli._runargs import (
     RunCommand,
     check_separator,
     resource_options,
-    run_resources,
 )
 from rgt.cli._text import printable
 from rgt.state.store import Store
@@ -133,14 +132,10 @@ def run(
 
     MACHINE may be a fleet, A,B,…: one node per machine, the first the master, each node's
     agent given RGT_NNODES, RGT_NODE_RANK, RGT_MASTER_ADDR and RGT_MASTER_PORT."""
-    from rgt.jobs.fleet import names_of, one_machine
-    from rgt.verbs.run import RunRequest, Tell
+    from rgt.verbs.run import RunRequest, Tell, forecast
     from rgt.verbs.run import run as run_job
 
     check_separator(click.get_current_context())
-    if dry_run:  # nothing starts, no meter: the forecast (rgt.autostop.forecast)
-        where = one_machine(names_of(machine), "--dry-run")
-        return show_forecast(out, where, command, run_resources(resources))
     request = RunRequest(
         machine=machine, command=command, env=env_pairs, secrets=secrets,
         artifacts=artifacts, excludes=excludes, retries=retries, probe_seconds=probe_seconds,
@@ -148,6 +143,8 @@ def run(
         lint_first=lint_first, force=force, resources=resources, seed=seed,
         master_addr=master_addr,
     )  # fmt: skip
+    if dry_run:  # nothing starts, no meter: the forecast (rgt.autostop.forecast)
+        return show_forecast(out, forecast(Store.open(), request))
     result = run_job(Store.open(), request, Tell(warn=out.warn, info=out.info))
     out.result(result.to_json(), lambda o: _run_human(o, result))
     if result.failed:

@@ -20,7 +20,7 @@ from rgt.errors import UsageError
 from rgt.mcp._call import as_command, document
 from rgt.mcp._invoke import CommandFailed, invoke
 from rgt.state.store import Store
-from rgt.verbs.run import RunRequest
+from rgt.verbs.run import RunRequest, forecast
 from rgt.verbs.run import run as run_job
 
 LOG_LINES = 80  # default tail of the `logs` tool
@@ -198,9 +198,7 @@ def run(
         "resume_with": resume_with,
         "ckpt": ckpt,
     }
-    if dry_run:  # the forecast is still the CLI's (cli/_forecast.py): the click path
-        return invoke(["run"], [machine, *command], **flags, dry_run=True)
-    with as_command(["run"], [machine, *command], **flags):
+    with as_command(["run"], [machine, *command], **flags, dry_run=dry_run):
         request = RunRequest(
             machine=machine,
             command=tuple(command),
@@ -213,6 +211,8 @@ def run(
             resume_with=resume_with,
             ckpt_glob=ckpt,
         )
+        if dry_run:  # nothing starts, no meter: the forecast
+            return document(forecast(Store.open(), request).to_json())
         result = run_job(Store.open(), request)
         return document(result.to_json(), exit_code=1 if result.failed else 0)
 
@@ -312,10 +312,12 @@ def pull(job_id: str, to: str | None = None) -> dict[str, Any]:
     from rgt.verbs.pull import pull as pull_job
 
     with as_command(["pull"], [job_id], to=to):
-        if to is not None and to.startswith("hf://"):  # the Hub upload: still the CLI's
-            return invoke(["pull"], [job_id], to=to)
         store = Store.open()
         job_id = store.resolve_job(job_id)
+        if to is not None and to.startswith("hf://"):  # the verified artifacts to the Hub
+            from rgt.fetch.publish import publish
+
+            return document(publish(store, job_id, to, None))
         pulled = pull_job(store, job_id, destination(job_id, to))
         return document(pulled.to_json(), exit_code=0 if pulled.result.ok else 1)
 

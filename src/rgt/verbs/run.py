@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rgt.autostop.forecast import Forecast
     from rgt.jobs.launch import LaunchOptions, ProbeResult
     from rgt.resources import Resources
     from rgt.state.store import Store
@@ -98,6 +99,23 @@ def run(store: Store, request: RunRequest, tell: Tell = Tell()) -> RunResult:
     tell.info(f"launched {record.job_id} on {request.machine}; probing for up to {wait:g}s")
     result = probe(store, record.job_id, wait)
     return RunResult(record.job_id, request.machine, env["RGT_SEED"], result)
+
+
+def forecast(store: Store, request: RunRequest) -> Forecast:
+    """``--dry-run``: what would start, where, and its expected duration and cost (p50/p90 of
+    this command's earlier runs on this machine type); nothing starts, no meter runs."""
+    from datetime import datetime, timezone
+
+    from rgt.autostop.forecast import forecast as estimate
+    from rgt.jobs.fleet import names_of, one_machine
+    from rgt.vendors.billing import machine_cost
+
+    machine = one_machine(names_of(request.machine), "--dry-run")
+    resources = resources_for(request.resources)
+    wanted = resources.to_json() if resources is not None else None
+    now = datetime.now(timezone.utc)
+    price = machine_cost(store, store.machine(machine), now)["price_per_hour"]
+    return estimate(store, machine, request.command, wanted, price)
 
 
 def _gates(request: RunRequest, names: list[str], tell: Tell) -> dict[str, str]:
