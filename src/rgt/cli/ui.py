@@ -6,6 +6,7 @@ import json
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -42,24 +43,39 @@ def ui(
 
     if interval <= 0:
         raise UsageError("--interval must be > 0", fix="e.g. --interval 5")
-    try:
-        from rgt.ui.server import serve
-    except ImportError as exc:
-        raise UsageError(f"`rgt ui` needs {exc.name}", fix=INSTALL_HINT) from None
-    from rgt.ui.auth import new_token
-
-    token = None if no_token else new_token()
+    serve, token = _server(), None if no_token else _token()
     sock = bind(port)
-    real = sock.getsockname()[1]
-    url = f"http://127.0.0.1:{real}/" + (f"?token={token}" if token else "")
-    first = json.dumps({"url": url, "port": real, "token": token}) if out.json_mode else url
-    sys.stdout.write(first + "\n")
-    sys.stdout.flush()
+    url = _announce(sock.getsockname()[1], token, out.json_mode)
     if open_browser:
         import webbrowser
 
         webbrowser.open(url)
     serve(sock, rgt_home(), token, interval, results)
+
+
+def _server() -> Any:
+    from rgt.errors import UsageError
+
+    try:
+        from rgt.ui.server import serve
+    except ImportError as exc:
+        raise UsageError(f"`rgt ui` needs {exc.name}", fix=INSTALL_HINT) from None
+    return serve
+
+
+def _token() -> str:
+    from rgt.ui.auth import new_token
+
+    return new_token()
+
+
+def _announce(port: int, token: str | None, json_mode: bool) -> str:
+    """The first stdout line: the URL (with its token), or that as one JSON object."""
+    url = f"http://127.0.0.1:{port}/" + (f"?token={token}" if token else "")
+    first = json.dumps({"url": url, "port": port, "token": token}) if json_mode else url
+    sys.stdout.write(first + "\n")
+    sys.stdout.flush()
+    return url
 
 
 def bind(port: int) -> socket.socket:
