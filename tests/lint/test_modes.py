@@ -237,3 +237,37 @@ def fit(encoder, opt, train_loader, valid_loader, epochs):
 """
     assert found(tmp_path, source) == [("RGT201", 15)]
     assert codes(tmp_path, source.replace("            model.train()\n", "")) == set()
+
+
+def test_an_evaluation_method_handed_the_training_model_through_an_alias(tmp_path: Path) -> None:
+    """UDA_pytorch#10: ``model = self.model.to(device)`` after ``self.model.train()``; every few
+    steps ``self.eval(get_acc, None, model)`` runs ``evaluate(model, batch)`` (a function the
+    caller passed in) with no ``.eval()`` on that path."""
+    source = (
+        MODEL
+        + """
+class Trainer:
+    def __init__(self, model, optimizer, loader, device):
+        self.model, self.optimizer, self.loader, self.device = model, optimizer, loader, device
+
+    def train(self, get_loss, get_acc):
+        self.model.train()
+        model = self.model.to(self.device)
+        for step, batch in enumerate(self.loader):
+            self.optimizer.zero_grad()
+            get_loss(model, batch).backward()
+            self.optimizer.step()
+            if step % 100 == 0:
+                results = self.eval(get_acc, None, model)
+
+    def eval(self, evaluate, model_file, model):
+        results = []
+        for batch in self.loader:
+            with torch.no_grad():
+                results.append(evaluate(model, batch))
+        return results
+"""
+    )
+    assert found(tmp_path, source) == [("RGT201", 24), ("RGT201", 26)]
+    fixed = source.replace("        results = []\n", "        model.eval()\n        results = []\n")
+    assert "RGT201" not in codes(tmp_path, fixed)

@@ -48,13 +48,27 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
             and not modes.FUNCTION_NAME.search(target.id)
             and not target.id.startswith(FUNCTION_HEADS)
         }
+        # A model handed to a function the caller passed in (UDA's ``evaluate(model, batch)``
+        # with ``evaluate`` a parameter): that function runs it.
+        run |= {
+            a.id
+            for c in inside
+            if isinstance(c.func, ast.Name) and c.func.id in names
+            for a in c.args[:1]
+            if isinstance(a, ast.Name) and a.id in names and a.id != c.func.id
+        }
         run = {name for name in run if not _sets_mode(inside, name)}
         # A model kept on ``self``: trained here, or, in a method a subclass elsewhere may
         # inherit, any ``self.x(...)`` run under ``no_grad`` (robustdg's ``BaseAlgo``).
         attributes = {dotted(t) for t in map(_callee, inside) if isinstance(t, ast.Attribute)}
         held = attributes & kept
         if id(func) in guarded:
-            held |= {a for a in attributes if a and a.startswith("self.") and a.count(".") == 1}
+            own = {f.name for f in facts.functions}  # ``self.load(...)``: a method, no model
+            held |= {
+                a
+                for a in attributes
+                if a and a.startswith("self.") and a.count(".") == 1 and a[5:] not in own
+            }
         held = {name for name in held if name and not _sets_mode(inside, name)}
         if run or held:
             pairs = [[names.index(n), n] for n in sorted(run)]
@@ -98,14 +112,17 @@ def _sets_mode(calls: list[ast.Call], model: str) -> bool:
 def runner_calls(facts: Facts) -> list[list[Any]]:
     """Calls passing a model that is in training mode there: ``[line, col, callee, position,
     keyword, model, why]`` - after ``model.train()`` with no ``.eval()`` since, or built in the
-    same function with no ``.eval()`` since (modules start in training mode)."""
-    named = models(facts)
+    same function with no ``.eval()`` since (modules start in training mode), or a name bound
+    to a model kept on ``self`` that was put in training mode (``model = self.model.to(d)``
+    after ``self.model.train()``)."""
+    named = models(facts) | set(_aliases(facts))
     out = _held_calls(facts)
     for call in facts.calls if named else ():
         if not any(isinstance(a, ast.Name) and a.id in named for a in call.args):
             continue
-        if method(call) in ("train", "eval", "to", "cuda"):
-            continue
+        owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+        if method(call) in ("train", "eval", "to", "cuda") and owner != "self":
+            continue  # ``model.to(device)``; not UDA's ``self.eval(get_acc, None, model)``
         for index, arg in enumerate(call.args):
             if isinstance(arg, ast.Name) and arg.id in named:
                 why = _training_mode(facts, call, arg.id)
@@ -134,7 +151,43 @@ def _training_mode(facts: Facts, call: ast.Call, model: str) -> str:
     value = facts.last_value(scope, model, call.lineno)
     if isinstance(value, ast.Call) and built_from(facts, value):
         return f"`{model}` built at line {value.lineno} (a module starts in training mode)"
+    kept = _aliases(facts).get(model)
+    if kept is not None and value is not None:
+        modes_before = [
+            c
+            for c in _mode_calls(facts, scope)
+            if dotted(c.func.value) == kept  # type: ignore[attr-defined]
+            and (c.lineno, c.col_offset) < (call.lineno, call.col_offset)
+        ]
+        latest = modes_before[-1] if modes_before else None
+        if latest is not None and method(latest) == "train" and not train_false(latest):
+            return f"`{model}` is `{kept}`, put in training mode at line {latest.lineno}"
     return ""
+
+
+MOVES = ("to", "cuda", "cpu", "float", "half", "double")
+
+
+def _aliases(facts: Facts) -> dict[str, str]:
+    """Names bound to a model kept on ``self`` that is put in training mode here:
+    ``model = self.model.to(self.device)`` → ``{"model": "self.model"}``."""
+    found = facts.memo.get("aliases")
+    if isinstance(found, dict):
+        return found
+    kept = trained_attributes(facts)
+    out: dict[str, str] = {}
+    for name, values in facts.bindings.items() if kept else ():
+        if "." in name:
+            continue
+        held = set()
+        for value in values:
+            while isinstance(value, ast.Call) and method(value) in MOVES:
+                value = value.func.value  # type: ignore[attr-defined]
+            held.add(dotted(value))
+        if len(held) == 1 and held <= kept:
+            out[name] = held.pop()  # type: ignore[assignment]
+    facts.memo["aliases"] = out
+    return out
 
 
 def _held_calls(facts: Facts) -> list[list[Any]]:
