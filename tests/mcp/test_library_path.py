@@ -17,7 +17,7 @@ from tests.mcp.client import SRC, McpRgt
 from tests.mcp.test_tools import cli
 
 # The tools that still run the click app (rgt/mcp/_invoke.py); every other tool is a library call.
-CLICK_TOOLS = {"offers", "up", "fetch", "smoke", "triage", "down"}
+CLICK_TOOLS = {"offers", "up", "smoke", "triage", "down"}
 # (The logs tool asks the triage tool for a failed job's label.)
 PARTLY: set[str] = set()
 
@@ -100,7 +100,7 @@ def test_a_failed_verification_is_an_error_with_the_document(
     answer = client.call("verify_artifacts", {"directory": str(tmp_path)})
     assert answer.is_error and answer.data["exit_code"] == 1
     printed = cli(root, "verify", "artifacts", str(tmp_path))
-    assert {k: v for k, v in answer.data.items() if k != "exit_code"} == printed
+    assert answer.data == printed
     missing = client.call("verify_artifacts", {"directory": str(tmp_path / "nowhere")})
     assert missing.is_error and missing.data["error"] == "UsageError"
     assert missing.data["exit_code"] == 2 and missing.data["fix"]
@@ -146,3 +146,11 @@ def test_the_library_tools_never_load_the_click_app(tmp_path: Path) -> None:
     # Each ran to its answer (an unknown job, no workspace: an error, never a crash).
     assert seen["errors"]["status"] is False and seen["errors"]["explain"] is False
     assert seen["errors"]["cancel"] is True and seen["errors"]["pull"] is True
+
+
+def test_fetch_refuses_an_unknown_machine_as_the_cli(server: tuple[McpRgt, Path]) -> None:
+    client, root = server
+    answer = client.call("fetch", {"name": "ghost", "source": "https://127.0.0.1:9/w.bin"})
+    printed = cli(root, "fetch", "ghost", "https://127.0.0.1:9/w.bin")
+    assert answer.is_error and answer.data["error"] == printed["error"] == "UnknownMachineError"
+    assert answer.data == printed

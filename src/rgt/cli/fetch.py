@@ -49,25 +49,18 @@ def fetch(
     cache: str | None = None,
 ) -> None:
     """Download hf://ORG/MODEL[@REV] or an https:// URL ON NAME, resumable, as a job."""
-    from rgt.fetch import FetchRequest, start_fetch, start_verify
-    from rgt.jobs.launch import probe
+    from rgt.fetch import FetchRequest
+    from rgt.verbs.fetch import fetch as start
+    from rgt.verbs.tell import Tell
 
     token_env = None
     if token_stdin:
         os.environ[TOKEN_VAR] = sys.stdin.readline().strip()  # this process only, sent by stdin
         token_env = TOKEN_VAR
-    store = Store.open()
-    if verify:
-        record, target = start_verify(store, name, source, cache), cache or "the HF cache"
-    else:
-        request = FetchRequest(source, includes, to, token_env, sha256, max_bytes)
-        record, target = start_fetch(store, name, request)
-    out.info(f"fetch {record.job_id} on {name} -> {target}; follow with `rgt watch {name}`")
-    data = {"job_id": record.job_id, "machine": name, "source": source, "to": target}
-    if wait_s > 0:
-        result = probe(store, record.job_id, wait_s)
-        data.update(state=result.state.value, log_tail=result.log_tail)
-    out.result(data, lambda o: o.line(str(data.get("log_tail") or record.job_id)))
+    request = FetchRequest(source, includes, to, token_env, sha256, max_bytes)
+    tell = Tell(warn=out.warn, info=out.info)
+    data = start(Store.open(), name, request, wait_s, verify, cache, tell)
+    out.result(data, lambda o: o.line(str(data.get("log_tail") or data["job_id"])))
     if data.get("state") == "failed":
         sys.exit(1)
 

@@ -132,8 +132,9 @@ def run(
 
     MACHINE may be a fleet, A,B,…: one node per machine, the first the master, each node's
     agent given RGT_NNODES, RGT_NODE_RANK, RGT_MASTER_ADDR and RGT_MASTER_PORT."""
-    from rgt.verbs.run import RunRequest, Tell, forecast
+    from rgt.verbs.run import RunRequest, forecast
     from rgt.verbs.run import run as run_job
+    from rgt.verbs.tell import Tell
 
     check_separator(click.get_current_context())
     request = RunRequest(

@@ -2,8 +2,9 @@
 
 A tool's parameters are the command's arguments and options (their types make the input
 schema); its result is the document ``--json`` prints. ``profiles``, ``audit``, ``push``,
-``run``, ``status``, ``watch``, ``cancel``, ``pull`` and ``ckpt_list`` call what their CLI
-bodies call (``rgt.verbs`` and below); the others still run the command (``_invoke``). Two
+``fetch``, ``run``, ``status``, ``watch``, ``cancel``, ``pull`` and ``ckpt_list`` call what
+their CLI bodies call (``rgt.verbs`` and below); the others still run the command
+(``_invoke``). Two
 tools add what a chat needs and a terminal does not: ``logs`` returns a bounded tail and the
 failure's triage label, and ``watch`` waits a bounded time for a job to end instead of
 streaming.
@@ -138,15 +139,16 @@ def fetch(
     file) into `to` (default: the durable models folder), over files already there. A gated or
     private repo needs the human's token: ask them to run `rgt fetch NAME SOURCE
     --token-stdin` in their terminal."""
-    return invoke(
-        ["fetch"],
-        [name, source],
-        include=includes or [],
-        to=to,
-        sha256=sha256,
-        max_bytes=max_bytes,
-        wait=wait_s,
-    )
+    from rgt.fetch import FetchRequest
+    from rgt.verbs.fetch import fetch as start
+
+    flags = {"include": includes or [], "to": to, "sha256": sha256, "max_bytes": max_bytes}
+    with as_command(["fetch"], [name, source], **flags, wait=wait_s):
+        if max_bytes is not None and max_bytes < 1:
+            raise UsageError(f"max_bytes {max_bytes} is below 1", fix="a positive byte count")
+        request = FetchRequest(source, tuple(includes or ()), to, None, sha256, max_bytes)
+        data = start(Store.open(), name, request, wait_s)
+        return document(data, exit_code=1 if data.get("state") == "failed" else 0)
 
 
 def smoke(

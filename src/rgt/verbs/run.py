@@ -8,29 +8,17 @@ import error or a CUDA OOM in the first seconds is caught while the user is stil
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from rgt.verbs.tell import QUIET, Tell
 
 if TYPE_CHECKING:
     from rgt.autostop.forecast import Forecast
     from rgt.jobs.launch import LaunchOptions, ProbeResult
     from rgt.resources import Resources
     from rgt.state.store import Store
-
-
-def _quiet(_message: str) -> None:
-    return None
-
-
-@dataclass(frozen=True)
-class Tell:
-    """Where the chain's chatter goes: ``warn`` (gate notes, lint lines: always said) and
-    ``info`` (progress: a terminal shows it, ``--json`` and MCP drop it)."""
-
-    warn: Callable[[str], None] = _quiet
-    info: Callable[[str], None] = _quiet
 
 
 @dataclass(frozen=True)
@@ -82,7 +70,7 @@ class RunResult:
         }
 
 
-def run(store: Store, request: RunRequest, tell: Tell = Tell()) -> RunResult:
+def run(store: Store, request: RunRequest, tell: Tell = QUIET) -> RunResult:
     """Refuse what would fail (lint with ``lint_first``, the audit and python gates), then
     launch and probe for ``probe_seconds``."""
     from rgt.jobs.fleet import launch_fleet, names_of
