@@ -5,7 +5,8 @@
 An FSDP2 MLP (1024x1024 Linear layers, fully_shard per layer) plus its Adam moments,
 ``--mb`` MB in all (each rank holds half), after one training step. Each repeat runs the
 methods interleaved (dcp.save, dcp.async_save, rgt asynchronous), each into a fresh step, then
-loads the same step with dcp.load and rgt's load_latest into the same state. Times are the
+loads the same step with dcp.load and rgt's load_latest into the same state (which of the
+two loads first alternates from repeat to repeat). Times are the
 slowest rank's (all_reduce MAX), medians over the repeats after one warm-up save of each method:
 
 - blocking: how long ``save`` held the training loop;
@@ -114,14 +115,18 @@ def one_repeat(ckpt: ShardedCheckpointer, state: Any, base: str, step: int) -> d
         "dcp.async_save": dcp_async(state, where["dcp.async_save"]),
         "rgt async": rgt_async(ckpt, state, step),
     }
+    loads = {
+        "dcp.load": lambda: dcp.load(state, checkpoint_id=where["dcp.save"]),
+        "rgt load_latest": lambda: ckpt.load_latest(state),
+    }
+    order = list(loads) if step % 2 == 0 else list(loads)[::-1]  # neither side always first
     for cache in CACHES:
-        folders = [where["dcp.save"], ckpt.latest_info().folder]  # type: ignore[union-attr]
-        set_cache(cache, folders)
-        load_dcp, _ = timed(lambda: dcp.load(state, checkpoint_id=where["dcp.save"]))
-        load_rgt, info = timed(lambda: ckpt.load_latest(state))
+        set_cache(cache, [where["dcp.save"], ckpt.latest_info().folder])  # type: ignore[union-attr]
+        for method in order:
+            seconds, _ = timed(loads[method])
+            row[f"{method} {cache}"] = slowest(seconds)
+        info = ckpt.loaded
         assert info is not None and info.step == step
-        row[f"dcp.load {cache}"] = slowest(load_dcp)
-        row[f"rgt load_latest {cache}"] = slowest(load_rgt)
     dist.barrier()
     if dist.get_rank() == 0:
         for path in where.values():
