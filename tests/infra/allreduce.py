@@ -33,8 +33,15 @@ def main() -> None:
 
 
 def ranks(text: str) -> list[dict[str, Any]]:
-    """The workers' lines in ``text``, by rank."""
-    found = [json.loads(line[len(MARK) :]) for line in text.splitlines() if line.startswith(MARK)]
+    """The workers' records in ``text``, by rank. Each is read where its mark starts, not per
+    line: two ranks of one node share the pipe, and a record may land mid-line after the
+    other's bytes (seen once in a loaded run); a record is still one whole JSON object."""
+    decoder, found = json.JSONDecoder(), []
+    start = text.find(MARK)
+    while start >= 0:
+        record, end = decoder.raw_decode(text, start + len(MARK))
+        found.append(record)
+        start = text.find(MARK, end)
     return sorted(found, key=lambda line: int(line["rank"]))
 
 
