@@ -53,32 +53,27 @@ def smoke(
 
     Example:  rgt smoke --ckpt 'out/ckpt.pt' --resume-with '--init_from=resume' -- python train.py
     """
-    from rgt.jobs.resume_form import resume_spec
-    from rgt.jobs.smoke import Limits, SmokeOptions
-    from rgt.jobs.smoke import smoke as do_smoke
+    from rgt.verbs.smoke import options, smoke
+    from rgt.verbs.tell import Tell
 
-    form = resume_spec(resume_with, ckpt_glob) or {}
-    limits = Limits(seconds=kill_after_seconds, lines=kill_after_lines)
-    options = SmokeOptions(form.get("with"), form.get("ckpt"), limits)
-    from rgt.lint.preflight import lines, preflight, summary
-
+    how = options(resume_with, ckpt_glob, kill_after_seconds, kill_after_lines)
     if overfit:
-        from rgt.smoke import run_overfit
-
-        data = run_overfit(list(command), timeout)
-        said = data["problems"] + [e["next"] for e in data.get("events", [])]  # input_bound
-        out.result(data, lambda o: o.line(escape("\n".join(said) or "overfit: ok")))
-        sys.exit(0 if data["ok"] else 1)
-    report = None if no_lint else preflight(command)
-    for line in lines(report):  # lint bugs first: the smoke may pass while the run learns nothing
-        out.warn(line)
-    out.info("smoke: a run in a temporary copy, killed at its first checkpoint, then resumed")
-    result = do_smoke(command, timeout=timeout, options=options)
-    out.result({**result.to_json(), "lint": summary(report)}, lambda o: _smoke_human(o, result))
-    if report is not None and report.bugs:
-        out.warn(f"rgt lint: {report.bugs} bug(s) in the scripts: smoke counts as failed")
-    if not result.ok or (report is not None and report.bugs):
+        return _overfit(command, timeout, out)
+    done = smoke(command, how, timeout, not no_lint, Tell(warn=out.warn, info=out.info))
+    out.result(done.to_json(), lambda o: _smoke_human(o, done.result))
+    if done.lint_bugs:
+        out.warn(f"rgt lint: {done.lint_bugs} bug(s) in the scripts: smoke counts as failed")
+    if done.failed:
         sys.exit(1)
+
+
+def _overfit(command: tuple[str, ...], timeout: float, out: Output) -> None:
+    from rgt.smoke import run_overfit
+
+    data = run_overfit(list(command), timeout)
+    said = data["problems"] + [e["next"] for e in data.get("events", [])]  # input_bound
+    out.result(data, lambda o: o.line(escape("\n".join(said) or "overfit: ok")))
+    sys.exit(0 if data["ok"] else 1)
 
 
 def _smoke_human(o: Output, result: Any) -> None:

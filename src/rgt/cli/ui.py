@@ -39,11 +39,8 @@ def ui(
     """A local dashboard: machines, money, jobs, curves, the gate and results (read-only but
     for a confirmed cancel). Stops on Ctrl-C."""
     from rgt.config import rgt_home
-    from rgt.errors import UsageError
 
-    if interval <= 0:
-        raise UsageError("--interval must be > 0", fix="e.g. --interval 5")
-    serve, token = _server(), None if no_token else _token()
+    serve, token = _server(interval), None if no_token else _token()
     sock = bind(port)
     url = _announce(sock.getsockname()[1], token, out.json_mode)
     if open_browser:
@@ -53,9 +50,12 @@ def ui(
     serve(sock, rgt_home(), token, interval, results)
 
 
-def _server() -> Any:
+def _server(interval: float) -> Any:
+    """The dashboard's server, once the options are known good and its packages are here."""
     from rgt.errors import UsageError
 
+    if interval <= 0:
+        raise UsageError("--interval must be > 0", fix="e.g. --interval 5")
     try:
         from rgt.ui.server import serve
     except ImportError as exc:

@@ -47,8 +47,7 @@ def watch(
 
     Example:  rgt watch --every 10m --until-ended --json   (one bounded report per round)
     """
-    from rgt.verbs.watch import patrol_options
-    from rgt.watch.patrol import select
+    from rgt.verbs.watch import job_of, patrol_options
 
     store, options = Store.open(), patrol_options(events, gpu=not no_gpu)
     target = machine_or_job(store, target)
@@ -56,7 +55,7 @@ def watch(
         _patrol_rounds(store, target, _every(every, interval, once), until_ended, options, out)
     elif once:
         _once(store, target, options, out, full)
-    elif target and (job_id := select(store, target)[1]) is not None:
+    elif (job_id := job_of(store, target)) is not None:
         _follow(store, job_id, interval, options, out, full)
     else:
         _live(store, target, interval, options, out, full)

@@ -1,10 +1,9 @@
 """RUN tools: each is the ``rgt`` command of the same name, with ``--json``.
 
 A tool's parameters are the command's arguments and options (their types make the input
-schema); its result is the document ``--json`` prints. ``profiles``, ``audit``, ``push``,
-``fetch``, ``run``, ``status``, ``watch``, ``cancel``, ``pull`` and ``ckpt_list`` call what
-their CLI bodies call (``rgt.verbs`` and below); the others still run the command
-(``_invoke``). Two
+schema); its result is the document ``--json`` prints. Every tool here but ``offers``, ``up``
+and ``triage`` calls what its CLI body calls (``rgt.verbs`` and below); those three still run
+the command (``_invoke``). Two
 tools add what a chat needs and a terminal does not: ``logs`` returns a bounded tail and the
 failure's triage label, and ``watch`` waits a bounded time for a job to end instead of
 streaming.
@@ -161,15 +160,15 @@ def smoke(
 ) -> dict[str, Any]:
     """Run the training `command` here on CPU for 1-2 batches, kill it, resume it, and check
     the resumed state equals the uninterrupted one. Do this before every GPU run."""
-    return invoke(
-        ["smoke"],
-        command,
-        timeout=timeout,
-        resume_with=resume_with,
-        ckpt=ckpt,
-        kill_after_seconds=kill_after_seconds,
-        kill_after_lines=kill_after_lines,
-    )
+    from rgt.verbs.smoke import options
+    from rgt.verbs.smoke import smoke as run_smoke
+
+    limits = {"kill_after_seconds": kill_after_seconds, "kill_after_lines": kill_after_lines}
+    with as_command(["smoke"], command, timeout=timeout, resume_with=resume_with, ckpt=ckpt,
+                    **limits):  # fmt: skip
+        how = options(resume_with, ckpt, kill_after_seconds, kill_after_lines)
+        done = run_smoke(command, how, timeout)
+        return document(done.to_json(), exit_code=1 if done.failed else 0)
 
 
 def run(

@@ -82,10 +82,15 @@ class Watched:
 
 def once(store: Store, target: str | None, options: PatrolOptions) -> Watched:
     """``rgt watch --once [NAME|JOB]`` and the MCP ``watch`` tool: one patrol, no waiting."""
-    from rgt.watch.patrol import select
-
     target = machine_or_job(store, target)
-    job_id = select(store, target)[1] if target else None
+    job_id = job_of(store, target)
     if job_id is not None:
         return Watched(job_report(store, job_id, options), job=True)
     return Watched(machines_report(store, target, options), job=False)
+
+
+def job_of(store: Store, target: str | None) -> str | None:
+    """The job TARGET names (a job id, resolved), or None: a machine, or everything."""
+    from rgt.watch.patrol import select
+
+    return select(store, target)[1] if target else None
