@@ -17,7 +17,7 @@ from tests.mcp.client import SRC, McpRgt
 from tests.mcp.test_tools import cli
 
 # The tools that still run the click app (rgt/mcp/_invoke.py); every other tool is a library call.
-CLICK_TOOLS = {"offers", "up", "triage", "down"}
+CLICK_TOOLS = {"offers", "up", "down"}
 # (The logs tool asks the triage tool for a failed job's label.)
 PARTLY: set[str] = set()
 
@@ -154,3 +154,14 @@ def test_fetch_refuses_an_unknown_machine_as_the_cli(server: tuple[McpRgt, Path]
     printed = cli(root, "fetch", "ghost", "https://127.0.0.1:9/w.bin")
     assert answer.is_error and answer.data["error"] == printed["error"] == "UnknownMachineError"
     assert answer.data == printed
+
+
+def test_triage_is_the_cli_document(server: tuple[McpRgt, Path], tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("step 3\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n")
+    answer = _same(server, "triage", {"target": str(log)}, "triage", str(log))
+    assert answer.data["label"] == "cuda_oom", answer.text
+    _same(server, "triage", {"target": str(log), "exit_code": 1}, "triage", str(log),
+          "--exit-code", "1")  # fmt: skip
+    ghost = server[0].call("triage", {"target": "no-such-job"})
+    assert ghost.is_error and ghost.data == cli(server[1], "triage", "no-such-job")

@@ -6,9 +6,7 @@ verdicts ``rgt triage`` gave live in ``$RGT_HOME/triage-fired.json``.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,43 +14,7 @@ import click
 
 from rgt.cli._output import Output, escape
 from rgt.errors import UsageError
-
-
-def rules_dir() -> Path:
-    from rgt.config import rgt_home
-
-    return rgt_home() / "rules"
-
-
-def use_learned_rules() -> None:
-    """Make this process's rule base include the user's learned rules."""
-    from rgt.triage.learned import ENV_DIR
-
-    os.environ.setdefault(ENV_DIR, str(rules_dir()))
-
-
-def _fired_path() -> Path:
-    from rgt.config import rgt_home
-
-    return rgt_home() / "triage-fired.json"
-
-
-def fire_counts() -> dict[str, int]:
-    try:
-        data = json.loads(_fired_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {str(k): int(v) for k, v in data.items() if isinstance(v, int)}
-
-
-def record_fire(rule_id: str) -> None:
-    """Count one verdict of ``rule_id`` (best effort: a read-only home never fails triage)."""
-    from rgt import _fs
-
-    counts = fire_counts()
-    counts[rule_id] = counts.get(rule_id, 0) + 1
-    with contextlib.suppress(OSError):
-        _fs.atomic_write_json(str(_fired_path()), counts)
+from rgt.verbs.triage import fire_counts, rules_dir
 
 
 def learn(

@@ -6,8 +6,6 @@ read from the job's machine (the same evidence the agent classified when the job
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
 from typing import Any
 
 import click
@@ -15,110 +13,6 @@ import click
 from rgt.cli._output import Output, escape, output_options
 from rgt.cli._text import printable
 from rgt.errors import UsageError
-
-
-@dataclass(frozen=True)
-class TriageInput:
-    """What one classification needs: the log tail, the exit status and system readings."""
-
-    log_tail: str
-    exit_code: int | None = None
-    signal: int | None = None
-    context: dict[str, Any] = field(default_factory=dict)
-    job_id: str | None = None
-    state: str | None = None  # the job's state, when a JOB was given
-    findings: dict[str, Any] = field(default_factory=dict)  # the agent's, on a launched job
-
-
-def _resolve_target(target: str, exit_code: int | None, signal: int | None) -> TriageInput:
-    from rgt.triage import read_tail
-
-    if not os.path.isfile(target):
-        return _from_job(target, exit_code, signal)
-    try:
-        tail = read_tail(target)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot read log file {target!r}: {exc.strerror}", fix="check the file's permissions"
-        ) from exc
-    return TriageInput(tail, exit_code=exit_code, signal=signal)
-
-
-def _from_job(target: str, exit_code: int | None, signal: int | None) -> TriageInput:
-    from rgt.errors import UnknownJobError
-    from rgt.jobs.diagnose import job_evidence
-    from rgt.state.store import Store
-
-    store = Store.open()
-    try:
-        evidence = job_evidence(store, store.resolve_job(target))
-    except UnknownJobError:
-        raise UsageError(
-            f"{target!r} is neither a log file nor a job id",
-            fix="pass a log file path, or a job id from `rgt status`",
-        ) from None
-    return TriageInput(
-        evidence.log_tail,
-        exit_code=evidence.exit_code if exit_code is None else exit_code,
-        signal=evidence.signal if signal is None else signal,
-        job_id=evidence.job_id,
-        state=evidence.state,
-        findings=_agent_findings(store, evidence.job_id, evidence.attempt),
-    )
-
-
-def _agent_findings(store: Any, job_id: str, attempt: int) -> dict[str, Any]:
-    """The agent's record of the attempt's ranks and hangs (events.jsonl on the machine)."""
-    from rgt.backends import backend_for
-    from rgt.triage.launchers import agent_findings
-
-    backend = backend_for(store, store.job(job_id).machine)
-    return agent_findings(backend.events(job_id), attempt)
-
-
-def _with_findings(data: dict[str, Any], findings: dict[str, Any]) -> dict[str, Any]:
-    """A launched job's verdict is the agent's: it read the first failing rank's own log and
-    the kernel's OOM counters, which the merged log tail does not hold. The log's own verdict
-    stays under ``log_label``. A hang dump of the attempt comes along as ``hang``."""
-    data = dict(data, first_failing_rank=findings.get("first_failing_rank"))
-    data["hang"] = findings.get("hang")
-    data["rank_logs"] = findings.get("rank_logs")
-    decision = findings.get("decision")
-    if decision and decision.get("label"):
-        data["log_label"] = data["label"]
-        data.update({key: value for key, value in decision.items() if value is not None})
-        data["rule_id"] = "agent.first_failing_rank"
-        data["secondary"] = [label for label in data["secondary"] if label != data["label"]]
-    if data["hang"] and data["hang"].get("next"):
-        data["evidence"] = [*data["evidence"], "hang: " + str(data["hang"]["next"])]
-    return data
-
-
-# States that are not failures: there is nothing to classify, and nothing to retry.
-NOT_FAILED = {
-    "succeeded": "the job succeeded: there is nothing to triage",
-    "cancelled": "the job was cancelled on request: it did not fail, and rgt does not rerun it",
-    "running": "the job is still running: triage it once it has failed",
-    "retrying": "the job is being restarted by its agent: triage it if it ends failed",
-    "queued": "the job has not started yet: there is nothing to triage",
-}
-
-
-def _not_failed(job: TriageInput) -> dict[str, Any]:
-    state = str(job.state)
-    hang = job.findings.get("hang")  # a running job that hangs: the stuck rank, named
-    return {
-        "hang": hang,
-        "job_id": job.job_id,
-        "state": state,
-        "failure": False,
-        "label": "cancelled" if state == "cancelled" else None,
-        "cause": NOT_FAILED[state],
-        "remedy": "none needed" if state in ("succeeded", "cancelled") else "wait",
-        "secondary": [],  # no "retryable": a job that did not fail has nothing to retry
-        "evidence": [],
-        "rule_id": None,
-    }
 
 
 def _not_failed_human(data: dict[str, Any]) -> Any:
@@ -212,48 +106,23 @@ def triage(
 ) -> None:
     """Classify a failed job (its LOGFILE or JOB id): label, cause, remedy, retry, evidence."""
     from rgt.cli import _triage_learn
-    from rgt.triage.explain import explain as explain_verdict
+    from rgt.verbs import triage as verbs
 
-    _triage_learn.use_learned_rules()
+    verbs.use_learned_rules()
     if list_rules:
         _triage_learn.list_rules(out)
         return
     if target is None:
         raise UsageError("a LOGFILE or JOB is needed", fix="rgt triage LOGFILE|JOB, or --rules")
-
-    job = _resolve_target(target, exit_code, signal_)
-    if job.state in NOT_FAILED:
-        data = _not_failed(job)
+    job = verbs.resolve(target, exit_code, signal_)
+    if job.state in verbs.NOT_FAILED:
+        data = verbs.not_failed(job)
         out.result(data, _not_failed_human(data))
-        return
-    if learn_label:
+    elif learn_label:
         _triage_learn.learn(job.log_tail, job, learn_label, remedy, yes, out)
-        return
-    verdict = _verdict(target, job, full)
-    _triage_learn.record_fire(verdict.rule_id)
-    data = {**verdict.to_dict(), "failure": True, "job_id": job.job_id, "state": job.state}
-    if job.job_id is not None:
-        data = _with_findings(data, job.findings)
-    # The catalog entry on this label: why it happens, fixes in order of cost ("explain" is
-    # taken by --explain's document, hence the longer key).
-    data["explain_entry"] = f"rgt explain {data['label']}"
-    if explain:
-        why = explain_verdict(job.log_tail, job.exit_code, job.signal, job.context)
-        data["explain"] = why.to_dict()
-    out.result(data, _human(data))
-
-
-def _verdict(target: str, job: TriageInput, full: bool) -> Any:
-    from rgt.triage import classify, scan_file
-
-    if not full:
-        return classify(job.log_tail, job.exit_code, job.signal, job.context)
-    if job.job_id is not None:
-        raise UsageError(
-            "--full reads a log file, not a job",
-            fix=f"rgt logs {job.job_id} > job.log, then rgt triage job.log --full",
-        )
-    return scan_file(target, job.exit_code, job.signal, job.context)
+    else:
+        data = verbs.diagnosis(target, job, full, explain)
+        out.result(data, _human(data))
 
 
 def register(cli: click.Group) -> None:

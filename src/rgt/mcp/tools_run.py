@@ -1,9 +1,9 @@
 """RUN tools: each is the ``rgt`` command of the same name, with ``--json``.
 
 A tool's parameters are the command's arguments and options (their types make the input
-schema); its result is the document ``--json`` prints. Every tool here but ``offers``, ``up``
-and ``triage`` calls what its CLI body calls (``rgt.verbs`` and below); those three still run
-the command (``_invoke``). Two
+schema); its result is the document ``--json`` prints. Every tool here but ``offers`` and
+``up`` calls what its CLI body calls (``rgt.verbs`` and below); those two still run the command
+(``_invoke``). Two
 tools add what a chat needs and a terminal does not: ``logs`` returns a bounded tail and the
 failure's triage label, and ``watch`` waits a bounded time for a job to end instead of
 streaming.
@@ -303,7 +303,10 @@ def _label(verdict: dict[str, Any]) -> dict[str, Any]:
 def triage(target: str, exit_code: int | None = None, signal: int | None = None) -> dict[str, Any]:
     """Classify a failed job (a job id, or a log file) into one fixed label with its root cause,
     remedy, and whether a retry can help. Never retry a label that says it cannot."""
-    return invoke(["triage"], [target], exit_code=exit_code, signal=signal)
+    from rgt.verbs.triage import triage as classify
+
+    with as_command(["triage"], [target], exit_code=exit_code, signal=signal):
+        return document(classify(target, exit_code, signal))
 
 
 def pull(job_id: str, to: str | None = None) -> dict[str, Any]:
