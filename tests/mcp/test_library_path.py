@@ -17,7 +17,7 @@ from tests.mcp.client import SRC, McpRgt
 from tests.mcp.test_tools import cli
 
 # The tools that still run the click app (rgt/mcp/_invoke.py); every other tool is a library call.
-CLICK_TOOLS = {"offers", "up", "down"}
+CLICK_TOOLS = {"offers", "up"}
 # (The logs tool asks the triage tool for a failed job's label.)
 PARTLY: set[str] = set()
 

@@ -1,13 +1,13 @@
 """Run one ``rgt … --json`` command in this process and hand back the document it prints: the
 path of the tools not yet moved onto the library (``_call``), which only shrinks.
 
-Still here: ``offers``, ``up`` and ``down``: their documents are still built in their CLI
-bodies. Each builds the argv a human would type and runs the
-real click command here, so its output is byte for byte the ``--json`` document and its error
-the same ``{"error", "message", "fix", "exit_code"}`` object ``main`` prints. Only one command
-runs at a time (stdout is redirected for the whole process while it does); the stdio transport
-(``wire``) writes to its own copy of the protocol descriptor, and it has already pointed fd 1
-at stderr, so nothing a child process prints can reach the wire.
+Still here: ``offers`` and ``up``: their documents are still built in their CLI bodies. Each
+builds the argv a human would type and runs the real click command here, so its output is byte
+for byte the ``--json`` document and its error the same ``{"error", "message", "fix",
+"exit_code"}`` object ``main`` prints. Only one command runs at a time (stdout is redirected for
+the whole process while it does); the stdio transport (``wire``) writes to its own copy of the
+protocol descriptor, and it has already pointed fd 1 at stderr, so nothing a child process
+prints can reach the wire.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """The ``down`` tool: an agent may ask to release a machine; only a human can approve it.
 
-``down`` runs ``rgt down NAME --yes --json``: ``--yes`` means "never ask", so the tool never
-prompts on a terminal the server might share with its host. When the gate lacks only the
-approval, the answer is ``approval_required`` with the exact command the human runs in their own
-terminal (``rgt approve NAME``, which reads the answer, and the PIN once set, from the
-controlling terminal, never from stdin, argv or the environment). There is no approve tool, and
+``down`` is ``rgt down NAME --yes --json``, through the same teardown gate (``rgt.teardown``):
+``--yes`` means "never ask", so the tool never prompts on a terminal the server might share with
+its host. When the gate lacks only the approval, the answer is ``approval_required`` with the
+exact command the human runs in their own terminal (``rgt approve NAME``, which reads the
+answer, and the PIN once set, from the controlling terminal, never from stdin, argv or the
+environment). There is no approve tool, and
 no parameter of any tool reaches ``rgt approve``; once the human has approved, the agent calls
 ``down`` again and the gate releases the machine.
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rgt.mcp._invoke import CommandFailed, invoke
+from rgt.mcp._call import as_command, document
+from rgt.mcp._invoke import CommandFailed
 
 APPROVAL_REQUIRED = "approval_required"
 
@@ -24,12 +26,26 @@ def down(name: str, keep_volume: bool = False, rehash: bool = False) -> dict[str
     the command the HUMAN must run in their own terminal; you cannot approve. Ask them, then
     call `down` again."""
     try:
-        return invoke(["down"], [name], yes=True, keep_volume=keep_volume, rehash=rehash)
+        return _release(name, keep_volume, rehash)
     except CommandFailed as exc:
         verdict = exc.document.get("verdict") or {}
         if not verdict.get("only_approval_missing"):
             raise
         return approval_required(name, exc.document)
+
+
+def _release(name: str, keep_volume: bool, rehash: bool) -> dict[str, Any]:
+    """``rgt down NAME --yes``: the teardown gate with no one to ask (``needs_human``)."""
+    from rgt.errors import needs_human
+    from rgt.state.store import Store
+    from rgt.teardown import teardown
+
+    with as_command(["down"], [name], yes=True, keep_volume=keep_volume, rehash=rehash):
+        store = Store.open()
+        return document(
+            teardown(store, name, yes=True, check_only=False, keep_volume=keep_volume,
+                     rehash=rehash, consent=needs_human)
+        )  # fmt: skip
 
 
 def approval_required(name: str, refused: dict[str, Any]) -> dict[str, Any]:
