@@ -17,7 +17,7 @@ from tests.mcp.client import SRC, McpRgt
 from tests.mcp.test_tools import cli
 
 # The tools that still run the click app (rgt/mcp/_invoke.py); every other tool is a library call.
-CLICK_TOOLS = {"offers", "up"}
+CLICK_TOOLS = {"up"}
 # (The logs tool asks the triage tool for a failed job's label.)
 PARTLY: set[str] = set()
 
@@ -165,3 +165,9 @@ def test_triage_is_the_cli_document(server: tuple[McpRgt, Path], tmp_path: Path)
           "--exit-code", "1")  # fmt: skip
     ghost = server[0].call("triage", {"target": "no-such-job"})
     assert ghost.is_error and ghost.data == cli(server[1], "triage", "no-such-job")
+
+
+def test_offers_of_an_unknown_platform_is_the_cli_error(server: tuple[McpRgt, Path]) -> None:
+    answer = server[0].call("offers", {"platform": "nowhere", "gpu": "A100:1"})
+    assert answer.is_error
+    assert answer.data == cli(server[1], "offers", "nowhere", "--gpu", "A100:1")

@@ -127,14 +127,10 @@ def offers(
     platform: str, gpu: str, spot: bool, max_price: float | None, region: str | None, out: Output
 ) -> None:
     """What PLATFORM (runpod, vastai, lambda, paperspace) rents now, cheapest first."""
-    from rgt.vendors import client_for
+    from rgt.verbs.offers import offers as find
 
-    client = client_for(platform)
-    try:
-        found = client.offers(gpu, spot=spot, region=region)
-    finally:
-        client.close()
-    rows = [o.to_json() for o in found if max_price is None or o.price_per_hour <= max_price]
+    data = find(platform, gpu, spot, max_price, region)
+    rows = data["offers"]
 
     def human(o: Output) -> None:
         o.table(
@@ -155,7 +151,7 @@ def offers(
             title=f"{platform} offers for {gpu}",
         )
 
-    out.result({"platform": platform, "gpu": gpu, "offers": rows}, human)
+    out.result(data, human)
 
 
 @click.command()

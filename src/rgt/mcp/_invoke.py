@@ -1,7 +1,7 @@
 """Run one ``rgt … --json`` command in this process and hand back the document it prints: the
 path of the tools not yet moved onto the library (``_call``), which only shrinks.
 
-Still here: ``offers`` and ``up``: their documents are still built in their CLI bodies. Each
+Still here: ``up`` (its registration and renting are still built in its CLI body). It
 builds the argv a human would type and runs the real click command here, so its output is byte
 for byte the ``--json`` document and its error the same ``{"error", "message", "fix",
 "exit_code"}`` object ``main`` prints. Only one command runs at a time (stdout is redirected for

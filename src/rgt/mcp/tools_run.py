@@ -1,9 +1,8 @@
 """RUN tools: each is the ``rgt`` command of the same name, with ``--json``.
 
 A tool's parameters are the command's arguments and options (their types make the input
-schema); its result is the document ``--json`` prints. Every tool here but ``offers`` and
-``up`` calls what its CLI body calls (``rgt.verbs`` and below); those two still run the command
-(``_invoke``). Two
+schema); its result is the document ``--json`` prints. Every tool here but ``up`` calls what
+its CLI body calls (``rgt.verbs`` and below); ``up`` still runs the command (``_invoke``). Two
 tools add what a chat needs and a terminal does not: ``logs`` returns a bounded tail and the
 failure's triage label, and ``watch`` waits a bounded time for a job to end instead of
 streaming.
@@ -55,7 +54,11 @@ def offers(
 ) -> dict[str, Any]:
     """GPU offers of a vendor API (runpod, vastai, lambda, paperspace), cheapest first.
     `gpu` is GPU[:COUNT], e.g. "A100:1"."""
-    return invoke(["offers"], [platform], gpu=gpu, spot=spot, max_price=max_price, region=region)
+    from rgt.verbs.offers import offers as find
+
+    flags = {"gpu": gpu, "spot": spot, "max_price": max_price, "region": region}
+    with as_command(["offers"], [platform], **flags):
+        return document(find(platform, gpu, spot, max_price, region))
 
 
 def up(
