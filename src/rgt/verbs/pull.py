@@ -27,9 +27,7 @@ def destination(job_id: str, dest: str | None) -> Path:
     return (Path(dest) if dest else Path("rgt-pulls") / job_id).absolute()
 
 
-def pull(
-    store: Store, job_id: str, target: Path, progress: PullProgress | None = None
-) -> Pulled:
+def pull(store: Store, job_id: str, target: Path, progress: PullProgress | None = None) -> Pulled:
     from rgt.jobs.pull import pull as pull_job
     from rgt.sweep._runtime import fetch as fetch_runtime
 
