@@ -89,20 +89,9 @@ def _check_slurm(backend: Backend, requested: Resources) -> None:
     merged = getattr(backend, "defaults", Resources()).merged(requested)
     if (merged.nodes or 1) > 1:
         _check_slurm_nodes(backend, merged)
-    if (merged.nodes or 1) > 1:
-        _check_slurm_nodes(backend, merged)
     gpu_type, count = merged.gpu_request()
     if count:
         _check_gres(backend, gpu_type, count)
-
-
-def _check_slurm_nodes(backend: Backend, merged: Resources) -> None:
-    """A partition with fewer nodes than asked for: sbatch would queue the job for ever."""
-    from rgt.backends import _slurm_nodes
-
-    result = backend.transport.run(list(_slurm_nodes.SINFO_NODES), timeout=60)
-    if result.ok:
-        _slurm_nodes.check_nodes(result.text(), merged.partition, merged.nodes or 1)
 
 
 def _check_slurm_nodes(backend: Backend, merged: Resources) -> None:
