@@ -44,12 +44,6 @@ RANKS = {
 }
 
 
-# The one way left from a front end into the CLI: the MCP tools not yet moved onto the library
-# run the click app through rgt/mcp/_invoke.py (its docstring lists them). The list only shrinks;
-# once it is empty, this exemption and that module go.
-CLICK_PATH = ("mcp/_invoke.py", "cli")
-
-
 def _node(parts: tuple[str, ...]) -> str:
     """``("rgt", "jobs", "launch")`` -> ``jobs``; ``("rgt", "machines")`` -> ``rgt.machines``."""
     if len(parts) >= 2 and (SRC / parts[1]).is_dir():
@@ -83,8 +77,6 @@ def import_graph() -> dict[str, set[str]]:
             if not (SRC / target[1]).is_dir() and not (SRC / f"{target[1]}.py").is_file():
                 continue  # `from rgt import __version__`
             dest = _node(target)
-            if (str(path.relative_to(SRC)), dest) == CLICK_PATH:
-                continue
             if dest != source:
                 graph.setdefault(source, set()).add(dest)
     return graph
@@ -185,7 +177,6 @@ def test_mcp_and_ui_never_import_the_cli(package: str) -> None:
         f"{path}: {target}"
         for path, target in _imported_by(package)
         if target == "rgt.cli" or target.startswith("rgt.cli.")
-        if (path, "cli") != CLICK_PATH
     }
     assert reaching == set()
 

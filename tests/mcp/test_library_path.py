@@ -16,11 +16,6 @@ import pytest
 from tests.mcp.client import SRC, McpRgt
 from tests.mcp.test_tools import cli
 
-# The tools that still run the click app (rgt/mcp/_invoke.py); every other tool is a library call.
-CLICK_TOOLS = {"up"}
-# (The logs tool asks the triage tool for a failed job's label.)
-PARTLY: set[str] = set()
-
 
 @pytest.fixture
 def server(mcp_server: tuple[McpRgt, Path]) -> tuple[McpRgt, Path]:
@@ -34,13 +29,14 @@ def _same(server: tuple[McpRgt, Path], tool: str, arguments: dict[str, Any], *ar
     return answer
 
 
-def test_only_the_listed_tools_run_the_click_app() -> None:
+def test_no_tool_runs_the_click_app() -> None:
     import inspect
 
-    from rgt.mcp import server
+    from rgt.mcp import _invoke, server
 
-    running = {fn.__name__ for fn in server.TOOLS if "invoke(" in inspect.getsource(fn)}
-    assert running == CLICK_TOOLS | PARTLY
+    assert not hasattr(_invoke, "invoke")  # the in-process click path is gone
+    running = {fn.__name__ for fn in server.TOOLS if "rgt.cli" in inspect.getsource(fn)}
+    assert running == set()
 
 
 def test_explain_is_the_cli_document(server: tuple[McpRgt, Path]) -> None:
@@ -177,3 +173,16 @@ def test_offers_of_an_unknown_platform_is_the_cli_error(server: tuple[McpRgt, Pa
     answer = server[0].call("offers", {"platform": "nowhere", "gpu": "A100:1"})
     assert answer.is_error
     assert answer.data == cli(server[1], "offers", "nowhere", "--gpu", "A100:1")
+
+
+def test_up_is_the_cli_document_and_refuses_as_the_cli(
+    server: tuple[McpRgt, Path], tmp_path: Path
+) -> None:
+    client, root = server
+    durable = str(tmp_path / "same")
+    answer = client.call("up", {"profile": "local", "name": "same", "root": durable})
+    assert not answer.is_error, answer.text
+    assert answer.data == cli(root, "up", "local", "--name", "same", "--root", durable)
+    refused = client.call("up", {"profile": "kubernetes", "name": "k", "ssh": "ssh root@h"})
+    assert refused.is_error and refused.data["error"] == "UsageError", refused.text
+    assert "takes no --ssh" in refused.data["message"] and refused.data["exit_code"] == 2

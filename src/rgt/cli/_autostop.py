@@ -141,13 +141,3 @@ def self_stop_option(func: F) -> F:
         help="The command that stops this machine's meter from inside, keeping its disk "
         "(autostop runs it; never a release or destroy).",
     )(func)
-
-
-def declare(name: str, command: str | None) -> str | None:
-    """`rgt up … --self-stop CMD`, checked and kept in the machine's record."""
-    if not command:
-        return None
-    from rgt.autostop.arm import declare_self_stop
-    from rgt.state.store import Store
-
-    return declare_self_stop(Store.open(), name, command)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from rgt.cli._autostop import approve_autostop, autostop_options, declare, self_stop_option
+from rgt.cli._autostop import approve_autostop, autostop_options, self_stop_option
 from rgt.cli._jobref import job_ids
 from rgt.cli._notebook import notebook_up_options
 from rgt.cli._output import Output, escape, output_options
@@ -106,79 +105,26 @@ def up(
     """Register a machine (PROFILE: local, generic-ssh, autodl, slurm, kubernetes, …); with
     --gpu, rent it through the vendor's API (runpod, vastai, lambda, paperspace); colab and
     kaggle-notebook register the notebook VM this runs in (README: Colab and Kaggle notebooks)."""
-    from rgt.backends._render.fit import check_defaults, with_defaults
     from rgt.platforms import UpRequest
-    from rgt.platforms import up as register_platform
-    from rgt.profiles.network import machine_plan, parse_mirrors
-    from rgt.watch.gpu_expect import GpuExpectation
+    from rgt.profiles.network import parse_mirrors
+    from rgt.verbs.up import Told
+    from rgt.verbs.up import up as register
 
     request = UpRequest(
-        profile=profile,
-        name=name,
-        ssh=ssh_line,
-        price=price,
-        root=root,
-        replace=replace,
-        vendor=vendor,
-        mirrors=parse_mirrors(mirrors),
-        no_mirrors=no_mirrors,
-        kube=kube,
-        notebook=notebook,
-        internet=internet,
-        datasets=datasets,
+        *(profile, name, ssh_line, price, root, replace, vendor, parse_mirrors(mirrors)),
+        *(no_mirrors, kube, notebook, internet, datasets),
     )
-    check_defaults(profile, resources)  # before anything is registered
-    if self_stop:
-        from rgt.autostop.policy import check_self_stop
-
-        check_self_stop(self_stop)
-    if expect_gpu:
-        GpuExpectation.parse(expect_gpu)  # a bad value fails before anything is rented
-    store = Store.open()
-    result = register_platform(store, request)
-    if resources is not None:  # the machine's defaults: `rgt run`'s flags win key by key
-        result = dataclasses.replace(result, machine=with_defaults(result.machine, resources))
-        store.add_machine(result.machine)
-    expected = _expect_gpu(store, result.machine.name, profile, expect_gpu, vendor)
-    if self_stop:  # autostop's stop for this machine (README: Autostop)
-        note = declare(result.machine.name, self_stop)
-        result = dataclasses.replace(result, notes=(*result.notes, str(note)))
-    data = {
-        "expect_gpu": expected,
-        "machine": result.machine.name,
-        "backend": result.machine.backend,
-        "profile": result.machine.profile,
-        "durable_root": result.machine.durable_root,
-        "price_per_hour": result.machine.price_per_hour,
-        "notes": list(result.notes),
-        "network": machine_plan(result.machine.profile, result.machine.connection).to_json(),
-    }
+    data = register(request, Told(resources, expect_gpu, self_stop))
 
     def human(o: Output) -> None:
         o.line(
             f"registered [bold]{data['machine']}[/] ({data['backend']}, durable root "
             f"{escape(str(data['durable_root']))})"
         )
-        for note in result.notes:
+        for note in data["notes"]:
             o.line(f"  • {escape(note)}")
 
     out.result(data, human)
-
-
-def _expect_gpu(
-    store: Store, name: str, profile: str, text: str | None, vendor: Any
-) -> dict[str, Any] | None:
-    """Record the GPUs the machine should have: --expect-gpu, else the rented offer's."""
-    from rgt.watch.gpu_expect import GpuExpectation, record
-
-    offer = getattr(vendor, "gpu", None)
-    if not text and not offer:
-        return None
-    source = "--expect-gpu" if text else f"the {profile} offer rented with --gpu {offer}"
-    spec = str(text or offer)
-    expectation = GpuExpectation.parse(spec if ":" in spec else f"{spec}:1", source)
-    record(store, name, expectation)
-    return expectation.to_json()
 
 
 @click.command()

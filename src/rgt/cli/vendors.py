@@ -109,11 +109,9 @@ def _set_budget(name: str, budget: float | None, notify: str | None) -> None:
 
 
 def _vendor_up(values: dict[str, Any]) -> Any:
-    from rgt.vendors.lifecycle import VendorUp
+    from rgt.verbs.up import rental
 
-    image = values.pop("image")
-    offer = values.pop("offer_id")
-    return VendorUp(**values, offer=offer, image=image or None)
+    return rental({**values, "offer": values["offer_id"]})
 
 
 @click.command()

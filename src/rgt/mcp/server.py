@@ -1,11 +1,10 @@
 """``rgt mcp``: the verbs as MCP tools over stdio, for coding agents (Claude Code, Codex, ...).
 
 Every tool is one ``rgt`` command: it calls the library function that command's CLI body calls
-(``rgt.verbs`` and below, ``_call``), or, for the few not yet moved, runs the command in-process
-with ``--json`` (``_invoke``). Its input schema comes from the tool function's type hints
-(``schema``), its result is the command's JSON document, its error the same ``{"error",
-"message", "fix", "exit_code"}`` a human sees; either is cut to the server's result limit
-(``bounded``, 64 KB by default). Every tool declares the
+(``rgt.verbs`` and below, ``_call``); no tool runs the click app. Its input schema comes from
+the tool function's type hints (``schema``), its result is the command's JSON document, its
+error the same ``{"error", "message", "fix", "exit_code"}`` a human sees; either is cut to the
+server's result limit (``bounded``, 64 KB by default). Every tool declares the
 protocol's annotations so that a host can ask its user before anything destructive (renting,
 running code here, writing over files) or anything that reaches beyond this machine. There
 is deliberately no tool for ``rgt approve`` (``release.py`` says why).

@@ -1,8 +1,8 @@
 """RUN tools: each is the ``rgt`` command of the same name, with ``--json``.
 
 A tool's parameters are the command's arguments and options (their types make the input
-schema); its result is the document ``--json`` prints. Every tool here but ``up`` calls what
-its CLI body calls (``rgt.verbs`` and below); ``up`` still runs the command (``_invoke``). Two
+schema); its result is the document ``--json`` prints. Every tool here calls what its CLI
+body calls (``rgt.verbs`` and below), never the click app. Two
 tools add what a chat needs and a terminal does not: ``logs`` returns a bounded tail and the
 failure's triage label, and ``watch`` waits a bounded time for a job to end instead of
 streaming.
@@ -17,7 +17,7 @@ from typing import Any
 from rgt.agent import jobfiles
 from rgt.errors import UsageError
 from rgt.mcp._call import as_command, document
-from rgt.mcp._invoke import CommandFailed, invoke
+from rgt.mcp._invoke import CommandFailed
 from rgt.state.store import Store
 from rgt.verbs.run import RunRequest, forecast
 from rgt.verbs.run import run as run_job
@@ -78,21 +78,17 @@ def up(
     """Register a machine (profile local, generic-ssh, autodl, ... with the `ssh` line the
     console shows, e.g. "ssh -p 2222 root@host"), or rent one through a vendor API with `gpu`.
     Renting starts a meter: ask the user first."""
-    return invoke(
-        ["up"],
-        [profile],
-        name=name,
-        ssh=ssh,
-        price=price,
-        root=root,
-        gpu=gpu,
-        offer=offer,
-        image=image,
-        disk=disk,
-        spot=spot,
-        max_price=max_price,
-        region=region,
-    )
+    from rgt.platforms import UpRequest
+    from rgt.verbs.up import rental
+    from rgt.verbs.up import up as register
+
+    renting: dict[str, Any] = {"gpu": gpu, "offer": offer, "image": image, "disk_gb": disk}
+    renting.update(spot=spot, max_price=max_price, region=region)
+    flags = {"name": name, "ssh": ssh, "price": price, "root": root, **renting, "disk": disk}
+    del flags["disk_gb"]
+    with as_command(["up"], [profile], **flags):
+        request = UpRequest(profile, name, ssh, price, root, vendor=rental(renting))
+        return document(register(request))
 
 
 def audit(
