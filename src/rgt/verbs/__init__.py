@@ -12,6 +12,8 @@ nothing here talks to a human: chatter for one goes through the ``Tell`` a front
 - ``status``, ``watch``: the machines-and-jobs documents, with billing, autostop and session
   clocks beside the patrol; ``target``: a machine name or a job id (or its prefix).
 - ``pull``, ``fetch``, ``smoke``, ``triage``, ``offers``, ``profiles``: one verb each.
+- ``up``: register or rent a machine through its platform's entry (``rgt.platforms``), with
+  the defaults, GPU expectation and self-stop ``rgt up`` was given.
 - ``deliver``: which delivery workspace a command works in.
 - ``tell``: where a verb's warnings and progress go.
 """
