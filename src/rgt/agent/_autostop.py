@@ -212,6 +212,9 @@ class Watcher(object):
             "reason": why,
         }
         if last.get("reason") != why:
+            # The state that explains the event is on disk before the event announces it: a
+            # reader that saw the event (`rgt status`, a test) finds its reason in the state.
+            af.save_state(self.files, self.state)
             self.event(
                 "autostop_blocked",
                 {"trigger": what, "reason": why},
