@@ -108,7 +108,7 @@ class RankLogs(object):
 
     def tails(self) -> Dict[int, str]:
         """The last bytes of every rank's log, for the classifier."""
-        return {rank: _tail(self.path(rank)) for rank in self.ranks()}
+        return {rank: tail(self.path(rank)) for rank in self.ranks()}
 
     def ranks(self) -> List[int]:
         try:
@@ -131,7 +131,7 @@ def launcher_stderr(directory: str) -> Dict[int, str]:
     for path in glob.glob(os.path.join(newest, "*", "stderr.log")):
         local = os.path.basename(os.path.dirname(path))
         if local.isdigit():
-            found[int(local)] = _tail(path)
+            found[int(local)] = tail(path)
     return found
 
 
@@ -180,7 +180,8 @@ def read_error_file(path: str) -> Optional[Dict[str, Any]]:
     }
 
 
-def _tail(path: str) -> str:
+def tail(path: str) -> str:
+    """The last ``TAIL_BYTES`` of a log as text; empty when it cannot be read."""
     try:
         with open(path, "rb") as handle:
             handle.seek(0, os.SEEK_END)

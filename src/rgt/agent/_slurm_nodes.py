@@ -43,10 +43,10 @@ import socket
 import subprocess
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from rgt.agent import _ranklogs
 from rgt.agent._classify import AttemptFacts, Decision, _host_oom, decide
 from rgt.agent._fleet import PEER_LOST, REMEDY
 
-TAIL_BYTES = 64 * 1024
 # Runs on every node as srun's task: $1 is the attempt's log dir, the rest the job's command.
 # The shells keep a handler (not SIG_IGN) for the signals srun forwards, so they outlive the
 # command and record its status, while the command itself starts with default dispositions;
@@ -229,7 +229,7 @@ def node_ends(group: NodeGroup, facts: AttemptFacts) -> List[NodeEnd]:
         code, host = group.node_exit(rank)
         if not code:
             continue  # succeeded, or its shell was stopped with it by srun: not a cause
-        tail = _tail(group.node_log(rank))
+        tail = _ranklogs.tail(group.node_log(rank))
         sig = code - 128 if code > 128 else None
         own = AttemptFacts(None if sig else code, sig, tail, pid=None)
         own.rank_tails = facts.rank_tails
@@ -240,13 +240,3 @@ def node_ends(group: NodeGroup, facts: AttemptFacts) -> List[NodeEnd]:
         killed = sig == signal.SIGKILL or (first is not None and first.signal == signal.SIGKILL)
         ends.append(NodeEnd(rank, code, host, decide(own), killed))
     return ends
-
-
-def _tail(path: str) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - TAIL_BYTES))
-            return handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
