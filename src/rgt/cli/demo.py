@@ -110,55 +110,45 @@ def demo(steps: int, out: Output) -> None:
     from rgt.demo import run_demo
 
     report = run_demo(out.info, steps=steps)
-    data = report.to_json()
-
-    def human(o: Output) -> None:
-        o.table(
-            ["phase", "seconds"],
-            sorted(report.phases.items(), key=lambda kv: 0),
-            title="time per phase",
-        )
-        o.table(
-            ["", ""],
-            [
-                (
-                    "job",
-                    f"{report.job_id}: {report.job.get('state')} in "
-                    f"{report.job.get('attempt')} attempt(s)",
-                ),
-                ("kill -9 at step", report.kill.get("step_at_kill")),
-                ("steps lost to the kill", report.steps_lost),
-                (
-                    "pulled + verified",
-                    f"{report.pull.get('files')} files, "
-                    f"{'100 % OK' if report.pull.get('ok') else 'FAILED'}",
-                ),
-                ("gate before pull", _refused(report.gate_before_pull)),
-                ("gate after pull", _refused(report.gate_after_pull)),
-                ("exact_resume", report.exact_resume),
-                ("lr 1e-3 vs 3e-3 (3 seeds)", report.compare.get("verdict")),
-                ("report (numbers from runs/)", report.delivery.get("report")),
-            ],
-            title="rgt demo summary",
-        )
-        o.line(f"workspace: {report.workspace}")
-        if not report.exact_resume:
-            ref = report.reference
-            why = ref.get("error") or (
-                f"the uninterrupted run exited {ref.get('returncode')} at step {ref.get('step')}"
-                if ref.get("returncode")
-                else "the resumed weights differ from the uninterrupted run's"
-            )
-            o.line(f"[red]not an exact resume:[/] {escape(str(why))}")
-        if report.gate_after_pull.get("only_approval_missing"):
-            o.line(
-                f"to release the machine a human runs: rgt approve {report.machine} && "
-                f"rgt down {report.machine}"
-            )
-
-    out.result(data, human)
+    out.result(report.to_json(), lambda o: _demo_human(o, report))
     if not report.exact_resume or report.job.get("state") != "succeeded":
         sys.exit(1)
+
+
+def _demo_human(o: Output, report: Any) -> None:
+    o.table(["phase", "seconds"], list(report.phases.items()), title="time per phase")
+    o.table(["", ""], _summary_rows(report), title="rgt demo summary")
+    o.line(f"workspace: {report.workspace}")
+    if not report.exact_resume:
+        ref = report.reference
+        why = ref.get("error") or (
+            f"the uninterrupted run exited {ref.get('returncode')} at step {ref.get('step')}"
+            if ref.get("returncode")
+            else "the resumed weights differ from the uninterrupted run's"
+        )
+        o.line(f"[red]not an exact resume:[/] {escape(str(why))}")
+    if report.gate_after_pull.get("only_approval_missing"):
+        o.line(
+            f"to release the machine a human runs: rgt approve {report.machine} && "
+            f"rgt down {report.machine}"
+        )
+
+
+def _summary_rows(report: Any) -> list[tuple[str, Any]]:
+    pulled = f"{report.pull.get('files')} files, "
+    pulled += "100 % OK" if report.pull.get("ok") else "FAILED"
+    job = report.job
+    return [
+        ("job", f"{report.job_id}: {job.get('state')} in {job.get('attempt')} attempt(s)"),
+        ("kill -9 at step", report.kill.get("step_at_kill")),
+        ("steps lost to the kill", report.steps_lost),
+        ("pulled + verified", pulled),
+        ("gate before pull", _refused(report.gate_before_pull)),
+        ("gate after pull", _refused(report.gate_after_pull)),
+        ("exact_resume", report.exact_resume),
+        ("lr 1e-3 vs 3e-3 (3 seeds)", report.compare.get("verdict")),
+        ("report (numbers from runs/)", report.delivery.get("report")),
+    ]
 
 
 def _refused(gate: dict[str, Any]) -> str:
