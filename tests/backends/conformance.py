@@ -157,6 +157,20 @@ class BackendContract:
         status = backend.status("never-launched")
         assert status["exists"] is False and status["state"] == "queued"
 
+    def test_submit_many_runs_every_job_or_refuses_a_limit_it_cannot_hold(
+        self, run: Run, backend: Backend
+    ) -> None:
+        specs = [job_spec(backend, f"conf-{backend.kind}-many-{i}", run.snapshot) for i in (1, 2)]
+        specs = [replace(s, secret_env=()) for s in specs]
+        if not backend.arrays:  # nothing there could hold one back: refused, nothing made
+            with pytest.raises(NotSupportedError, match="at most 1 at once"):
+                backend.submit_many(specs, limit=1)
+            assert not backend.transport.exists(backend.job_paths(specs[0].job_id).root)
+        array = backend.submit_many(specs, limit=len(specs))
+        assert (array is not None) == backend.arrays  # an array names itself
+        ends = [wait_terminal(backend, s.job_id)["state"] for s in specs]
+        assert ends == ["succeeded", "succeeded"], ends
+
 
 class Cancels:
     """Mixed into the contract of a backend that can end a running job (``cancel``)."""

@@ -181,7 +181,7 @@ def test_array_runs_each_cell_in_its_own_job_dir(cluster: SlurmCluster, tmp_path
         )
         for i in range(3)
     ]
-    array_id = backend.submit_array(specs, max_parallel=2)
+    array_id = backend.submit_many(specs, limit=2)
     for i, spec in enumerate(specs):
         assert backend.slurm_id(spec.job_id) == f"{array_id}_{i}"
     for i, spec in enumerate(specs):

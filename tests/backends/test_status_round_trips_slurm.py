@@ -58,7 +58,7 @@ def submit_five(backend: SlurmBackend) -> list[str]:
                 created=utcnow())
         for j in ids
     ]  # fmt: skip
-    backend.submit_array(specs)
+    backend.submit_many(specs)
     return ids
 
 

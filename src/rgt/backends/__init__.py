@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rgt.errors import UsageError
 
@@ -27,20 +27,26 @@ def register_backend(name: str, module: str, class_name: str, extra: str | None 
     REGISTRY[name] = (module, class_name, extra)
 
 
-def get_backend(machine: Machine) -> Backend:
+def backend_class(name: str) -> type[Backend]:
+    """The class registered as backend ``name``, imported now."""
     try:
-        module_name, class_name, extra = REGISTRY[machine.backend]
+        module_name, class_name, extra = REGISTRY[name]
     except KeyError:
         raise UsageError(
-            f"unknown backend {machine.backend!r}",
-            fix=f"known backends: {', '.join(sorted(REGISTRY))}",
+            f"unknown backend {name!r}", fix=f"known backends: {', '.join(sorted(REGISTRY))}"
         ) from None
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         hint = f"pip install 'remote-gpu-trainer[{extra}]'" if extra else "reinstall rgt"
-        raise UsageError(f"backend {machine.backend!r} needs {exc.name}", fix=hint) from exc
-    backend: Backend = getattr(module, class_name)(machine)
+        raise UsageError(f"backend {name!r} needs {exc.name}", fix=hint) from exc
+    cls: type[Backend] = getattr(module, class_name)
+    return cls
+
+
+def get_backend(machine: Machine) -> Backend:
+    factory: Any = backend_class(machine.backend)  # every registered class takes the machine
+    backend: Backend = factory(machine)
     return backend
 
 

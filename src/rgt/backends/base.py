@@ -9,10 +9,10 @@ A backend binds rgt's verbs to one kind of machine. Its primitives are:
   argv, never a file), the job's resources; nothing is handed over through attributes;
 - ``stop_meter()`` — the profile's meter-stop action; only ever called behind the teardown gate.
 
-Job submission (``submit(spec, secrets, resources)``), status, logs, cancel and the manifest are
-all derived: they talk to the agent's files through the transport, so every backend behaves the
-same (the contract's tests: tests/backends/conformance.py). A backend that cannot carry secrets
-says so with ``carries_secrets = False``: ``submit`` then refuses them before anything is made.
+Job submission (``submit``; ``submit_many``, one submission where ``arrays``), status, logs,
+cancel and the manifest are derived: they talk to the agent's files through the transport, so
+every backend behaves the same (tests/backends/conformance.py). ``carries_secrets = False``:
+``submit`` refuses secrets before anything is made.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class Backend(abc.ABC):
     kind: ClassVar[str]
     # False where the agent cannot get the secrets over a private stdin (sbatch, a k8s Job).
     carries_secrets: ClassVar[bool] = True
+    arrays: ClassVar[bool] = False  # one submission runs many jobs (a Slurm array): submit_many
 
     def __init__(self, machine: Machine, transport: Transport) -> None:
         self.machine = machine
@@ -180,13 +181,24 @@ class Backend(abc.ABC):
         secrets: dict[str, str] | None = None,
         resources: Resources | None = None,
     ) -> JobPaths:
-        """Prepare the job and start its agent detached, with ``resources`` (None: the
-        machine's defaults)."""
+        """Prepare the job, start its agent detached (``resources`` None: the machine's)."""
         self.refuse_secrets(secrets)
         agent = self.install_agent()
         job = self.prepare(spec)
         self.start_agent(agent, job, secrets, resources)
         return job
+
+    def submit_many(
+        self, specs: Sequence[JobSpec], resources: Resources | None = None, limit: int = 0
+    ) -> str | None:
+        """One job per spec; an ``arrays`` backend submits them as one and returns its id. Here
+        each starts now: a ``limit`` below their count is refused, never ignored."""
+        if 0 < limit < len(specs):
+            fix = "submit at most that many at a time, or use a scheduler (Slurm: a job array)"
+            raise NotSupportedError(f"at most {limit} at once", self.kind, fix=fix)
+        for spec in specs:
+            self.submit(spec, None, resources)
+        return None
 
     def refuse_secrets(self, secrets: dict[str, str] | None) -> None:
         if secrets and not self.carries_secrets:

@@ -52,6 +52,7 @@ class SlurmBackend(Backend):
     kind = "slurm"
 
     carries_secrets = False  # sbatch has no private stdin; the controller stores the env
+    arrays = True  # a sweep's cells are one job array
 
     def __init__(self, machine: Machine) -> None:
         super().__init__(machine, _transport(machine))
@@ -103,13 +104,11 @@ class SlurmBackend(Backend):
 
     # -- arrays (sweeps) -------------------------------------------------------------------
 
-    def submit_array(
-        self,
-        specs: Sequence[JobSpec],
-        resources: Resources | None = None,
-        max_parallel: int | None = None,
+    def submit_many(
+        self, specs: Sequence[JobSpec], resources: Resources | None = None, limit: int = 0
     ) -> str:
-        """One Slurm job array, one task per spec (task i runs specs[i]); returns its id."""
+        """One Slurm job array, one task per spec (task i runs specs[i]), at most ``limit``
+        running at once (0: no limit); returns its id."""
         if not specs:
             raise UsageError("an array needs at least one job", fix="give one spec per cell")
         agent = self.install_agent()
@@ -122,7 +121,7 @@ class SlurmBackend(Backend):
             job_dirs=dirs,
             resources=res,
             grace_s=self.grace_s,
-            max_parallel=max_parallel,
+            max_parallel=limit or None,
         )
         slurm_dir = posixpath.join(self.root.root, "slurm")
         self.transport.mkdir(slurm_dir)

@@ -13,8 +13,8 @@ still change. Which cells are launched is decided only from the observation:
 
 A machine that raises ``TransportError`` gets no new cells; the cells waiting for a slot go to
 the machines that answer, and the ones already on it stay there and are read again when it
-comes back. On Slurm the cells are one job array (``%per_machine`` throttle) and Slurm does
-the scheduling.
+comes back. On a backend that runs arrays (``Backend.arrays``: Slurm) the cells go out in one
+``submit_many`` (a job array, ``%per_machine`` throttle) and the scheduler does the rest.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rgt.backends import backend_class
 from rgt.errors import BackendError, SpecError, TransportError
 from rgt.jobs import status_cache
 from rgt.models import JobSpec, RetryPolicy
@@ -54,9 +55,8 @@ Tick = Callable[[Observation, RunLog], None]
 
 
 def check_machines(store: Store, sweep: Sweep) -> str:
-    """The sweep's machines exist and are active; returns their backend kind ("slurm" or
-    "fanout")."""
-    kinds = {name: store.machine(name).backend for name in sweep.machines}
+    """The sweep's machines exist and are active; returns how the cells go out: "array" (one
+    submission on a backend that runs arrays, ``Backend.arrays``) or "fanout"."""
     released = [n for n in sweep.machines if not store.machine(n).active]
     if released:
         raise SpecError(
@@ -65,14 +65,17 @@ def check_machines(store: Store, sweep: Sweep) -> str:
             field="machines",
             fix="register it again with `rgt up`, or drop it",
         )
-    if "slurm" in kinds.values() and len(kinds) > 1:
+    arrays = [n for n in sweep.machines if backend_class(store.machine(n).backend).arrays]
+    if arrays and len(sweep.machines) > 1:
         raise SpecError(
-            f"{sweep.path}: a Slurm machine must be the only one in 'machines'",
+            f"{sweep.path}: {arrays[0]!r} runs the cells as one job array; it must be the only "
+            "machine in 'machines'",
             path=str(sweep.path),
             field="machines",
-            fix="on Slurm the cells become one job array; give one slurm machine",
+            fix="its cells become one job array: give that machine alone, or only machines "
+            "without a scheduler",
         )
-    return "slurm" if "slurm" in kinds.values() else "fanout"
+    return "array" if arrays else "fanout"
 
 
 def run_sweep(
@@ -88,7 +91,7 @@ def run_sweep(
         todo = [
             c for c in seen.cells if c.needs_launch(options.retry_failed) and launcher.may_launch(c)
         ]
-        if kind == "slurm":
+        if kind == "array":
             launcher.array([c.cell for c in todo], log)
         else:
             _fan_out(launcher, seen, todo, log)
@@ -211,16 +214,14 @@ class Launcher:
         return True
 
     def array(self, cells: Sequence[Cell], log: RunLog) -> None:
-        """All of ``cells`` as one Slurm job array on the sweep's one machine."""
+        """All of ``cells`` as one submission (a Slurm job array) on the sweep's one machine."""
         if not cells:
             return
         from rgt.backends import backend_for
-        from rgt.backends.slurm import SlurmBackend
         from rgt.transport.snapshot import take_snapshot
 
         machine = self.sweep.machines[0]
         backend = backend_for(self.store, machine)
-        assert isinstance(backend, SlurmBackend)
         snapshot = take_snapshot(self.sweep.code)
         backend.push_snapshot(snapshot)
         specs = [self.spec(c, machine, snapshot.digest) for c in cells]
@@ -228,7 +229,7 @@ class Launcher:
             self.store.add_job(spec)
         self.tried.update(c.cell_id for c in cells)
         try:
-            array_id = backend.submit_array(specs, self.sweep.resources, self.sweep.per_machine)
+            array_id = backend.submit_many(specs, self.sweep.resources, self.sweep.per_machine or 0)
         except BaseException:
             status_cache.never_submitted(self.store, [s.job_id for s in specs])
             raise
@@ -238,7 +239,7 @@ class Launcher:
                     "cell_id": cell.cell_id,
                     "job_id": spec.job_id,
                     "machine": machine,
-                    "slurm_array": array_id,
+                    "slurm_array": str(array_id),  # an arrays backend names its array
                 }
             )
 
