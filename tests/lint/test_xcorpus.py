@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.lint.xmeasure import BATCH2, BATCH3, BATCH4, BATCH5, CASES, frozen_digest, measure
+from tests.lint.xmeasure import (
+    BATCH2,
+    BATCH3,
+    BATCH4,
+    BATCH5,
+    BATCH6,
+    CASES,
+    frozen_digest,
+    measure,
+)
 
 FROZEN = Path(__file__).parent / "xcorpus" / "FROZEN.md"
 
@@ -25,6 +34,7 @@ def test_the_test_half_and_the_blind_batches_are_as_frozen() -> None:
         frozen_digest(BATCH3),
         frozen_digest(BATCH4),
         frozen_digest(BATCH5),
+        frozen_digest(BATCH6),
     ]
 
 

@@ -38,7 +38,8 @@ BATCH2 = Path(__file__).parent / "xcorpus" / "batch2"
 BATCH3 = Path(__file__).parent / "xcorpus" / "batch3"  # a third, smaller blind batch
 BATCH4 = Path(__file__).parent / "xcorpus" / "batch4"  # a fourth: 34 new repositories
 BATCH5 = Path(__file__).parent / "xcorpus" / "batch5"  # written after batch4's misses were read
-BATCHES = {"batch2": BATCH2, "batch3": BATCH3, "batch4": BATCH4, "batch5": BATCH5}
+BATCH6 = Path(__file__).parent / "xcorpus" / "batch6"  # 27 more repositories, after batch5
+BATCHES = {"batch2": BATCH2, "batch3": BATCH3, "batch4": BATCH4, "batch5": BATCH5, "batch6": BATCH6}
 Found = tuple[str, str, int]  # path (relative), code, line
 
 
