@@ -6,16 +6,12 @@ namespace; RGT_MASTER_ADDR is node 0's own address, which node 1 reaches over th
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.clirun import rgt
-from tests.fleet.conftest import wait_ended
-from tests.fleet.test_fleet_torchrun import TORCHRUN, ranks
-from tests.infra import allreduce
+from tests.fleet.test_fleet_torchrun import all_reduce_on_a_b
 from tests.netns_nodes import SshNodes
 from tests.sshd import register
 
@@ -27,19 +23,7 @@ def test_two_hosts_all_reduce_through_rgt(ssh_two_nodes: SshNodes, tmp_path: Pat
         register(ssh_two_nodes.servers[index], name, tmp_path / f"root-{name}")
     project = tmp_path / "proj"
     project.mkdir()
-    shutil.copy(allreduce.__file__, project / "worker.py")
-    launched = rgt("run", "a,b", "--probe-seconds", "1", "--json", "--env", f"PY={sys.executable}",
-                   "--env", "OMP_NUM_THREADS=1", "--", "sh", "-c", TORCHRUN,
-                   cwd=project)  # fmt: skip
-    assert launched.returncode == 0, launched.stdout[-3000:] + launched.stderr[-3000:]
-    job_id = json.loads(launched.stdout)["job_id"]
-    job = wait_ended(job_id, timeout=300)
-    logs = [rgt("logs", job_id, "--node", str(rank)).stdout for rank in (0, 1)]
-    assert job["state"] == "succeeded", (job, logs)
-    lines = ranks("".join(logs))
-    assert [line["rank"] for line in lines] == [0, 1, 2, 3], logs
-    assert {line["world_size"] for line in lines} == {4}
-    assert {line["sum"] for line in lines} == {1.0 + 2 + 3 + 4}
+    job_id, _, lines = all_reduce_on_a_b(project)
     hosts = [{(x["host"], x["netns"]) for x in lines if x["node_rank"] == n} for n in (0, 1)]
     assert len(hosts[0]) == len(hosts[1]) == 1 and hosts[0] != hosts[1]  # two hosts
     assert [host for ((host, _),) in hosts] == ssh_two_nodes.names

@@ -29,14 +29,13 @@ def ranks(log: str) -> list[dict[str, Any]]:
                                       for line in log.splitlines()))  # fmt: skip
 
 
-@pytest.mark.slow
-@pytest.mark.early  # about a minute
-def test_two_nodes_two_processes_all_reduce_through_rgt(fleet: Fleet) -> None:
-    pytest.importorskip("torch")
-    shutil.copy(allreduce.__file__, fleet.project / "worker.py")
+def all_reduce_on_a_b(project: Path) -> tuple[str, list[str], list[dict[str, Any]]]:
+    """`rgt run a,b` of a 2-node x 2-process gloo all-reduce from ``project``: the job id,
+    each node's log and the workers' lines, once the job succeeded with 4 ranks summing 10."""
+    shutil.copy(allreduce.__file__, project / "worker.py")
     launched = rgt("run", "a,b", "--probe-seconds", "1", "--json", "--env", f"PY={sys.executable}",
                    "--env", "OMP_NUM_THREADS=1", "--", "sh", "-c", TORCHRUN,
-                   cwd=fleet.project)  # fmt: skip
+                   cwd=project)  # fmt: skip
     assert launched.returncode == 0, launched.stdout[-3000:] + launched.stderr[-3000:]
     job_id = json.loads(launched.stdout)["job_id"]
     job = wait_ended(job_id, timeout=300)
@@ -46,6 +45,14 @@ def test_two_nodes_two_processes_all_reduce_through_rgt(fleet: Fleet) -> None:
     assert [line["rank"] for line in lines] == [0, 1, 2, 3], logs
     assert {line["world_size"] for line in lines} == {4}
     assert {line["sum"] for line in lines} == {1.0 + 2 + 3 + 4}
+    return job_id, logs, lines
+
+
+@pytest.mark.slow
+@pytest.mark.early  # about a minute
+def test_two_nodes_two_processes_all_reduce_through_rgt(fleet: Fleet) -> None:
+    pytest.importorskip("torch")
+    job_id, logs, lines = all_reduce_on_a_b(fleet.project)
     by_node = [sorted(x["rank"] for x in lines if x["node_rank"] == n) for n in (0, 1)]
     assert by_node == [[0, 1], [2, 3]]  # node 0's log holds ranks 0-1, node 1's 2-3
     for rank, log in enumerate(logs):
