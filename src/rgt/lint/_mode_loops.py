@@ -144,6 +144,7 @@ def train_after_eval(facts: Facts) -> Iterator[Hit]:
         reach = inside + [c for f in called for c in facts.calls_in(f)]
         trains = any(method(c) == "backward" for c in reach)
         evals = [c for c in reach if method(c) == "eval" and not c.args]
+        evals = [c for c in evals if not made_there(facts, c, loop)]
         if trains and evals:
             if not freezes(facts):  # walked only here: rare
                 yield Hit("RGT202", evals[0])
@@ -180,10 +181,29 @@ def left_in_eval(facts: Facts) -> Iterator[Hit]:
         # (UDA's ``eval(..., model_file)`` switches only when it loads a file).
         evals = [c for c in evals if within(c, loop) or not _conditional(facts, c, called)]
         evals = [c for c in evals if not _ends_loop(facts, c, loop)]
+        evals = [c for c in evals if not made_there(facts, c, loop)]
         if evals and not freezes(facts):
             yield Hit("RGT202", evals[0], f"after `{dotted(evals[0].func)}()` at line "
                       f"{evals[0].lineno} this loop keeps training in eval mode")  # fmt: skip
             return
+
+
+def made_there(facts: Facts, mode_call: ast.Call, loop: ast.AST) -> bool:
+    """Does ``x.eval()``, in a function the training loop calls, act on an object that
+    function makes itself (``net = Net()``, ``copy.deepcopy(model)``), not the one trained?
+    mcan-vqa's ``Execution.eval`` builds a fresh ``net`` from the saved weights and puts it
+    in eval mode; ``Execution.train``'s ``net`` is another object with the same name."""
+    owner = mode_call.func.value  # type: ignore[attr-defined]
+    scope = facts.scope_of(mode_call)
+    if not isinstance(owner, ast.Name) or scope is facts.tree or within(loop, scope):
+        return False
+    value = facts.last_value(scope, owner.id, mode_call.lineno)
+    while isinstance(value, ast.Call) and method(value) in MOVES:
+        value = value.func.value  # type: ignore[attr-defined]  # ``Net().cuda()``
+    return isinstance(value, ast.Call)
+
+
+MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16"})
 
 
 def _conditional(facts: Facts, call: ast.Call, functions: list[Function]) -> bool:

@@ -100,8 +100,9 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
             yield Hit("RGT201", func, func.name)
         if not _under_no_grad(facts, func):
             yield Hit("RGT203", func, func.name)
-    yield from train_after_eval(facts)
-    yield from left_in_eval(facts)
+    for hit in (*train_after_eval(facts), *left_in_eval(facts)):
+        if _may_change(facts, hit.node, words):
+            yield hit
     yield from _accumulated(facts)
     # Layers the modes change, seen here or in the files around; or an ``.eval()`` here: its
     # author knows the model has some (MultiBench's encoders come from its callers).
@@ -117,6 +118,48 @@ def _layers(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef, words: s
     if _local_models(facts, func):
         return any(w.startswith(BELOW) for w in words)
     return bool(words & LAYER_WORDS)
+
+
+# Libraries that build whole models (their layers are not in the project's text).
+ZOOS = frozenset({"torchvision", "timm", "transformers", "pretrainedmodels", "torch_geometric",
+                  "segmentation_models_pytorch", "efficientnet_pytorch", "torchaudio"})  # fmt: skip
+
+
+def _may_change(facts: Facts, mode_call: ast.AST, words: set[str]) -> bool:
+    """Can the model ``mode_call`` (``model.eval()``) switches behave differently in the two
+    modes? Not when it is built from a class of this module and neither this file nor what it
+    imports names a mode-bound layer (coRNN's recurrent cell: Linear and tanh only, so its
+    maintainers leave it in eval mode between tests on purpose). A model from elsewhere (a
+    parameter, a library's zoo) may have some."""
+    if any(w.startswith(BELOW) for w in words):
+        return True
+    if any(a.split(".")[0] in ZOOS for a in facts.aliases.values()):
+        return True
+    classes = {c.name for c in facts.classes}
+    built = _built_by(facts, mode_call)
+    return not built or not built <= classes
+
+
+def _built_by(facts: Facts, mode_call: ast.AST) -> set[str]:
+    """The classes or functions the object ``x.eval()`` acts on was made by, as bound in the
+    call's function or at module level (empty: not known)."""
+    owner = mode_call.func.value if method(mode_call) else None  # type: ignore[attr-defined]
+    key = dotted(owner) if owner is not None else None
+    if key is None:
+        return set()
+    if "." not in key:
+        inner = facts.scope_of(mode_call)
+        line: int = mode_call.lineno  # type: ignore[attr-defined]
+        # A function runs when called: after every module-level binding, as a rule.
+        outer = line if inner is facts.tree else 1 << 30
+        for scope, before in ((inner, line), (facts.tree, outer)):
+            value = facts.last_value(scope, key, before)
+            if value is not None:
+                made = facts.construction(value)
+                return {made} if made else set()
+    names = facts.bound_calls(key)
+    values = facts.bindings.get(key, [])
+    return set(names) if names and len(names) == len(values) else set()
 
 
 def _local_models(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -1,0 +1,136 @@
+"""Train/eval mode rules follow the object, not the name, and ask whether the model has any
+layer the modes change: a model without dropout or batch norm behaves the same in both, and a
+``net`` built afresh in an evaluation method is not the ``net`` another method trains."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from rgt.lint import lint_paths
+
+
+def project(root: Path, files: dict[str, str]) -> Path:
+    for name, code in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(code).lstrip("\n"))
+    return root
+
+
+def found(root: Path) -> list[tuple[str, str, int]]:
+    report = lint_paths([str(root)], cache=False)
+    return [(str(Path(f.path).relative_to(root)), f.code, f.line) for f in report.findings]
+
+
+CELL = """
+import torch
+import torch.nn as nn
+
+
+class Cell(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.i2h = nn.Linear(4, 4){extra}
+
+    def forward(self, x):
+        return torch.tanh(self.i2h(x))
+
+
+model = Cell()
+optimizer = torch.optim.Adam(model.parameters())
+
+
+def test():
+    model.eval()
+    with torch.no_grad():
+        return model(torch.rand(2, 4)).sum().item()
+
+
+for i in range(100):
+    optimizer.zero_grad()
+    loss = model(torch.rand(2, 4)).sum()
+    loss.backward()
+    optimizer.step()
+    if i % 10 == 0:
+        test()
+"""
+
+
+def test_a_model_without_mode_bound_layers_may_stay_in_eval_mode(tmp_path: Path) -> None:
+    plain = project(tmp_path / "plain", {"train.py": CELL.format(extra="")})
+    assert found(plain) == []
+    dropout = "\n        self.drop = nn.Dropout(0.1)"
+    with_dropout = project(tmp_path / "dropout", {"train.py": CELL.format(extra=dropout)})
+    assert found(with_dropout) == [("train.py", "RGT202", 20)]
+
+
+def test_a_model_whose_layers_come_from_an_imported_module_still_counts(tmp_path: Path) -> None:
+    layers = "import torch.nn as nn\n\nBLOCK = nn.BatchNorm1d\n"
+    code = CELL.format(extra="\n        self.norm = BLOCK(4)").replace(
+        "import torch.nn as nn\n", "import torch.nn as nn\nfrom layers import BLOCK\n"
+    )
+    root = project(tmp_path, {"layers.py": layers, "train.py": code})
+    assert found(root) == [("train.py", "RGT202", 21)]
+
+
+def test_a_model_from_a_library_zoo_may_have_mode_bound_layers(tmp_path: Path) -> None:
+    code = CELL.format(extra="").replace("model = Cell()", "model = timm.create_model('resnet18')")
+    root = project(tmp_path, {"train.py": "import timm\n" + code})
+    assert [c for _, c, _ in found(root)] == ["RGT202"]
+
+
+NET = """
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.fc(self.drop(x))
+"""
+RUNNER = """
+import torch
+from net import Net
+
+
+class Runner:
+    def fit(self, loader, held_out):
+        model = Net()
+        model.train()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(3):
+            for x, y in loader:
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+            self.score(held_out, {passed})
+
+    def score(self, loader, {param}):
+        {made}
+        model.eval()
+        out = []
+        for x, _ in loader:
+            with torch.no_grad():
+                out.append(model(x))
+        return out
+"""
+
+
+def test_an_evaluation_that_builds_its_own_model_leaves_the_trained_one_alone(
+    tmp_path: Path,
+) -> None:
+    fresh = RUNNER.format(
+        passed="model.state_dict()",
+        param="weights",
+        made="model = Net().cuda()\n        model.load_state_dict(weights)",
+    )
+    root = project(tmp_path / "fresh", {"net.py": NET, "runner.py": fresh})
+    assert found(root) == []
+    passed = RUNNER.format(passed="model", param="model", made="model = model.cuda()")
+    root = project(tmp_path / "passed", {"net.py": NET, "runner.py": passed})
+    assert found(root) == [("runner.py", "RGT202", 19)]
