@@ -134,3 +134,54 @@ def test_an_evaluation_that_builds_its_own_model_leaves_the_trained_one_alone(
     passed = RUNNER.format(passed="model", param="model", made="model = model.cuda()")
     root = project(tmp_path / "passed", {"net.py": NET, "runner.py": passed})
     assert found(root) == [("runner.py", "RGT202", 19)]
+
+
+EVALUATE = """
+import torch
+
+
+def evaluate(model, loader):
+    total = 0.0
+    with torch.no_grad():
+        for x, y in loader:
+            total += (model(x).argmax(1) == y).float().mean().item()
+    return total
+"""
+CALLER = """
+import torch
+import torch.nn as nn
+from metrics import evaluate
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.fc(self.drop(x))
+
+
+def main(loader, held_out):
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(3):
+        model.train()
+        for x, y in loader:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        {mode}
+        print(evaluate(model, held_out))
+"""
+
+
+def test_an_evaluation_function_whose_callers_all_set_eval_mode_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    both = {"metrics.py": EVALUATE, "train.py": CALLER.format(mode="model.eval()")}
+    assert found(project(tmp_path / "eval", both)) == []
+    one = {**both, "finetune.py": CALLER.format(mode="pass")}
+    hits = found(project(tmp_path / "one-not", one))
+    assert ("metrics.py", "RGT201", 4) in hits

@@ -46,6 +46,7 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
     uses: tuple[tuple[str, Callable[[Facts], Any], str | None], ...] = (
         ("passes", _flow.passes, "loss_params"),
         ("runner_calls", _flow_modes.runner_calls, "runners"),
+        ("eval_uses", _flow_modes.eval_uses, None),
         ("step_calls", _flow_data.step_calls, "steppers"),
         ("loaders", _flow_data.loaders_over_classes, "classes"),
         ("model_losses", _flow.model_losses, None),

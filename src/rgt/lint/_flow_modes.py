@@ -260,3 +260,28 @@ def _mode_calls(facts: Facts, scope: ast.AST) -> list[ast.Call]:
         modes_set = {id(c) for m in ("train", "eval") for c in facts.methods_called(m)}
         found = facts.memo[key] = [c for c in facts.calls_in(scope) if id(c) in modes_set]
     return found
+
+
+def eval_uses(facts: Facts) -> list[list[Any]]:
+    """Calls of a function named like an evaluation, each with whether a model it is passed
+    was put in eval mode just before (``[line, callee, evaluating]``): when every caller in the
+    project does so, an evaluation function that never calls ``.eval()`` itself is fine
+    (``_join.withheld``)."""
+    out: list[list[Any]] = []
+    for call in facts.calls:
+        name = dotted(call.func)
+        if not name or not modes.EVAL_NAME.search(name.rpartition(".")[2]):
+            continue
+        callee = ref(facts, call)
+        if callee is None or name.rpartition(".")[2] in ("eval", "train"):
+            continue
+        scope = facts.scope_of(call)
+        passed = {dotted(a) for a in [*call.args, *(k.value for k in call.keywords)]}
+        before = [
+            c
+            for c in _mode_calls(facts, scope)
+            if (c.lineno, c.col_offset) < (call.lineno, call.col_offset)
+        ]
+        evaluating = any(_last_mode(facts, before, m) == "eval" for m in passed if m)
+        out.append([call.lineno, callee, evaluating])
+    return out

@@ -52,6 +52,24 @@ def findings(
     return out
 
 
+def withheld(findings: list[Finding], project: Project) -> list[Finding]:
+    """The single-file findings less each RGT201 on an evaluation function (it never calls
+    ``.eval()``, nor does its module) that the project calls only from other files, every
+    call right after putting the model it passes in eval mode: the callers own the mode."""
+    uses: dict[tuple[str, str], list[bool]] = {}
+    for path, summary in project.summaries.items():
+        for _line, ref, evaluating in summary.get("eval_uses", ()):
+            target = _callee(project, path, ref)
+            if target is not None:
+                uses.setdefault(target, []).append(evaluating and target[0] != path)
+    if not uses:
+        return findings
+    covered = {
+        (where, qual.rpartition(".")[2]) for (where, qual), seen in uses.items() if all(seen)
+    }
+    return [f for f in findings if f.code != "RGT201" or (f.path, f.detail) not in covered]
+
+
 def _silenced(summary: Summary, line: int, code: str) -> bool:
     codes = summary.get("noqa", {}).get(str(line))
     return codes is not None and (not codes or code in codes)
