@@ -16,6 +16,7 @@ from typing import Any
 from rgt.lint import losses
 from rgt.lint._facts import Facts
 from rgt.lint._flow_data import made_by, qualname, ref, rng_fields
+from rgt.lint._mode_loops import BUILTINS
 from rgt.lint._nodes import dotted, method
 from rgt.lint._suite import in_suite_test
 
@@ -45,7 +46,7 @@ def classes(facts: Facts) -> dict[str, dict[str, Any]]:
             if losses.WHOLE in positions:
                 entry["probs"] = kind
             elif positions:  # ``return probs, classes``: which parts of the tuple
-                entry["probs_at"] = [kind, sorted(positions)]
+                entry.setdefault("probs_at", {})[kind] = sorted(positions)
         entry.update(rng_fields(facts, cls))
         out[cls.name] = entry
     return out
@@ -122,13 +123,20 @@ def _forwarded(facts: Facts, out: dict[str, list[list[Any]]]) -> None:
                             out.setdefault(qualname(facts, func), []).append(hit)
 
 
-def built_from(facts: Facts, node: ast.AST) -> str | None:
+def class_like(name: str) -> bool:
+    """Is a dotted name's last part spelled like a class: capitalised, after any leading
+    underscores of a private class (``_Net``)?"""
+    return name.rpartition(".")[2].lstrip("_")[:1].isupper()
+
+
+def built_from(facts: Facts, node: ast.AST, loose: bool = False) -> str | None:
     """The class (dotted, as spelled here) a value was built from: ``Net()``,
     ``model.Net().cuda()``,
-    or a name or ``self.attr`` bound only to such calls."""
+    or a name or ``self.attr`` bound only to such calls. ``loose``: any name called, however
+    spelled (ACGAN's ``_netD_CIFAR10``), for a join that checks it is a class."""
     if isinstance(node, ast.Call):
         name = dotted(made_by(node))
-        return name if name and name.rpartition(".")[2][:1].isupper() else None
+        return name if name and (loose or class_like(name)) else None
     key = dotted(node)
     if key is None:
         return None
@@ -136,7 +144,7 @@ def built_from(facts: Facts, node: ast.AST) -> str | None:
     if isinstance(node, ast.Name):
         last = facts.last_value(facts.scope_of(node), node.id, node.lineno)
         values = [last] if isinstance(last, ast.expr) else values
-    names = {built_from(facts, v) for v in values if isinstance(v, ast.Call)}
+    names = {built_from(facts, v, loose) for v in values if isinstance(v, ast.Call)}
     return names.pop() if len(names) == 1 and None not in names else None
 
 
@@ -150,8 +158,8 @@ def model_losses(facts: Facts) -> list[list[Any]]:
         source, position = origin_part(facts, call.args[0])
         if source is None or in_suite_test(facts, call):
             continue
-        cls = built_from(facts, _callee(source))
-        if cls and cls not in local:
+        cls = built_from(facts, _callee(source), loose=True)
+        if cls and cls not in local and cls.split(".")[0] not in BUILTINS:
             out.append([call.lineno, call.col_offset, kind, cls, position])
     return out + _criterion_pairs(facts)
 
@@ -170,7 +178,7 @@ def _criterion_pairs(facts: Facts) -> list[list[Any]]:
         name = (dotted(criterion) or "").rpartition(".")[2] if criterion is not None else ""
         module = given.get("module", call.args[0] if call.args else None)
         spelled = dotted(module) if module is not None else None
-        if name in CRITERIA and spelled and spelled.rpartition(".")[2][:1].isupper():
+        if name in CRITERIA and spelled and class_like(spelled):
             out.append([call.lineno, call.col_offset, CRITERIA[name], spelled, losses.WHOLE])
     return out
 
@@ -236,7 +244,7 @@ def models(facts: Facts) -> set[str]:
                 continue
             made = {dotted(made_by(v)) or "" for v in values}  # type: ignore[arg-type]
             last = {m.rpartition(".")[2] for m in made}
-            if all(n[:1].isupper() and not NOT_MODELS.search(n) for n in last):
+            if all(class_like(n) and not NOT_MODELS.search(n) for n in last):
                 found.add(name)
         facts.memo["models"] = found
     return found

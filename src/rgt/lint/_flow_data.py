@@ -69,7 +69,7 @@ def class_of(facts: Facts, node: ast.AST | None, depth: int = 0) -> str | None:
     name = dotted(made_by(node)) or ""
     if name.endswith("ConcatDataset") and node.args:
         return class_of(facts, node.args[0], depth + 1)
-    return name if name.rpartition(".")[2][:1].isupper() else None
+    return name if name.rpartition(".")[2].lstrip("_")[:1].isupper() else None
 
 
 def ref(facts: Facts, call: ast.Call) -> str | None:

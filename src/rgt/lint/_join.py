@@ -137,17 +137,10 @@ def _model_losses(project: Project, path: str, summary: Summary) -> Iterator[Sit
         if position == WHOLE and entry.get("probs") == output:
             detail = f"`{name}.forward` ({at}) ends in {output}; this loss is applied to its output"
             yield path, line, col, code, detail
-        elif position != WHOLE and [output, [position]] == _part(entry, position):
+        elif position != WHOLE and position in entry.get("probs_at", {}).get(output, ()):
             detail = (f"`{name}.forward` ({at}) returns {output} output as part {position} of a "
                       f"tuple; this loss is applied to that part")  # fmt: skip
             yield path, line, col, code, detail
-
-
-def _part(entry: dict[str, Any], position: int) -> list[Any]:
-    """``[kind, [position]]`` when part ``position`` of the class's forward output is
-    probabilities (``entry["probs_at"]``), else empty."""
-    kind, positions = entry.get("probs_at") or (None, ())
-    return [kind, [position]] if position in positions else []
 
 
 def _callee(project: Project, path: str, ref: str) -> tuple[str, str] | None:

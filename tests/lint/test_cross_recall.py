@@ -1,0 +1,67 @@
+"""Cross-file rules follow more of the shapes real projects take: a model class named in lower
+case, a transform class inside ``Compose``, a ``zero_grad`` between ``backward`` and ``step``,
+an evaluation reached through a trainer's method."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from rgt.lint import lint_paths
+
+
+def project(root: Path, files: dict[str, str]) -> Path:
+    for name, code in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(code).lstrip("\n"))
+    return root
+
+
+def found(root: Path) -> list[tuple[str, str, int]]:
+    report = lint_paths([str(root)], cache=False)
+    return [(str(Path(f.path).relative_to(root)), f.code, f.line) for f in report.findings]
+
+
+DISCRIMINATOR = """
+import torch.nn as nn
+
+
+class _disc(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.body = nn.Linear(32, 64)
+        self.score = nn.Linear(64, 1)
+        self.aux = nn.Linear(64, classes)
+        self.softmax = nn.{last}()
+        self.sigmoid = nn.Sigmoid()
+
+    def forward(self, x):
+        h = self.body(x)
+        return self.sigmoid(self.score(h)), self.softmax(self.aux(h))
+"""
+GAN = """
+import torch
+import torch.nn as nn
+from nets import _disc
+
+disc = _disc()
+bce = nn.BCELoss()
+nll = nn.NLLLoss()
+opt = torch.optim.Adam(disc.parameters())
+for x, y in []:
+    opt.zero_grad()
+    real, classes = disc(x)
+    loss = bce(real, torch.ones(len(x))) + nll(classes, y)
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_lower_case_model_class_returning_softmax_in_a_tuple_is_followed(
+    tmp_path: Path,
+) -> None:
+    bug = {"nets.py": DISCRIMINATOR.format(last="Softmax"), "gan.py": GAN}
+    assert found(project(tmp_path / "bug", bug)) == [("gan.py", "RGT102", 12)]
+    fixed = {"nets.py": DISCRIMINATOR.format(last="LogSoftmax"), "gan.py": GAN}
+    assert found(project(tmp_path / "fixed", fixed)) == []
