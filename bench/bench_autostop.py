@@ -78,7 +78,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rgt-bench-autostop-") as tmp:
         base = Path(tmp)
         os.environ["RGT_HOME"] = str(base / "home")
-        from rgt.approvals import record_no_pin
+        from rgt.lifecycle.approvals import record_no_pin
 
         record_no_pin("bench")  # the bench arms through the library, never at a terminal
         times = [trial(base, i) for i in range(args.trials)]

@@ -32,7 +32,7 @@ sys.path.insert(0, str(SRC))
 
 
 def populate(home: Path, machines: int, jobs: int) -> None:
-    from rgt.machines import register_local
+    from rgt.lifecycle.machines import register_local
     from rgt.models import JobSpec, JobState
     from rgt.state.store import Store, utcnow
 

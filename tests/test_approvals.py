@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.approvals import ATTEMPTS_FILE, BASE_LOCK_S, MAX_FAILURES, PIN_FILE, failure
+from rgt.lifecycle.approvals import ATTEMPTS_FILE, BASE_LOCK_S, MAX_FAILURES, PIN_FILE, failure
 from tests.clirun import rgt
 from tests.ttys import PtyRgt, approve_at_a_terminal, set_pin, type_new_pin
 

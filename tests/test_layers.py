@@ -2,7 +2,7 @@
 
 Each subpackage of ``rgt`` has a rank; an import (at module level or inside a function, both
 are real dependencies) may only go to a package of lower rank. Top-level modules
-(``rgt/machines.py``…) are nodes of their own: no cycle may run through them either.
+(``rgt/config.py``…) are nodes of their own: no cycle may run through them either.
 """
 
 from __future__ import annotations
@@ -30,22 +30,25 @@ RANKS = {
     "state": 2,
     "transport": 2,
     "backends": 3,
+    "smoke": 3,
     "jobs": 4,
-    "autostop": 4,
-    "vendors": 6,
-    "watch": 5,
     "sweep": 5,
     "fetch": 5,
-    "demo": 6,
-    "verbs": 7,
-    "mcp": 8,
-    "ui": 8,
-    "cli": 9,
+    "vendors": 6,
+    "lifecycle": 7,
+    "autostop": 8,
+    "notebooks": 8,
+    "demo": 8,
+    "watch": 9,
+    "verbs": 10,
+    "mcp": 11,
+    "ui": 11,
+    "cli": 12,
 }
 
 
 def _node(parts: tuple[str, ...]) -> str:
-    """``("rgt", "jobs", "launch")`` -> ``jobs``; ``("rgt", "machines")`` -> ``rgt.machines``."""
+    """``("rgt", "jobs", "launch")`` -> ``jobs``; ``("rgt", "config")`` -> ``rgt.config``."""
     if len(parts) >= 2 and (SRC / parts[1]).is_dir():
         return parts[1]
     return ".".join(parts[:2])
@@ -61,7 +64,7 @@ def _imports(path: Path, module: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
             base = package[: len(package) - node.level + 1] if node.level else ()
             target = base + tuple((node.module or "").split(".")) if node.module else base
             yield target
-            for alias in node.names:  # `from rgt import machines` imports a module
+            for alias in node.names:  # `from rgt.state import store` imports a module
                 yield (*target, alias.name)
 
 
@@ -142,7 +145,7 @@ def test_the_checker_sees_a_cycle() -> None:
 # backend or a vendor client that needs consent takes a ``Consent`` from its caller and, given
 # none, raises ``ApprovalNeeded`` with the command to run.
 NEVER_ASK = ("backends", "vendors", "transport", "jobs", "state", "sweep", "fetch", "watch")
-HUMAN = {"rgt.approvals", "rgt._tty"}
+HUMAN = {"rgt.lifecycle.approvals", "rgt._tty"}
 
 
 def test_backends_and_vendors_never_ask_a_human() -> None:

@@ -26,7 +26,7 @@ def test_every_non_ssh_platform_has_one_entry_and_the_rest_fall_through() -> Non
     table = platforms()
     assert set(table) == {"kubernetes", "kaggle", "colab", "kaggle-notebook"}, table
     assert registrar("colab") is registrar("kaggle-notebook")
-    # local, slurm and every SSH rental share the machines entry (rgt.machines.register)
+    # local, slurm and every SSH rental share the machines entry (rgt.lifecycle.machines.register)
     assert registrar("local") is registrar("slurm") is registrar("autodl")
     assert registrar("autodl") is not registrar("kubernetes")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "rgt"
 ASKS = ("status", "statuses")  # Backend.status(job_id), Backend.statuses(ids)
-# vendors/kaggle.py is a backend too: it lives beside the Kaggle API client it drives.
-ALLOWED = ("backends/", "jobs/status_cache.py", "vendors/kaggle.py")
+# notebooks/kaggle.py is a backend too: it lives beside the Kaggle API client it drives.
+ALLOWED = ("backends/", "jobs/status_cache.py", "notebooks/kaggle.py")
 
 
 def calls(source: str, names: tuple[str, ...]) -> Iterator[int]:

@@ -75,7 +75,7 @@ def without_a_pin() -> None:
     ``rgt approve NAME --no-pin``: tests that approve through a pty then type only the name, as
     before the first approval asked for a PIN. Tests of the PIN itself set one (``set_pin``) or
     remove this record to start from a first approval (``tests/test_approvals.py``)."""
-    from rgt.approvals import record_no_pin
+    from rgt.lifecycle.approvals import record_no_pin
 
     record_no_pin("tests/conftest.py")
 

@@ -142,8 +142,8 @@ class ApprovalNeeded(GateRefused):
     """A destructive step needs a human's consent and the caller gave no way to ask one.
 
     Library code never prompts: a function that needs consent takes a ``Consent`` (the CLI
-    passes ``rgt.approvals.approve_at_terminal``) and defaults to ``needs_human``, which raises
-    this with the command the human runs in their own terminal."""
+    passes ``rgt.lifecycle.approvals.approve_at_terminal``) and defaults to
+    ``needs_human``, which raises this with the command the human runs in their own terminal."""
 
     def __init__(self, message: str, *, command: str) -> None:
         fix = f"run `{command}` yourself, in a terminal"

@@ -10,13 +10,13 @@ with no entry of its own is a box reached over SSH (``generic-ssh`` and every SS
 - ``kubernetes``: the API server from a kubeconfig, rgt's files pod and its PVC;
 - ``kaggle``: the Kaggle API's credentials, the kernels' GPU and internet;
 - ``colab``, ``kaggle-notebook``: the notebook VM this runs in, its durable folder mirrored;
-- any other profile (``rgt.machines.register``): ``local``, a durable folder here with no
+- any other profile (``rgt.lifecycle.machines.register``): ``local``, a durable folder here with no
   meter; ``slurm``, this host when ``sbatch`` is on PATH, else a login node over ssh; an SSH
   box by its ssh line, or a vendor rental with ``--gpu``.
 
 Every entry refuses a bad name, and an active machine under the same name unless ``replace``
-releases it through the gate first (``rgt.machines.guard_replacement``). Front ends (the CLI,
-the MCP server, the UI) build an ``UpRequest`` and call ``up``; none prompts from here.
+releases it through the gate first (``rgt.lifecycle.machines.guard_replacement``). Front ends
+(the CLI, the MCP server, the UI) build an ``UpRequest`` and call ``up``; none prompts from here.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rgt.errors import UsageError
-from rgt.machines import UpResult, guard_replacement, register, validate_name
+from rgt.lifecycle.machines import UpResult, guard_replacement, register, validate_name
 from rgt.state.store import Store
 
 
@@ -86,7 +86,7 @@ def up(store: Store, request: UpRequest) -> UpResult:
 
 
 def _ssh_box(store: Store, request: UpRequest) -> UpResult:
-    # rgt.machines keeps the local/slurm/vendor/ssh branches and the mirror choices.
+    # rgt.lifecycle.machines keeps the local/slurm/vendor/ssh branches and the mirror choices.
     return register(
         store,
         request.profile,
@@ -117,7 +117,7 @@ def _kubernetes(store: Store, request: UpRequest) -> UpResult:
 
 @registers("kaggle")
 def _kaggle(store: Store, request: UpRequest) -> UpResult:
-    from rgt.vendors.kaggle_up import KaggleUp, register_kaggle
+    from rgt.notebooks.kaggle_up import KaggleUp, register_kaggle
 
     _refuse(request, ssh=True)
     guard_replacement(store, validate_name(request.name), replace=request.replace)
@@ -130,7 +130,7 @@ def _kaggle(store: Store, request: UpRequest) -> UpResult:
 
 @registers("colab", "kaggle-notebook")
 def _notebook_vm(store: Store, request: UpRequest) -> UpResult:
-    from rgt.notebook_up import register_notebook
+    from rgt.notebooks.up import register_notebook
 
     _refuse(request, ssh=True, vendor=True)
     options = request.notebook

@@ -78,7 +78,7 @@ def test_arming_where_the_stop_still_bills_is_refused(
 def test_arming_needs_the_pin_like_a_release(box: Path, rgt_home: Path) -> None:
     """Same approval path as `rgt approve NAME`: with a PIN set, a program that drives a
     terminal and types the name cannot arm autostop."""
-    from rgt.approvals import PIN_FILE
+    from rgt.lifecycle.approvals import PIN_FILE
     from tests.ttys import PtyRgt, set_pin
 
     (rgt_home / PIN_FILE).unlink()  # conftest recorded the --no-pin opt-out

@@ -10,7 +10,7 @@ import pytest
 
 from rgt.backends.local import LocalBackend
 from rgt.backends.remote import machine_call
-from rgt.machines import register_local
+from rgt.lifecycle.machines import register_local
 from rgt.state.store import Store
 
 

@@ -17,11 +17,11 @@ from rgt.backends import REGISTRY, get_backend
 from rgt.backends._k8s_up import KubeUp, register_kubernetes
 from rgt.backends.base import Backend
 from rgt.backends.slurm import SlurmBackend
-from rgt.machines import register_local
+from rgt.lifecycle.machines import register_local
 from rgt.models import Machine
+from rgt.notebooks.kaggle_up import KaggleUp, register_kaggle
 from rgt.resources import Resources
 from rgt.state.store import Store
-from rgt.vendors.kaggle_up import KaggleUp, register_kaggle
 from tests.backends.conformance import (
     HOSTILE_ROOT,
     BackendContract,

@@ -351,9 +351,9 @@ rank = os.environ["RGT_NODE_RANK"]
 
 @pytest.mark.slow
 def test_pull_and_the_gate_cover_every_pod(k8s_api: FakeApi, tmp_path: Path) -> None:  # noqa: F811
-    from rgt.gate import evaluate
     from rgt.jobs.launch import LaunchOptions, launch
     from rgt.jobs.pull import pull
+    from rgt.lifecycle.gate import evaluate
 
     backend = kube_named(k8s_api, tmp_path, "kube-both")
     project = tmp_path / "project"

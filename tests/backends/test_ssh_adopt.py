@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from rgt.backends import backend_for
-from rgt.gate import evaluate
 from rgt.jobs.adopt import adopt
 from rgt.jobs.pull import pull
+from rgt.lifecycle.gate import evaluate
 from rgt.models import TERMINAL, JobSpec, JobState
 from rgt.state.store import Store, utcnow
 from tests.sshd import SshServer, register, wait_for

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from rgt import gate
 from rgt.backends import backend_for
 from rgt.backends.slurm import SlurmBackend
 from rgt.jobs import status_cache
 from rgt.jobs.launch import LaunchOptions, launch, refresh, resume
+from rgt.lifecycle import gate
 from rgt.models import JobState, Machine
 from rgt.state.store import Store, utcnow
 from rgt.sweep import _state as _sweep_state

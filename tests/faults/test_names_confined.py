@@ -12,7 +12,7 @@ its reason instead of "succeeding".
   127.0.0.1; the fetch job must fail and its log name the refusal.
 - ``pull``: the finished job's manifest lists the name (and the machine holds the file where a
   file can have that name); the pull must refuse.
-- ``kaggle``: a version's output listing names it under the job dir; rgt.vendors.kaggle skips
+- ``kaggle``: a version's output listing names it under the job dir; rgt.notebooks.kaggle skips
   it (its documented rule for names it will not place) and a planted link is refused.
 - ``k8s``: a pod's tar carries a member of that name; extraction refuses it with rgt's error.
 """
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from rgt.vendors.kaggle import _inside
-from rgt.vendors.kaggle_api import OutputFile
+from rgt.notebooks.kaggle import _inside
+from rgt.notebooks.kaggle_api import OutputFile
 from tests.faults.harness import assert_refused_pull
 from tests.faults.world import World
 from tests.fetch.hostile_hub import BODY, hub

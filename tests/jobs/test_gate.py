@@ -10,9 +10,9 @@ import pytest
 
 from rgt.errors import GateRefused
 from rgt.jobs.pull import pull
+from rgt.lifecycle.teardown import record_approval, teardown
 from rgt.models import JobSpec, Machine
 from rgt.state.store import Store, utcnow
-from rgt.teardown import record_approval, teardown
 from tests.backends.fake import FakeBackend
 
 GOOD = {"outputs/metrics.json": json.dumps({"loss": 0.5}).encode()}

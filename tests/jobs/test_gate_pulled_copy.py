@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rgt.gate import evaluate
 from rgt.jobs.pull import pull
+from rgt.lifecycle.gate import evaluate
 from rgt.models import JobSpec, Machine
 from rgt.state.store import Store, utcnow
 from tests.backends.fake import FakeBackend

@@ -11,7 +11,7 @@ import pytest
 from rgt.backends.local import LocalBackend
 from rgt.errors import VerifyError
 from rgt.jobs.pull import pull
-from rgt.machines import register_local
+from rgt.lifecycle.machines import register_local
 from rgt.state.store import Store
 from tests.fetch.names import IDS, NAMES, Hostile, make_area, outside, snapshot
 from tests.hostile_machine import entry, machine_job

@@ -15,7 +15,7 @@ import pytest
 from rgt.backends.local import LocalBackend
 from rgt.errors import DiskBudgetError, StateWriteError, UsageError, VerifyError
 from rgt.jobs.pull import checked_entries, pull
-from rgt.machines import register_local
+from rgt.lifecycle.machines import register_local
 from rgt.state.store import Store
 from tests.conftest import TmpfsMount
 from tests.hostile_machine import entry, machine_job

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.machines import register_local
+from rgt.lifecycle.machines import register_local
 from rgt.state.store import Store
 
 HOSTILE = "d 'q' \"x\" ü $(touch PWNED)"

@@ -10,7 +10,7 @@ import pytest
 from rgt.backends import backend_for
 from rgt.ckpt import Checkpointer
 from rgt.jobs.launch import LaunchOptions, launch, wait
-from rgt.machines import register_local
+from rgt.lifecycle.machines import register_local
 from rgt.state.store import Store
 
 SCRIPT = """

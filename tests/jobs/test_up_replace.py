@@ -10,10 +10,10 @@ import pytest
 
 from rgt.errors import GateRefused
 from rgt.jobs.pull import pull
-from rgt.machines import register
+from rgt.lifecycle.machines import register
+from rgt.lifecycle.teardown import record_approval
 from rgt.models import JobSpec, Machine
 from rgt.state.store import Store, utcnow
-from rgt.teardown import record_approval
 from tests.backends.fake import FakeBackend
 
 GOOD = {"outputs/metrics.json": json.dumps({"loss": 0.5}).encode()}

@@ -1,6 +1,6 @@
 """A local fake of Kaggle's kernel API that really runs each pushed kernel as a process.
 
-Shapes, as rgt.vendors.kaggle_api sends and reads them, come from Kaggle/kaggle-api
+Shapes, as rgt.notebooks.kaggle_api sends and reads them, come from Kaggle/kaggle-api
 (``src/kaggle/api/kaggle_api_extended.py``: ``kernels_push`` builds ``ApiSaveKernelRequest``,
 ``kernels_status`` ``ApiGetKernelSessionStatusRequest``, ``kernels_output``
 ``ApiListKernelSessionOutputRequest`` and fetches each file's ``url`` with a plain GET;

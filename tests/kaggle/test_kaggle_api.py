@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from rgt.errors import KeyRefusedError, UsageError, VendorError
+from rgt.notebooks.kaggle import _inside, _stale, kernel_name
+from rgt.notebooks.kaggle_api import KaggleClient, KaggleCredentials, OutputFile, credentials
+from rgt.notebooks.kaggle_kernel import EMBED_LIMIT, script
 from rgt.state.store import utcnow
-from rgt.vendors.kaggle import _inside, _stale, kernel_name
-from rgt.vendors.kaggle_api import KaggleClient, KaggleCredentials, OutputFile, credentials
-from rgt.vendors.kaggle_kernel import EMBED_LIMIT, script
 from tests.clirun import rgt
 from tests.kaggle.conftest import KEY, USER
 from tests.kaggle.fake import FakeKaggle

@@ -21,7 +21,7 @@ import pytest
 from rgt.backends import backend_for
 from rgt.errors import UsageError
 from rgt.jobs.launch import LaunchOptions, launch, wait
-from rgt.machines import register
+from rgt.lifecycle.machines import register
 from rgt.profiles import load_profile
 from rgt.profiles.network import parse_mirrors, plan_network
 from rgt.state.store import Store

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.machines import register_local
+from rgt.lifecycle.machines import register_local
 from rgt.results import find_runs
 from rgt.state.store import Store
 from rgt.sweep.sweep import load_sweep

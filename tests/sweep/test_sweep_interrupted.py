@@ -14,7 +14,7 @@ import pytest
 
 from rgt.backends import backend_for
 from rgt.jobs.status_cache import NEVER_LAUNCHED_S
-from rgt.machines import register_local
+from rgt.lifecycle.machines import register_local
 from rgt.models import JobState
 from rgt.state.store import Store, utcnow
 from rgt.sweep._run import Launcher

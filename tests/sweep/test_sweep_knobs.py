@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.machines import register_local
+from rgt.lifecycle.machines import register_local
 from rgt.state.store import Store
 from tests.sweep.helpers import rgt, rgt_json
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rgt.jobs.launch import LaunchOptions, launch
-from rgt.machines import register_local
+from rgt.lifecycle.machines import register_local
 from rgt.state.store import Store
 from rgt.sweep.sweep import load_sweep
 from tests.sweep.helpers import ledger_counts, rgt, rgt_json, states, sweep_toml, write_project

@@ -86,7 +86,7 @@ def ui_server(rgt_home: Path) -> Iterator[Callable[..., UiServer]]:
 
 @pytest.fixture
 def local_box(rgt_home: Path, tmp_path: Path) -> str:
-    from rgt.machines import register_local
+    from rgt.lifecycle.machines import register_local
     from rgt.state.store import Store
 
     register_local(Store.open(), "box", tmp_path / "box root")

@@ -10,8 +10,8 @@ import pytest
 
 from rgt.cli.vendors import _machine_rows, _released
 from rgt.errors import GateRefused
+from rgt.lifecycle.teardown import teardown
 from rgt.state.store import Store
-from rgt.teardown import teardown
 from rgt.vendors.billing import summary
 from rgt.vendors.lifecycle import VendorUp, vendor_up
 from rgt.vendors.orphans import find_orphans

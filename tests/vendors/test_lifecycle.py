@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from rgt.errors import GateRefused, VendorError
+from rgt.lifecycle.teardown import teardown
 from rgt.state.store import Store
-from rgt.teardown import teardown
 from rgt.vendors.lifecycle import VendorUp, vendor_up
 from rgt.vendors.orphans import find_orphans
 from tests.clirun import rgt

@@ -43,7 +43,7 @@ def arm(
     notify_url: str | None = None,
 ) -> dict[str, Any]:
     """Check, ask the human, write the policy on the machine, start its watcher."""
-    from rgt.approvals import approve_at_terminal
+    from rgt.lifecycle.approvals import approve_at_terminal
 
     doc = prepare(store, name, options, money)
     what = f"Autostop on {name} runs `{doc['stop']['command']}` once every job ended and its "
@@ -86,8 +86,8 @@ def start_watcher(backend: Any, agent: str, notify_url: str | None, arm_id: str)
 def disarm(store: Store, name: str) -> dict[str, Any]:
     """`--autostop off`: at the terminal too; the watcher exits at its next tick."""
     from rgt.agent._autostop_files import AutostopFiles
-    from rgt.approvals import approve_at_terminal
     from rgt.backends import backend_for
+    from rgt.lifecycle.approvals import approve_at_terminal
 
     backend = backend_for(store, name)
     files = AutostopFiles(backend.root.root)

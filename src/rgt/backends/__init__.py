@@ -18,7 +18,7 @@ REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "ssh": ("rgt.backends.ssh", "SshBackend", None),
     "slurm": ("rgt.backends.slurm", "SlurmBackend", None),
     "kubernetes": ("rgt.backends.kubernetes", "KubernetesBackend", "kubernetes"),
-    "kaggle": ("rgt.vendors.kaggle", "KaggleBackend", None),
+    "kaggle": ("rgt.notebooks.kaggle", "KaggleBackend", None),
 }
 
 

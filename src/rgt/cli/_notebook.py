@@ -1,4 +1,4 @@
-"""`rgt up colab` / `rgt up kaggle-notebook` options (``rgt.notebook_up``)."""
+"""`rgt up colab` / `rgt up kaggle-notebook` options (``rgt.notebooks.up``)."""
 
 from __future__ import annotations
 

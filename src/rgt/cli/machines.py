@@ -167,10 +167,10 @@ def approve(
         from rgt.errors import UsageError
 
         raise UsageError("give the machine NAME", fix="`rgt approve NAME` (or `--set-pin`)")
-    from rgt.teardown import approve_interactively
+    from rgt.lifecycle.teardown import approve_interactively
 
     if no_pin:
-        from rgt.approvals import opt_out_at_terminal
+        from rgt.lifecycle.approvals import opt_out_at_terminal
 
         opt_out_at_terminal(f"rgt approve {name} --no-pin")
     if autostop is not None:
@@ -185,8 +185,8 @@ def approve(
 
 def _pin_choice(set_pin: bool, remove_pin: bool, no_pin: bool) -> dict[str, Any]:
     """`--set-pin`, `--remove-pin` or `--no-pin` alone: each one at the terminal."""
-    from rgt import approvals
     from rgt.errors import UsageError
+    from rgt.lifecycle import approvals
 
     if set_pin + remove_pin + no_pin > 1:
         raise UsageError("choose one of --set-pin, --remove-pin, --no-pin", fix="give one")
@@ -208,9 +208,9 @@ def _pin_choice(set_pin: bool, remove_pin: bool, no_pin: bool) -> dict[str, Any]
 @output_options
 def down(name: str, yes: bool, check: bool, keep_volume: bool, rehash: bool, out: Output) -> None:
     """Release machine NAME through the teardown gate (ended, pulled, verified, approved)."""
-    from rgt.approvals import approve_at_terminal
     from rgt.errors import needs_human
-    from rgt.teardown import teardown
+    from rgt.lifecycle.approvals import approve_at_terminal
+    from rgt.lifecycle.teardown import teardown
 
     consent = needs_human if yes else approve_at_terminal  # --yes: never ask
     result = teardown(

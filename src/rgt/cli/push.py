@@ -59,8 +59,8 @@ def _left_out(o: Output, ignored: Ignored) -> None:
 @output_options
 def trust(name: str, out: Output) -> None:
     """Forget NAME's recorded host key and trust the one it presents now."""
-    from rgt.approvals import approve_at_terminal
     from rgt.backends.ssh import retrust
+    from rgt.lifecycle.approvals import approve_at_terminal
 
     data = retrust(Store.open(), name, approve_at_terminal)
     out.result(

@@ -97,7 +97,7 @@ def _set_budget(name: str, budget: float | None, notify: str | None) -> None:
                 fix="use --notify env:NAME or --notify credentials:NAME",
             )
         resolve(notify)  # refuses a URL in argv, an unset variable, a loose credentials file
-    from rgt.machines import validate_name
+    from rgt.lifecycle.machines import validate_name
     from rgt.vendors._ledger import set_budget
 
     set_budget(validate_name(name), budget, notify)

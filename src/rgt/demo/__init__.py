@@ -23,7 +23,7 @@ from typing import Any
 
 from rgt.config import rgt_home
 from rgt.errors import GateRefused, UsageError
-from rgt.jobs.smoke import SmokeRun, run_once
+from rgt.smoke.job import SmokeRun, run_once
 from rgt.state.store import Store
 
 STEP_RE = re.compile(rb"^step (\d+) ", re.MULTILINE)
@@ -78,7 +78,7 @@ class _Phase:
 
 
 def run_demo(say: Say, steps: int = 120) -> DemoReport:
-    from rgt.jobs.smoke import smoke
+    from rgt.smoke.job import smoke
 
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     workspace = rgt_home() / "demo" / stamp
@@ -173,7 +173,7 @@ def _run_with_kill(
     from rgt.backends import backend_for
     from rgt.ckpt import Checkpointer
     from rgt.jobs.launch import LaunchOptions, launch, wait
-    from rgt.machines import register_local
+    from rgt.lifecycle.machines import register_local
 
     register_local(store, report.machine, Path(report.workspace) / "machine")
     record = launch(
@@ -239,7 +239,7 @@ def _wait_for(probe: Callable[[], dict[str, Any] | None], timeout: float) -> dic
 
 
 def _gate(store: Store, machine: str) -> dict[str, Any]:
-    from rgt.teardown import teardown
+    from rgt.lifecycle.teardown import teardown
 
     try:
         gate: dict[str, Any] = teardown(store, machine, check_only=True)["gate"]

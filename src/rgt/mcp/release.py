@@ -1,6 +1,7 @@
 """The ``down`` tool: an agent may ask to release a machine; only a human can approve it.
 
-``down`` is ``rgt down NAME --yes --json``, through the same teardown gate (``rgt.teardown``):
+``down`` is ``rgt down NAME --yes --json``, through the same teardown gate
+(``rgt.lifecycle.teardown``):
 ``--yes`` means "never ask", so the tool never prompts on a terminal the server might share with
 its host. When the gate lacks only the approval, the answer is ``approval_required`` with the
 exact command the human runs in their own terminal (``rgt approve NAME``, which reads the
@@ -37,8 +38,8 @@ def down(name: str, keep_volume: bool = False, rehash: bool = False) -> dict[str
 def _release(name: str, keep_volume: bool, rehash: bool) -> dict[str, Any]:
     """``rgt down NAME --yes``: the teardown gate with no one to ask (``needs_human``)."""
     from rgt.errors import needs_human
+    from rgt.lifecycle.teardown import teardown
     from rgt.state.store import Store
-    from rgt.teardown import teardown
 
     with as_command(["down"], [name], yes=True, keep_volume=keep_volume, rehash=rehash):
         store = Store.open()

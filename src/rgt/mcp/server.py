@@ -130,7 +130,7 @@ def serve(max_result: int = DEFAULT_MAX_BYTES) -> None:
 def _leave_the_terminal() -> None:
     """A new session has no controlling terminal, so no prompt of an approval can reach the
     human's terminal from a tool call (the wire also points fd 0 at /dev/null while serving, so
-    ``rgt.approvals`` refuses anyway). A process group leader (started from an interactive
+    ``rgt.lifecycle.approvals`` refuses anyway). A process group leader (started from an interactive
     shell) cannot do this, and keeps that second guard alone."""
     with contextlib.suppress(OSError):
         os.setsid()

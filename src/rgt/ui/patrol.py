@@ -152,9 +152,10 @@ def local_inputs(store: Store, name: str) -> tuple[Any, ...]:
 
 
 def gate_of(store: Store, name: str) -> dict[str, Any]:
-    """The teardown gate's verdict for one machine (``rgt.gate``), as JSON; an error is kept."""
+    """The teardown gate's verdict for one machine (``rgt.lifecycle.gate``), as JSON; an error
+    is kept."""
     from rgt.backends import backend_for
-    from rgt.gate import evaluate as gate_evaluate
+    from rgt.lifecycle.gate import evaluate as gate_evaluate
 
     try:
         verdict = gate_evaluate(store, backend_for(store, name))

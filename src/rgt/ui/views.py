@@ -115,7 +115,8 @@ def readings(good: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def gate(verdict: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
-    """The gate's checks (``rgt.gate``), each with what is missing and the command that fixes it."""
+    """The gate's checks (``rgt.lifecycle.gate``), each with what is missing and the command
+    that fixes it."""
     if verdict is None:
         return None
     checks = []

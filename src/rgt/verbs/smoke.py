@@ -1,5 +1,5 @@
 """``rgt smoke``: the training command on this machine's CPU in a copy of the tree, killed at
-its first checkpoint and resumed (``rgt.jobs.smoke``), after a lint of its scripts: the smoke may
+its first checkpoint and resumed (``rgt.smoke.job``), after a lint of its scripts: the smoke may
 pass while the run would learn nothing, so a lint bug fails it too."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from rgt.verbs.tell import QUIET, Tell
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from rgt.jobs.smoke import SmokeOptions, SmokeResult
     from rgt.lint import LintReport
+    from rgt.smoke.job import SmokeOptions, SmokeResult
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def options(
     """How to resume (as ``rgt run --resume-with/--ckpt``) and when to stop a script that
     ignores RGT_SMOKE."""
     from rgt.jobs.resume_form import resume_spec
-    from rgt.jobs.smoke import Limits, SmokeOptions
+    from rgt.smoke.job import Limits, SmokeOptions
 
     form = resume_spec(resume_with, ckpt_glob) or {}
     limits = Limits(seconds=kill_after_seconds, lines=kill_after_lines)
@@ -58,8 +58,8 @@ def smoke(
     lint: bool = True,
     tell: Tell = QUIET,
 ) -> Smoked:
-    from rgt.jobs.smoke import smoke as run_smoke
     from rgt.lint.preflight import lines, preflight
+    from rgt.smoke.job import smoke as run_smoke
 
     report = preflight(command) if lint else None
     for line in lines(report):  # lint bugs first: the smoke may pass while the run learns nothing

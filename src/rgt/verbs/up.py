@@ -19,7 +19,7 @@ from rgt.platforms import UpRequest
 from rgt.state.store import Store
 
 if TYPE_CHECKING:
-    from rgt.machines import UpResult
+    from rgt.lifecycle.machines import UpResult
     from rgt.resources import Resources
     from rgt.vendors.lifecycle import VendorUp
 

@@ -137,7 +137,7 @@ def guard_replacement(store: Store, name: str, *, replace: bool) -> None:
             f"`rgt down {name}`), use another --name, or add --replace to release it through "
             "the gate first",
         )
-    from rgt.teardown import teardown
+    from rgt.lifecycle.teardown import teardown
 
     teardown(store, name)
 

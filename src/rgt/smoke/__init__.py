@@ -15,7 +15,7 @@ call, and nothing else in it changes::
 set) and returns it. torch is imported only when ``overfit`` runs. Given ``loader=train_loader``
 it first times a few batches against the closure's forward and backward pass and adds an
 ``input_bound`` warning event when the steps mostly wait for data; ``timed_loader(loader)`` does
-the same in the real training loop, for the agent (rgt._smoke_input).
+the same in the real training loop, for the agent (rgt.smoke._input).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from rgt import _smoke_input
-from rgt._smoke_input import timed_loader
+from rgt.smoke import _input as _smoke_input
+from rgt.smoke._input import timed_loader
 
 __all__ = ["OverfitReport", "overfit", "requested", "run_overfit", "timed_loader"]
 MODE = "overfit"

@@ -10,11 +10,11 @@ from typing import Any
 
 from rgt._tty import Terminal
 from rgt.agent.jobfiles import parse_time
-from rgt.approvals import human_consent
 from rgt.backends import backend_for
 from rgt.errors import Consent, GateRefused, UsageError, needs_human
-from rgt.gate import GateVerdict, abandon_action, evaluate
 from rgt.jobs.pulled import failure_reasons
+from rgt.lifecycle.approvals import human_consent
+from rgt.lifecycle.gate import GateVerdict, abandon_action, evaluate
 from rgt.models import ACTION_DOWN, Machine
 from rgt.state.store import Store
 

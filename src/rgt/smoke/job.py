@@ -32,11 +32,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from rgt._smoke_input import input_reading
 from rgt.errors import JobError
-from rgt.jobs._smoke_diff import explain
-from rgt.jobs._smoke_step import StepReading, checkpoint_step, log_steps
-from rgt.jobs._smoke_verdict import (
+from rgt.smoke._diff import explain
+from rgt.smoke._input import input_reading
+from rgt.smoke._step import StepReading, checkpoint_step, log_steps
+from rgt.smoke._verdict import (
     ResumeVerdict,
     SmokeOptions,
     SmokeResult,
@@ -46,7 +46,7 @@ from rgt.jobs._smoke_verdict import (
     nothing_to_check,
     result,
 )
-from rgt.jobs._smoke_watch import Limits, Watch, Watched
+from rgt.smoke._watch import Limits, Watch, Watched
 
 __all__ = ["Limits", "SmokeOptions", "SmokeResult", "SmokeRun", "run_once", "smoke"]
 

@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rgt.jobs._smoke_step import StepReading, log_steps
-from rgt.jobs._smoke_watch import Limits, Watched
+from rgt.smoke._step import StepReading, log_steps
+from rgt.smoke._watch import Limits, Watched
 
 
 @dataclass(frozen=True)

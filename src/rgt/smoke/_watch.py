@@ -28,7 +28,7 @@ from typing import BinaryIO
 
 from rgt.agent import _ckpt_find
 from rgt.errors import JobError
-from rgt.jobs import _smoke_step
+from rgt.smoke import _step as _smoke_step
 
 POLL_S = 0.1
 SETTLE_S = 0.3  # a checkpoint's size must hold still this long before it counts

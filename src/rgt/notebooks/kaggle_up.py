@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from rgt.config import rgt_home
 from rgt.errors import UsageError
 from rgt.models import Machine
+from rgt.notebooks.kaggle import QUOTA, SHAPES
+from rgt.notebooks.kaggle_api import credentials
 from rgt.state.store import Store, utcnow
-from rgt.vendors.kaggle import QUOTA, SHAPES
-from rgt.vendors.kaggle_api import credentials
 
 DATASET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*/[A-Za-z0-9][A-Za-z0-9_-]*$")
 

@@ -45,7 +45,7 @@ from rgt.errors import KeyRefusedError, UsageError, VendorError
 from rgt.vendors._keys import redact
 from rgt.vendors._retry import MAX_ATTEMPTS, MAX_WAIT_S, REQUEST_DEADLINE_S, retry_after, tls
 
-log = logging.getLogger("rgt.vendors.kaggle")
+log = logging.getLogger("rgt.notebooks.kaggle")
 
 DEFAULT_URL = "https://api.kaggle.com/v1"
 URL_VARIABLE = "RGT_KAGGLE_API_URL"

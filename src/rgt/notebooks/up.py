@@ -21,7 +21,13 @@ from pathlib import Path
 
 from rgt.config import rgt_home
 from rgt.errors import GateRefused, UsageError
-from rgt.machines import UpResult, _profile_notes, guard_replacement, register_local, validate_name
+from rgt.lifecycle.machines import (
+    UpResult,
+    _profile_notes,
+    guard_replacement,
+    register_local,
+    validate_name,
+)
 from rgt.profiles.session import session_facts
 from rgt.state.store import Store
 

@@ -35,11 +35,11 @@ from rgt.backends.local import LocalBackend
 from rgt.backends.statusdoc import JobStatus
 from rgt.errors import NotSupportedError
 from rgt.models import Machine
+from rgt.notebooks import kaggle_kernel
+from rgt.notebooks.kaggle_api import KaggleClient, KernelStatus, OutputFile, credentials
+from rgt.notebooks.kaggle_kernel import RECORD_NAME
 from rgt.resources import Resources
 from rgt.state.store import utcnow
-from rgt.vendors import kaggle_kernel
-from rgt.vendors.kaggle_api import KaggleClient, KernelStatus, OutputFile, credentials
-from rgt.vendors.kaggle_kernel import RECORD_NAME
 
 # --gpu → kernel-metadata's machine_shape (docs/kernels.md: accelerator ids as of Feb 2026).
 SHAPES = {"T4x2": "NvidiaTeslaT4", "P100": "NvidiaTeslaP100", "none": None}
