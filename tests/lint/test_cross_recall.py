@@ -65,3 +65,48 @@ def test_a_lower_case_model_class_returning_softmax_in_a_tuple_is_followed(
     assert found(project(tmp_path / "bug", bug)) == [("gan.py", "RGT102", 12)]
     fixed = {"nets.py": DISCRIMINATOR.format(last="LogSoftmax"), "gan.py": GAN}
     assert found(project(tmp_path / "fixed", fixed)) == []
+
+
+STEPS = """
+import torch
+
+
+class Trainer:
+    def __init__(self, model, accelerator):
+        self.model, self.accelerator = model, accelerator
+        self.opt = torch.optim.Adam(model.parameters())
+
+    def fit(self, batches):
+        for x in batches:
+            with self.accelerator.autocast():
+                loss = self.model(x).mean()
+                self.accelerator.backward(loss)
+            print(loss)
+            {first}
+            {second}
+"""
+
+
+def test_zero_grad_between_backward_and_step_is_found(tmp_path: Path) -> None:
+    bug = STEPS.format(first="self.opt.zero_grad()", second="self.opt.step()")
+    assert found(project(tmp_path / "bug", {"trainer.py": bug})) == [("trainer.py", "RGT105", 16)]
+    fixed = STEPS.format(first="self.opt.step()", second="self.opt.zero_grad()")
+    assert found(project(tmp_path / "fixed", {"trainer.py": fixed})) == []
+
+
+def test_clearing_another_optimizer_before_its_own_backward_is_fine(tmp_path: Path) -> None:
+    gan = """
+    import torch
+
+    def fit(gen, disc, batches):
+        opt_g = torch.optim.Adam(gen.parameters())
+        opt_d = torch.optim.Adam(disc.parameters())
+        for x in batches:
+            opt_d.zero_grad()
+            disc(x).mean().backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            disc(gen(x)).mean().backward()
+            opt_g.step()
+    """
+    assert found(project(tmp_path, {"gan.py": gan})) == []

@@ -134,3 +134,53 @@ def sets_grad_none(tree: ast.AST) -> bool:
         and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets)
         for node in walk(tree)
     )
+
+
+def cleared_before_step(facts: Facts, loop: ast.AST, step: ast.Call) -> Hit | None:
+    """``optimizer.zero_grad()`` between the backward pass and ``optimizer.step()``, in the
+    same block: the step applies gradients just cleared, so the model never learns
+    (byol-pytorch's trainer: ``accelerator.backward(loss)``, ``zero_grad()``, ``step()``)."""
+    key = dotted(step.func.value)  # type: ignore[attr-defined]
+    loop = next((o for o in facts.around(step) if isinstance(o, LOOPS)), loop)
+    block = _block_of(loop, step)
+    if key is None or block is None:
+        return None
+    at = next(i for i, s in enumerate(block) if _inside(step, s))
+    for statement in reversed(block[:at]):
+        calls = [n for n in walk(statement) if isinstance(n, ast.Call)]
+        if any(method(c) == "backward" for c in calls):
+            return None
+        zero = next((c for c in calls if _clears(c, key)), None)
+        if zero is not None:
+            passes = [c for c in facts.calls_in(loop) if method(c) == "backward"]
+            backward = [c for c in passes if c.lineno < zero.lineno]
+            if not backward:
+                return None
+            detail = (
+                f"`{key}.zero_grad()` at line {zero.lineno} clears the gradients of the "
+                f"backward pass at line {backward[-1].lineno} before this step applies them"
+            )
+            return Hit("RGT105", step, detail)
+    return None
+
+
+def _clears(call: ast.Call, key: str) -> bool:
+    return method(call) == "zero_grad" and dotted(call.func.value) == key  # type: ignore[attr-defined]
+
+
+def _block_of(loop: ast.AST, node: ast.AST) -> list[ast.stmt] | None:
+    """The statement list, inside ``loop``, that holds the statement holding ``node`` (None:
+    ``node`` is in a loop nested in ``loop``)."""
+    block: list[ast.stmt] = getattr(loop, "body", [])
+    while True:
+        holder = next((s for s in block if _inside(node, s)), None)
+        if holder is None or isinstance(holder, LOOPS):
+            return None
+        inner = [getattr(holder, f, None) for f in ("body", "orelse", "finalbody")]
+        inner += [h.body for h in getattr(holder, "handlers", [])]
+        child = next(
+            (b for b in inner if isinstance(b, list) and any(_inside(node, s) for s in b)), None
+        )
+        if child is None:
+            return block
+        block = child

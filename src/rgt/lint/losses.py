@@ -310,8 +310,10 @@ def _update_order(facts: Facts) -> Iterator[Hit]:
             yield Hit("RGT105", opt[0])
             zero = True  # once per module: the fix is one line
         elif zero and any(method(c) == "backward" for c in inside):
-            uncleared = _clearing.uncleared(facts, opt) or _clearing.cleared_elsewhere(
-                facts, loop, opt[0]
+            uncleared = (
+                _clearing.uncleared(facts, opt)
+                or _clearing.cleared_elsewhere(facts, loop, opt[0])
+                or _clearing.cleared_before_step(facts, loop, opt[-1])
             )
             if uncleared is not None and not _clearing.accumulates(facts, loop, opt[0]):
                 yield uncleared
