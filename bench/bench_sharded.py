@@ -4,23 +4,30 @@
 
 An FSDP2 MLP (1024x1024 Linear layers, fully_shard per layer) plus its Adam moments,
 ``--mb`` MB in all (each rank holds half), after one training step. Each repeat runs the
-methods interleaved (dcp.save, dcp.async_save, rgt asynchronous), each into a fresh step, then
-loads the same step with dcp.load and rgt's load_latest into the same state (which of the
-two loads first alternates from repeat to repeat). Times are the
-slowest rank's (all_reduce MAX), medians over the repeats after one warm-up save of each method:
+methods interleaved (dcp.save, dcp.async_save, rgt asynchronous with its default buffered
+writes, rgt asynchronous with ``direct_io=True``), each into a fresh step, then loads the same
+step with dcp.load and rgt's load_latest into the same state (which loads first alternates from
+repeat to repeat). Times are the slowest rank's (all_reduce MAX), medians over the repeats
+after one warm-up save of each method:
 
 - blocking: how long ``save`` held the training loop;
 - durable: from the call until the step is complete on disk: ``dcp.save``'s return, the
   ``async_save`` future's result, rgt's ``wait()`` (rank 0: the manifest committed);
+- CPU: CPU-seconds both ranks' processes spent from the call until durable (the training loop
+  is idle here, so this is the save's own cost: the snapshot copy, hashing, serialisation and
+  the kernel's copy into the page cache for buffered writes; the kernel's flusher threads are
+  not counted);
+- floor: each rank copies its tensors into a reused, pre-faulted buffer, both ranks at once:
+  the memory copy any snapshot of these bytes costs, measured beside the saves;
 - load: ``dcp.load`` vs ``load_latest`` (shards verified by hash) of the newest step, with the
   page cache in three states, the same for both sides: "as saved" (whatever each save left
-  there: ``dcp.save`` writes through the page cache, so its files are all cached; rgt writes
-  with ``O_DIRECT``, so none of its shard is), "cold" (every file of both steps evicted with
+  there: ``dcp.save`` and rgt's default both write through the page cache; ``direct_io=True``
+  does not, and its load is shown as saved only), "cold" (every file of both steps evicted with
   ``POSIX_FADV_DONTNEED`` just before the loads) and "warm" (every file of both steps read once
   just before the loads, so both are fully cached).
 
 Printed goals: blocking <= 0.3x async_save, durable <= 1.0x dcp.save, load <= 1.1x dcp.load
-(for each page-cache state).
+(for each page-cache state); the load average before and after.
 """
 
 from __future__ import annotations
@@ -50,12 +57,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from rgt.ckpt import ShardedCheckpointer
 
-METHODS = ("dcp.save", "dcp.async_save", "rgt async")
+METHODS = ("dcp.save", "dcp.async_save", "rgt async", "rgt async direct")
 CACHES = ("as saved", "cold", "warm")
+LOADERS = ("dcp.load", "rgt load_latest")
+DIRECT_LOAD = "rgt load_latest direct as saved"
 GOALS = (
     ("blocking", "rgt async", "dcp.async_save", 0.3),
     ("durable", "rgt async", "dcp.save", 1.0),
     *((f"load {c}", f"rgt load_latest {c}", f"dcp.load {c}", 1.1) for c in CACHES),
+    ("blocking", "rgt async direct", "dcp.async_save", 0.3),
+    ("durable", "rgt async direct", "dcp.save", 1.0),
+    ("load as saved", DIRECT_LOAD, "dcp.load as saved", 1.1),
+    ("blocking", "floor: memcpy", "dcp.async_save", 0.3),
 )
 
 
@@ -72,10 +85,10 @@ def build(megabytes: int, world: int) -> tuple[nn.Module, torch.optim.Optimizer]
     return model, opt
 
 
-def slowest(seconds: float) -> float:
-    value = torch.tensor([seconds], dtype=torch.float64)
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return float(value.item())
+def reduced(value: float, op: Any = None) -> float:
+    tensor = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(tensor, op=op or dist.ReduceOp.MAX)
+    return float(tensor.item())
 
 
 def timed(action: Callable[[], Any]) -> tuple[float, Any]:
@@ -85,53 +98,85 @@ def timed(action: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
-def dcp_save(state: Any, where: str) -> tuple[float, float]:
-    seconds, _ = timed(lambda: dcp.save(state, checkpoint_id=where))
-    return slowest(seconds), slowest(seconds)
-
-
-def dcp_async(state: Any, where: str) -> tuple[float, float]:
+def saved(start: Callable[[], Any], finish: Callable[[Any], Any]) -> tuple[float, float, float]:
+    """(blocking, durable, CPU-seconds of both ranks) of one save: ``start`` returns once the
+    loop may go on, ``finish`` waits until the step is on disk."""
     dist.barrier()
-    started = time.perf_counter()
-    future = dcp.async_save(state, checkpoint_id=where)
+    cpu, started = time.process_time(), time.perf_counter()
+    handle = start()
     blocking = time.perf_counter() - started
-    future.result()
-    return slowest(blocking), slowest(time.perf_counter() - started)
+    finish(handle)
+    durable, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return reduced(blocking), reduced(durable), reduced(cpu, dist.ReduceOp.SUM)
 
 
-def rgt_async(ckpt: ShardedCheckpointer, state: Any, step: int) -> tuple[float, float]:
-    dist.barrier()
-    started = time.perf_counter()
-    ckpt.save(state, step)
-    blocking = time.perf_counter() - started
-    ckpt.wait()
-    return slowest(blocking), slowest(time.perf_counter() - started)
-
-
-def one_repeat(ckpt: ShardedCheckpointer, state: Any, base: str, step: int) -> dict[str, Any]:
+def one_repeat(ckpts: dict[str, ShardedCheckpointer], state: Any, base: str, step: int) -> Any:
     where = {m: os.path.join(base, f"{m}-{step}") for m in METHODS[:2]}
-    row = {
-        "dcp.save": dcp_save(state, where["dcp.save"]),
-        "dcp.async_save": dcp_async(state, where["dcp.async_save"]),
-        "rgt async": rgt_async(ckpt, state, step),
+    row: dict[str, Any] = {
+        "dcp.save": saved(lambda: dcp.save(state, checkpoint_id=where["dcp.save"]), _none),
+        "dcp.async_save": saved(
+            lambda: dcp.async_save(state, checkpoint_id=where["dcp.async_save"]),
+            lambda future: future.result(),
+        ),
+        **{
+            m: saved(lambda c=c: c.save(state, step), lambda _, c=c: c.wait())
+            for m, c in ckpts.items()
+        },
+        "floor: memcpy": (floor(state), 0.0, 0.0),
     }
-    loads = {
-        "dcp.load": lambda: dcp.load(state, checkpoint_id=where["dcp.save"]),
-        "rgt load_latest": lambda: ckpt.load_latest(state),
-    }
-    order = list(loads) if step % 2 == 0 else list(loads)[::-1]  # neither side always first
-    for cache in CACHES:
-        set_cache(cache, [where["dcp.save"], ckpt.latest_info().folder])  # type: ignore[union-attr]
-        for method in order:
-            seconds, _ = timed(loads[method])
-            row[f"{method} {cache}"] = slowest(seconds)
-        info = ckpt.loaded
-        assert info is not None and info.step == step
+    row.update(loads(ckpts, state, where["dcp.save"], step))
     dist.barrier()
     if dist.get_rank() == 0:
         for path in where.values():
             shutil.rmtree(path, ignore_errors=True)
     return row
+
+
+def _none(_: Any) -> None:
+    return None
+
+
+def loads(
+    ckpts: dict[str, ShardedCheckpointer], state: Any, dcp_step: str, step: int
+) -> dict[str, float]:
+    """Every load of one step, by page-cache state; which side loads first alternates."""
+    rgt, direct = ckpts["rgt async"], ckpts["rgt async direct"]
+    actions = {
+        "dcp.load": lambda: dcp.load(state, checkpoint_id=dcp_step),
+        "rgt load_latest": lambda: rgt.load_latest(state),
+    }
+    order = list(LOADERS) if step % 2 == 0 else list(LOADERS)[::-1]  # neither side always first
+    row = {}
+    for cache in CACHES:
+        set_cache(cache, [dcp_step, rgt.latest_info().folder])  # type: ignore[union-attr]
+        for method in order:
+            row[f"{method} {cache}"] = reduced(timed(actions[method])[0])
+        if cache == "as saved":
+            row[DIRECT_LOAD] = reduced(timed(lambda: direct.load_latest(state))[0])
+            assert direct.loaded is not None and direct.loaded.step == step
+        assert rgt.loaded is not None and rgt.loaded.step == step
+    return row
+
+
+def floor(state: Any, buffer: list[Any] = []) -> float:  # noqa: B006 - reused on purpose
+    """Seconds for both ranks at once to copy this rank's tensors into a reused buffer."""
+    tensors = [t.to_local() if hasattr(t, "to_local") else t for t in _tensors(state)]
+    total = sum(t.numel() * t.element_size() for t in tensors)
+    if not buffer:
+        buffer.append(torch.zeros(total, dtype=torch.uint8))  # zeroed: every page faulted in
+    dist.barrier()
+    started, offset = time.perf_counter(), 0
+    for tensor in tensors:
+        nbytes = tensor.numel() * tensor.element_size()
+        buffer[0][offset : offset + nbytes].copy_(tensor.reshape(-1).view(torch.uint8))
+        offset += nbytes
+    return reduced(time.perf_counter() - started)
+
+
+def _tensors(state: Any) -> list[Any]:
+    return list(state["model"].values()) + [
+        v for slots in state["optim"]["state"].values() for v in slots.values()
+    ]
 
 
 def set_cache(cache: str, folders: list[str]) -> None:
@@ -155,29 +200,42 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace) -> Non
     dist.init_process_group("gloo", rank=rank, world_size=world)
     model, opt = build(args.mb, world)
     state = {"model": model.state_dict(), "optim": get_optimizer_state_dict(model, opt)}
-    ckpt = ShardedCheckpointer(os.path.join(args.dir, "rgt"), asynchronous=True, keep_last=1)
-    rows = [one_repeat(ckpt, state, args.dir, step) for step in range(args.repeats + 1)]
+    ckpts = {
+        method: ShardedCheckpointer(
+            os.path.join(args.dir, method.replace(" ", "-")),
+            asynchronous=True,
+            keep_last=1,
+            direct_io=method.endswith("direct"),
+        )
+        for method in METHODS[2:]
+    }
+    load_before = os.getloadavg()
+    rows = [one_repeat(ckpts, state, args.dir, step) for step in range(args.repeats + 1)]
     if rank == 0:
         report(rows[0], rows[1:], _state_mb(state) * world)
+        print(f"load average (1 min) before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f}")
     dist.destroy_process_group()
 
 
 def _state_mb(state: Any) -> float:
-    tensors = list(state["model"].values()) + [
-        v for slots in state["optim"]["state"].values() for v in slots.values()
-    ]
-    return sum(t.to_local().numel() * t.element_size() for t in tensors if hasattr(t, "to_local"))
+    tensors = [t.to_local() for t in _tensors(state) if hasattr(t, "to_local")]
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def report(first: dict[str, Any], rows: list[dict[str, Any]], nbytes: float) -> None:
     print(f"state: {nbytes / 1e6:.0f} MB over 2 ranks; {len(rows)} repeats after a warm-up")
-    print(f"{'method':18} {'blocking s':>22} {'durable s':>22}   (first save: blocking)")
-    for method in METHODS:
-        blocking, durable = [r[method][0] for r in rows], [r[method][1] for r in rows]
-        print(f"{method:18} {_cell(blocking):>22} {_cell(durable):>22}   ({first[method][0]:.3f})")
+    print(f"{'method':18} {'blocking s':>22} {'durable s':>22} {'CPU s':>22}   (first: blocking)")
+    for method in (*METHODS, "floor: memcpy"):
+        cells = [_cell([r[method][i] for r in rows]) for i in range(3)]
+        cells = cells if method in METHODS else [cells[0], "-", "-"]
+        print(
+            f"{method:18} {cells[0]:>22} {cells[1]:>22} {cells[2]:>22}   ({first[method][0]:.3f})"
+        )
     for cache in CACHES:
         for method in (f"dcp.load {cache}", f"rgt load_latest {cache}"):
-            print(f"{method:24} load {_cell([r[method] for r in rows])}")
+            print(f"{method:31} load {_cell([r[method] for r in rows])}")
+        if cache == "as saved":
+            print(f"{DIRECT_LOAD:31} load {_cell([r[DIRECT_LOAD] for r in rows])}")
     for what, ours, theirs, goal in GOALS:
         ratio = statistics.median(_pick(r, ours, what) / _pick(r, theirs, what) for r in rows)
         verdict = "met" if ratio <= goal else "NOT met"

@@ -8,6 +8,12 @@ some FUSE/network filesystems refuse ``O_DIRECT`` (``EINVAL``): the writer then 
 buffered writes on the same descriptor. Direct I/O needs the length in whole blocks, so the
 padded tail is written and the file cut back to its true length before the fsync.
 
+``persist(..., direct=False)`` writes through the page cache instead (sharded checkpoints'
+default, see ``sharded``): the file's pages stay cached after the save, so a restart on the same
+machine reads memory, not the disk. Each chunk's writeback is started as soon as it is copied
+(``sync_file_range``, Linux), so the disk works while the next chunk is hashed, as with direct
+I/O, and the final fsync waits only for the tail; without it the fsync writes the whole file.
+
 The only CPU-heavy part left is hashing, so it is XXH3-128 (``_hash``: ~0.05 CPU-seconds per
 500 MB against ~0.35 for SHA-256). Each chunk is hashed while the previous one is being
 written, and the hasher's state at the end of the canonical stream gives ``state_digest`` for
@@ -23,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -60,15 +67,18 @@ class Persisted:
     direct: bool  # written with O_DIRECT (False: the filesystem refused it)
 
 
-def persist(directory: str, step: int, arena: Arena, layout: Layout) -> Persisted:
-    """Write the staged snapshot to its final name durably; a failure leaves no file behind."""
+def persist(
+    directory: str, step: int, arena: Arena, layout: Layout, *, direct: bool = True
+) -> Persisted:
+    """Write the staged snapshot to its final name durably; a failure leaves no file behind.
+    ``direct``: with ``O_DIRECT`` where the filesystem takes it; else through the page cache."""
     token = f"{time.time_ns():x}{os.getpid():x}"
     temp = os.path.join(directory, f"{TEMP_PREFIX}{token}.part")
     final = os.path.join(directory, f"{DATA_PREFIX}{step:012d}-{token}{DATA_SUFFIX}")
     _hold("open")
     fd = -1
     try:
-        fd, direct = _open(temp)
+        fd, direct = _open(temp, direct)
         file_hash, digest, direct = _write(fd, direct, arena, layout)
         os.ftruncate(fd, layout.total)
         os.fsync(fd)
@@ -83,9 +93,9 @@ def persist(directory: str, step: int, arena: Arena, layout: Layout) -> Persiste
     return Persisted(final, file_hash, digest, layout.total, direct)
 
 
-def _open(path: str) -> tuple[int, bool]:
+def _open(path: str, direct: bool) -> tuple[int, bool]:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-    if O_DIRECT:
+    if O_DIRECT and direct:
         try:
             return os.open(path, flags | O_DIRECT, 0o644), True
         except OSError as exc:
@@ -141,7 +151,35 @@ def _pwrite_all(fd: int, chunk: memoryview, offset: int, direct: bool) -> bool:
             # The filesystem accepted O_DIRECT at open but refuses the write: go buffered.
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~O_DIRECT)
             direct = False
+    if not direct:
+        _start_writeback(fd, offset, len(chunk))
     return direct
+
+
+def _start_writeback(fd: int, offset: int, nbytes: int) -> None:
+    """Start writing the just-copied dirty pages to disk without waiting for them (the kernel
+    would otherwise hold them until the fsync, or for up to 30 s). Durability still comes from
+    the fsync; this only moves the disk work earlier, beside the hashing of the next chunk."""
+    call = _sync_file_range()
+    if call is not None:
+        call(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE)  # an error here is the fsync's to report
+
+
+SYNC_FILE_RANGE_WRITE = 2
+
+
+@functools.cache
+def _sync_file_range() -> Any:
+    """libc's ``sync_file_range`` (Linux; ``os`` has no binding), or None elsewhere."""
+    import ctypes
+
+    try:
+        call = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    return call
 
 
 def _discard(fd: int, temp: str) -> None:

@@ -2,8 +2,8 @@
 
 Every rank calls ``save(state, step)`` with its own view of the state (``model.state_dict()``
 of an FSDP2 model holds DTensors; ``get_optimizer_state_dict`` the optimizer's). Each rank
-snapshots its shard into its staging arena, then writes it exactly as a single-process save is
-written (temp file, O_DIRECT, one XXH3 pass, fsync, rename) and records its hash; rank 0 commits
+snapshots its shard into its staging arena, then writes it as a single-process save is written
+(temp file, one XXH3 pass, fsync, rename) and records its hash; rank 0 commits
 the step with one manifest once every rank's shard is durable (``_shards``: the commit point).
 ``load_latest(state)`` fills ``state`` in place from the newest committed step whose shards
 verify on every rank, resharded by DCP when the world size or the sharding changed
@@ -18,6 +18,16 @@ verify on every rank, resharded by DCP when the world size or the sharding chang
         ckpt.save({"model": model.state_dict(), "optim": get_optimizer_state_dict(model, opt),
                    "step": step, "rng": torch.get_rng_state()}, step)
     ckpt.wait()                                       # before exiting
+
+The shard is written through the page cache (``direct_io=False``, the default) and so stays
+cached after the save: when one rank dies and the group is restarted on the same machine (what
+``rgt run`` does with a retryable rank failure), ``load_latest`` reads memory, not the disk,
+as ``dcp.load`` does after ``dcp.save``. The price, measured on a 2-core VM: the kernel's copy
+into the page cache, ~0.1-0.4 CPU-seconds per 500 MB on the writer thread against ~0.03 with
+``O_DIRECT``, and the page cache the shard occupies until the kernel needs it back.
+``direct_io=True`` (or ``RGT_CKPT_DIRECT_IO=1``) writes with ``O_DIRECT`` instead: for boxes
+with few cores per rank, or whose page cache should stay with the data set; a restart then
+reads the shard from disk (after a preemption, on a new machine, every load does).
 
 Only the first save is collective (rank 0 broadcasts the session name of the step folders);
 saving and loading are otherwise free of collectives, except that ``load_latest`` agrees over
@@ -52,7 +62,8 @@ class ShardedCheckpointer(Cadence):
     for the other ranks' shards of a step before giving up on committing it. ``rank`` and
     ``world_size`` override the process group (or the launcher's environment); ``session``
     names this run's step folders (default: rank 0 draws one and broadcasts it at the first
-    save; ranks that run without a process group must pass the same name).
+    save; ranks that run without a process group must pass the same name). ``direct_io``:
+    write shards with ``O_DIRECT`` rather than through the page cache (see the module doc).
     """
 
     def __init__(
@@ -68,6 +79,7 @@ class ShardedCheckpointer(Cadence):
         rank: int | None = None,
         world_size: int | None = None,
         session: str | None = None,
+        direct_io: bool = False,
     ) -> None:
         if keep_last is not None and keep_last < 1:
             raise UsageError(
@@ -80,7 +92,7 @@ class ShardedCheckpointer(Cadence):
                 fix="pass e.g. secrets.token_hex(8), the same on every rank",
             )
         self.directory = os.fspath(directory)
-        self.keep_last, self.asynchronous = keep_last, asynchronous
+        self.keep_last, self.asynchronous, self.direct_io = keep_last, asynchronous, direct_io
         self.every_steps, self.every_seconds = every_steps, every_seconds
         self.commit_timeout_s = commit_timeout_s
         self.smoke = os.environ.get("RGT_SMOKE") == "1"
@@ -104,11 +116,15 @@ class ShardedCheckpointer(Cadence):
     def from_env(
         cls, default_dir: str | os.PathLike[str] | None = None, **options: Any
     ) -> ShardedCheckpointer:
-        """``RGT_CKPT_DIR`` (else ``default_dir`` or ``./checkpoints``); ``RGT_CKPT_ASYNC=1`` and
-        ``RGT_MTBF_S`` apply unless passed here."""
+        """``RGT_CKPT_DIR`` (else ``default_dir`` or ``./checkpoints``); ``RGT_CKPT_ASYNC=1``,
+        ``RGT_CKPT_DIRECT_IO=1`` and ``RGT_MTBF_S`` apply unless passed here."""
         directory = os.environ.get("RGT_CKPT_DIR") or default_dir or "checkpoints"
-        if "asynchronous" not in options and os.environ.get("RGT_CKPT_ASYNC"):
-            options["asynchronous"] = os.environ["RGT_CKPT_ASYNC"] == "1"
+        for option, name in (
+            ("asynchronous", "RGT_CKPT_ASYNC"),
+            ("direct_io", "RGT_CKPT_DIRECT_IO"),
+        ):
+            if option not in options and os.environ.get(name):
+                options[option] = os.environ[name] == "1"
         if "mtbf_s" not in options and os.environ.get("RGT_MTBF_S", "").strip():
             options["mtbf_s"] = float(os.environ["RGT_MTBF_S"])
         return cls(directory, **options)
@@ -211,7 +227,7 @@ class ShardedCheckpointer(Cadence):
         """This rank's shard and record; on rank 0 then the commit and the rotation."""
         folder, step, rank, world, metric = job
         session = self._session or ""
-        done = _persist.persist(folder, step, self._arena, layout)
+        done = _persist.persist(folder, step, self._arena, layout, direct=self.direct_io)
         own = Shard(rank, done.path, done.bytes, done.file_hash, done.state_digest)
         try:
             _shards.write_shard_record(folder, step, session, world, own)
