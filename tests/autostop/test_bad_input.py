@@ -90,3 +90,24 @@ def test_arming_needs_the_pin_like_a_release(box: Path, rgt_home: Path) -> None:
     proc.type("a guess")
     assert proc.wait() == 3
     assert not Path(files(box).policy).exists()
+
+
+def test_the_library_never_asks_a_human_itself(box: Path) -> None:
+    """Arming and disarming take the caller's consent; with none (MCP, scripts) both are refused
+    with the command a human runs, and nothing is written on the machine."""
+    from rgt.autostop import arm
+    from rgt.autostop.policy import Options
+    from rgt.errors import ApprovalNeeded
+    from rgt.state.store import Store
+
+    store = Store.open()
+    money = {"price_per_hour": None, "spent_at_arm": 0.0}
+    with pytest.raises(ApprovalNeeded) as refused:
+        arm.arm(store, "box", Options(idle="30m"), money)
+    assert refused.value.command == "rgt approve box --autostop"
+    assert not Path(files(box).policy).exists()
+    Path(files(box).policy).parent.mkdir(parents=True)
+    Path(files(box).policy).write_text("{}")
+    with pytest.raises(ApprovalNeeded, match="needs a human"):
+        arm.disarm(store, "box")
+    assert Path(files(box).policy).exists()  # still armed: nothing was removed

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from rgt.autostop import policy as pol
-from rgt.errors import UsageError
+from rgt.errors import Consent, UsageError, needs_human
 from rgt.state.store import Store
 
 ACTION_ARM = "autostop"
@@ -41,14 +41,14 @@ def arm(
     options: pol.Options,
     money: dict[str, Any],
     notify_url: str | None = None,
+    consent: Consent = needs_human,
 ) -> dict[str, Any]:
-    """Check, ask the human, write the policy on the machine, start its watcher."""
-    from rgt.lifecycle.approvals import approve_at_terminal
-
+    """Check, ask the human through ``consent`` (the CLI: at the terminal; with no human to
+    ask, ``ApprovalNeeded``), write the policy on the machine, start its watcher."""
     doc = prepare(store, name, options, money)
     what = f"Autostop on {name} runs `{doc['stop']['command']}` once every job ended and its "
     what += "results are verified on storage that survives the stop."
-    tty = approve_at_terminal(what, name, f"rgt approve {name} --autostop")
+    tty = consent(what, name, f"rgt approve {name} --autostop")
     install(store, name, doc, notify_url)
     store.add_approval(name, f"{ACTION_ARM}:{doc['arm_id']}", getpass.getuser(), tty)
     remember(store, name, doc["arm_id"])
@@ -83,16 +83,15 @@ def start_watcher(backend: Any, agent: str, notify_url: str | None, arm_id: str)
     backend.detach(argv, job=JobPaths(files.dir, f"autostop-{arm_id}"), stdin=stdin)
 
 
-def disarm(store: Store, name: str) -> dict[str, Any]:
-    """`--autostop off`: at the terminal too; the watcher exits at its next tick."""
+def disarm(store: Store, name: str, consent: Consent = needs_human) -> dict[str, Any]:
+    """`--autostop off`: a human's consent too; the watcher exits at its next tick."""
     from rgt.agent._autostop_files import AutostopFiles
     from rgt.backends import backend_for
-    from rgt.lifecycle.approvals import approve_at_terminal
 
     backend = backend_for(store, name)
     files = AutostopFiles(backend.root.root)
     what = f"Disarming autostop on {name}: its meter then runs until you stop it."
-    tty = approve_at_terminal(what, name, f"rgt approve {name} --autostop off")
+    tty = consent(what, name, f"rgt approve {name} --autostop off")
     had = backend.transport.exists(files.policy)
     backend.transport.run(["rm", "-f", "--", files.policy])
     store.add_approval(name, ACTION_DISARM, getpass.getuser(), tty)

@@ -83,11 +83,12 @@ def _unused(given: dict[str, Any]) -> None:
 def approve_autostop(name: str, given: dict[str, Any], out: Output) -> None:
     from rgt.autostop import arm
     from rgt.autostop.policy import Options
+    from rgt.lifecycle.approvals import approve_at_terminal
     from rgt.state.store import Store
 
     store = Store.open()
     if given["autostop"] == "off":
-        result = arm.disarm(store, name)
+        result = arm.disarm(store, name, approve_at_terminal)
         out.result(result, lambda o: o.line(f"autostop on [bold]{name}[/] disarmed"))
         return
     options = Options(
@@ -96,7 +97,7 @@ def approve_autostop(name: str, given: dict[str, Any], out: Output) -> None:
     money = ledger_money(store, name)
     arm.prepare(store, name, options, money)  # a bad policy fails before the webhook is read
     url = _webhook(given["notify_source"])
-    result = arm.arm(store, name, options, money, url)
+    result = arm.arm(store, name, options, money, url, approve_at_terminal)
     out.result(result, lambda o: o.line(policy_line(name, result["policy"])))
 
 
