@@ -110,3 +110,53 @@ def test_clearing_another_optimizer_before_its_own_backward_is_fine(tmp_path: Pa
             opt_g.step()
     """
     assert found(project(tmp_path, {"gan.py": gan})) == []
+
+
+LAYERS = """
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(3, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+
+    def forward(self, x):
+        return self.body(x)
+"""
+RUN = """
+import torch
+from models.net import Net
+
+
+def fit(loader, model, opt):
+    model.train()
+    for x, y in loader:
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def validate(loader, model):
+    total = 0.0
+    with torch.no_grad():
+        for x, y in loader:
+            {mode}total += (model(x).argmax(1) == y).float().sum().item()
+    return total
+"""
+
+
+def test_a_script_in_a_subfolder_reaches_the_models_at_the_projects_top(tmp_path: Path) -> None:
+    files = {"models/__init__.py": "", "models/net.py": LAYERS, "run/train.py": RUN}
+    root = project(tmp_path / "project", {**files, "run/train.py": RUN.format(mode="")})
+    assert found(root) == [("run/train.py", "RGT201", 13)]
+    # The script alone, or a folder below the project's top: nothing above it is read.
+    assert found(root / "run") == []
+
+
+def test_an_evaluation_that_sets_training_mode_itself_chose_it(tmp_path: Path) -> None:
+    code = RUN.format(mode="model.train()\n            ")
+    root = project(
+        tmp_path, {"models/__init__.py": "", "models/net.py": LAYERS, "run/train.py": code}
+    )
+    assert found(root) == []

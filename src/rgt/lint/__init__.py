@@ -36,7 +36,9 @@ def lint_paths(
     """Lint files and folders; ``select``/``ignore`` take codes or prefixes (``RGT1``);
     ``cache``: reuse per-file results from ``$RGT_HOME/cache/lint`` (rgt.lint._cache)."""
     wanted = (_codes(select) or set(RULES)) - _codes(ignore)
-    texts, skipped, links = _read(expand(list(paths)))
+    paths = list(paths)
+    tops = tuple(os.path.abspath(p) for p in paths if os.path.isdir(p))
+    texts, skipped, links = _read(expand(paths), tops)
     words = _words.Words(texts, links)
     relevant = [t for t in texts if "torch" in t.text or _reexports(t)]  # the rest: not hashed
     imported = _project.linked(relevant)
@@ -71,7 +73,9 @@ def _codes(given: Iterable[str]) -> set[str]:
     return out
 
 
-def _read(paths: list[str]) -> tuple[list[Text], list[FileNote], dict[str, list[str]]]:
+def _read(
+    paths: list[str], tops: tuple[str, ...] = ()
+) -> tuple[list[Text], list[FileNote], dict[str, list[str]]]:
     """The named files, then the local modules they import (each file once, however it is
     named: a link, ``..``), and for each file read the paths (as read) of those it imports."""
     _source.forget_folders()  # folder listings are remembered within one run only
@@ -91,7 +95,7 @@ def _read(paths: list[str]) -> tuple[list[Text], list[FileNote], dict[str, list[
             skipped.append(text)
             continue
         texts.append(text)
-        modules, also = _source._imports(text)
+        modules, also = _source._imports(text, tops)
         imported[text.path] = [_identity(m) for m in modules]
         queue.extend(modules + also)
     links = {path: [read_as[k] for k in keys if k in read_as] for path, keys in imported.items()}

@@ -210,14 +210,17 @@ def local_imports(text: Text) -> list[str]:
     return _imports(text)[0]
 
 
-def _imports(text: Text) -> tuple[list[str], list[str]]:
+def _imports(text: Text, tops: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
     """Modules next to a script that it imports (``import data``, ``from models import Net``),
     and modules of its own project imported by their full name from elsewhere in the tree
     (``from detectron2.engine import ...`` in ``tools/train_net.py``: looked for from the
     project's root, ``project_root``), found by reading the import lines (before anything is
     parsed); then the modules found only in the root's ``src/`` or a folder the script puts on
     ``sys.path``: read for the rules that follow objects across files (``_join``), but not
-    linked for the project words (a library in ``src/`` lends the script no GPU)."""
+    linked for the project words (a library in ``src/`` lends the script no GPU). In a
+    project without a marker, a module is also looked for in the folders above the script,
+    up to the folder named to lint (``tops``): its top, where the scripts are run from
+    (openscene's ``run/distill.py`` imports ``models.disnet``)."""
     here = _script_folder(text.path)
     names: dict[str, bool] = {}  # name → imported relatively (``from .data import``)
     for match in _import_lines(text.text):
@@ -242,9 +245,29 @@ def _imports(text: Text) -> tuple[list[str], list[str]]:
                 if more is not None:
                     also.append(more)
                     break
+        if module is None and not relative and tops and root == here:
+            module = _above(here, name, tops)
         if module is not None:
             found.append(module)
     return found, also
+
+
+def _above(here: str, name: str, tops: tuple[str, ...]) -> str | None:
+    """``name`` found in a folder above ``here``, within the deepest of ``tops`` (absolute
+    folders) that holds ``here``."""
+    full = os.path.abspath(here)
+    within = [t for t in tops if full.startswith(t + os.sep)]
+    if not within:
+        return None
+    top, folder = max(within, key=len), here
+    for _ in range(MAX_CLIMB):
+        folder = os.path.normpath(os.path.join(folder, os.pardir))
+        if not (os.path.abspath(folder) + os.sep).startswith(top + os.sep):
+            return None
+        module = _module(folder, name)
+        if module is not None:
+            return module
+    return None
 
 
 SYS_PATH = re.compile(r"sys\.path\.(?:insert|append)\(([^\n]*)\)")

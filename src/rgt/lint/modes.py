@@ -96,7 +96,7 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     any_eval_call = bool([c for c in facts.methods_called("eval") if not c.args])
     any_eval_call |= any(train_false(c) for c in facts.methods_called("train"))
     for func in evals:
-        if not any_eval_call and _layers(facts, func, words):
+        if not any_eval_call and _layers(facts, func, words) and not _chooses_mode(facts, func):
             yield Hit("RGT201", func, func.name)
         if not _under_no_grad(facts, func):
             yield Hit("RGT203", func, func.name)
@@ -109,6 +109,13 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     if words & LAYER_WORDS or facts.methods_called("eval"):
         yield from inline_evaluation(facts)
         yield from evaluation_branches(facts)
+
+
+def _chooses_mode(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Does the evaluation put a model in training mode itself (``net.train()`` in
+    ``evaluate``)? Then its author chose the mode: DMS evaluates with batch-norm in training
+    mode on purpose (batch size 1, statistics too unstable to keep)."""
+    return any(not c.args for c in facts.calls_in(func) if method(c) == "train")
 
 
 def _layers(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef, words: set[str]) -> bool:
