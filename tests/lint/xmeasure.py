@@ -40,6 +40,8 @@ BATCH4 = Path(__file__).parent / "xcorpus" / "batch4"  # a fourth: 34 new reposi
 BATCH5 = Path(__file__).parent / "xcorpus" / "batch5"  # written after batch4's misses were read
 BATCH6 = Path(__file__).parent / "xcorpus" / "batch6"  # 27 more repositories, after batch5
 BATCHES = {"batch2": BATCH2, "batch3": BATCH3, "batch4": BATCH4, "batch5": BATCH5, "batch6": BATCH6}
+BATCH8 = Path(__file__).parent / "xcorpus" / "batch8"  # 20 repositories whose owners start n-z
+BATCHES["batch8"] = BATCH8
 Found = tuple[str, str, int]  # path (relative), code, line
 
 
