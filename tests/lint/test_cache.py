@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rgt.lint import RULES, _cache, lint_paths
+from rgt.lint._model import finding_json
 from rgt.lint._run import worth_parsing
 from rgt.lint._source import Text, read
 from tests.lint.measure import CORPUS
@@ -28,7 +29,7 @@ for epoch in range(10):
 
 
 def _rows(paths: list[str], **kwargs: object) -> list[dict[str, object]]:
-    return [f.to_dict() for f in lint_paths(paths, **kwargs).findings]  # type: ignore[arg-type]
+    return [finding_json(f) for f in lint_paths(paths, **kwargs).findings]  # type: ignore[arg-type]
 
 
 @pytest.mark.slow  # > 1 s on two cores

@@ -41,7 +41,7 @@ def test_a_bug_exits_1_with_one_json_document(
     script.write_text(BUGGY)
     code, data, _err = run(capsys, str(script))
     assert code == 1
-    assert data["counts"] == {"bug": 1, "warning": 0, "advice": 0}
+    assert data["counts"] == {"bug": 1, "warning": 0, "info": 0}
     (finding,) = data["findings"]
     assert finding["path"] == str(script)
     assert (finding["code"], finding["line"], finding["severity"]) == ("RGT101", 8, "bug")

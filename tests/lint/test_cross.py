@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rgt.lint import lint_paths
+from rgt.lint._model import detail_of
 
 MODEL = """
 import torch.nn as nn
@@ -55,7 +56,7 @@ def project(root: Path, files: dict[str, str]) -> Path:
 
 def found(root: Path, *paths: str, cache: bool = False) -> list[tuple[str, str, str]]:
     report = lint_paths([str(root / p) for p in paths] or [str(root)], cache=cache)
-    return [(str(Path(f.path).relative_to(root)), f.code, f.detail) for f in report.findings]
+    return [(str(Path(f.path).relative_to(root)), f.code, detail_of(f)) for f in report.findings]
 
 
 def codes(root: Path, *paths: str) -> set[tuple[str, str]]:

@@ -114,7 +114,7 @@ def lint_tree(files: dict[str, str]) -> list[Found]:
         return [
             (str(Path(f.path).relative_to(root)), f.code, f.line)
             for f in report.findings
-            if f.rule.severity.value != "advice"
+            if f.severity != "info"
         ]
 
 

@@ -9,7 +9,7 @@ import click
 
 from rgt.cli._output import Output, escape, output_options
 
-COLOURS = {"bug": "red", "warning": "yellow", "advice": "cyan"}
+COLOURS = {"bug": "red", "warning": "yellow", "info": "cyan"}
 
 
 @click.command()
@@ -55,7 +55,7 @@ def render(o: Output, data: dict[str, Any]) -> None:
     counts = data["counts"]
     o.line(
         f"{data['files']} file(s): {counts['bug']} bug(s), {counts['warning']} warning(s), "
-        f"{counts['advice']} advice"
+        f"{counts['info']} info"
     )
 
 

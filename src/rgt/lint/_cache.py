@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from rgt.lint._model import FileNote, Finding, Rule
+from rgt.lint._model import FileNote, Finding, Rule, detail_of, lint_finding
 from rgt.lint._source import Text
 
 try:  # built in; ``import hashlib`` loads OpenSSL first (3-5 ms of every cached run's start)
@@ -86,7 +86,9 @@ class Packs:
             if not isinstance(got, dict) or got.get("key") != entry:
                 return None
             findings = [
-                Finding(text.path, f["line"], f["col"], rules[f["code"]], f["detail"], f["cell"])
+                lint_finding(
+                    text.path, f["line"], f["col"], rules[f["code"]], f["detail"], f["cell"]
+                )
                 for f in got["findings"]
             ]
             notes = [FileNote(text.path, reason) for reason in got["notes"]]
@@ -102,7 +104,13 @@ class Packs:
             "summary": summary,
             "key": entry,
             "findings": [
-                {"line": f.line, "col": f.col, "code": f.code, "detail": f.detail, "cell": f.cell}
+                {
+                    "line": f.line,
+                    "col": f.col,
+                    "code": f.code,
+                    "detail": detail_of(f),
+                    "cell": f.cell,
+                }
                 for f in findings
             ],
             "notes": [n.reason for n in notes],

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from rgt.lint._flow_modes import HELD
-from rgt.lint._model import Finding, Rule
+from rgt.lint._model import Finding, Rule, detail_of, lint_finding
 from rgt.lint._project import Project, Summary, old_torch
 from rgt.lint._source import Text, project_root
 from rgt.lint.losses import WHOLE
@@ -48,7 +48,7 @@ def findings(
         cell, where = (None, line)
         if text is not None and text.cells and 0 < line <= len(text.cells):
             cell, where = text.cells[line - 1]
-        out.append(Finding(path, where, col + 1, rules[code], detail, cell))
+        out.append(lint_finding(path, where, col + 1, rules[code], detail, cell))
     return out
 
 
@@ -67,7 +67,7 @@ def withheld(findings: list[Finding], project: Project) -> list[Finding]:
     covered = {
         (where, qual.rpartition(".")[2]) for (where, qual), seen in uses.items() if all(seen)
     }
-    return [f for f in findings if f.code != "RGT201" or (f.path, f.detail) not in covered]
+    return [f for f in findings if f.code != "RGT201" or (f.path, detail_of(f)) not in covered]
 
 
 def _silenced(summary: Summary, line: int, code: str) -> bool:

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from rgt.lint import _cross, _fork, data, losses, modes, resilience, throughput
 from rgt.lint._facts import Facts
-from rgt.lint._model import FileNote, Finding, Hit, Rule
+from rgt.lint._model import FileNote, Finding, Hit, Rule, lint_finding
 from rgt.lint._source import Source, Text, parse
 from rgt.lint._suite import in_suite_test
 
@@ -199,7 +199,7 @@ def _findings(
         seen.add((hit.code, line))
         col = getattr(hit.node, "col_offset", 0) + 1
         cell, where = source.locate(line)
-        yield Finding(source.path, where, col, RULES[hit.code], hit.detail, cell)
+        yield lint_finding(source.path, where, col, RULES[hit.code], hit.detail, cell)
 
 
 def _hits(facts: Facts, words: set[str]) -> Iterator[Hit]:

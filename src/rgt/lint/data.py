@@ -19,7 +19,7 @@ from rgt.lint._nodes import NOT_CONSTANT, constant, dotted, keyword, method
 from rgt.lint._suite import in_suite_test
 from rgt.lint._tree import walk
 
-B, A = Severity.BUG, Severity.ADVICE
+B, A = Severity.BUG, Severity.INFO
 RULES = (
     Rule(
         "RGT301",

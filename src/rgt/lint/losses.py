@@ -16,7 +16,7 @@ from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint._nodes import constant, dotted, keyword, method
 
-B, W, A = Severity.BUG, Severity.WARNING, Severity.ADVICE
+B, W, A = Severity.BUG, Severity.WARNING, Severity.INFO
 RULES = (
     Rule(
         "RGT101",

@@ -41,11 +41,12 @@ def preflight(command: Sequence[str], cwd: Path | None = None) -> LintReport | N
 
 
 def summary(report: LintReport | None) -> dict[str, Any] | None:
-    """What smoke and run put in their JSON: counts and the findings that are not advice."""
+    """What smoke and run put in their JSON: counts and the findings that are not ``info``
+    (advice)."""
     if report is None:
         return None
     data = report.to_json()
-    data["findings"] = [f for f in data["findings"] if f["severity"] != Severity.ADVICE.value]
+    data["findings"] = [f for f in data["findings"] if f["severity"] != Severity.INFO]
     return data
 
 
@@ -55,9 +56,9 @@ def lines(report: LintReport | None) -> list[str]:
         return []
     out = []
     for f in report.findings:
-        if f.rule.severity is not Severity.ADVICE:
+        if f.severity != Severity.INFO:
             where = f"cell {f.cell}:" if f.cell else ""
-            out.append(f"{f.path}:{where}{f.line}: {f.code} {f.rule.severity.value}: {f.rule.why}")
+            out.append(f"{f.path}:{where}{f.line}: {f.code} {f.severity}: {f.message}")
     return out
 
 

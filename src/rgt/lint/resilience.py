@@ -13,7 +13,7 @@ from rgt.lint._nodes import constant, dotted, method
 from rgt.lint._saves import overwrites_in_place
 from rgt.lint.data import loaders, workers
 
-B, A = Severity.BUG, Severity.ADVICE
+B, A = Severity.BUG, Severity.INFO
 RULES = (
     Rule(
         "RGT401",

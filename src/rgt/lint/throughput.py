@@ -14,7 +14,7 @@ from rgt.lint._nodes import constant, keyword, method
 from rgt.lint._tree import children
 from rgt.lint.data import in_memory, loaders, workers
 
-A = Severity.ADVICE
+A = Severity.INFO
 RULES = (
     Rule(
         "RGT501",

@@ -6,6 +6,22 @@ disclosure gate reads it from ``findings/``, and neither package imports the oth
 
 from __future__ import annotations
 
-from rgt.findings import SEVERITIES, SEVERITY_ALIASES, Finding, has_bug, run_matches, stamped
+from rgt.findings import (
+    SEVERITIES,
+    SEVERITY_ALIASES,
+    Finding,
+    Severity,
+    has_bug,
+    run_matches,
+    stamped,
+)
 
-__all__ = ["SEVERITIES", "SEVERITY_ALIASES", "Finding", "has_bug", "run_matches", "stamped"]
+__all__ = [
+    "SEVERITIES",
+    "SEVERITY_ALIASES",
+    "Finding",
+    "Severity",
+    "has_bug",
+    "run_matches",
+    "stamped",
+]
