@@ -1,148 +1,104 @@
 """The ``rgt`` command line: thin over the library.
 
-``main`` is the only place that catches exceptions: an ``RgtError`` becomes its message, the fix
-and an exit code (0 ok, 1 failed, 2 usage or bad input, 3 refused by a gate); anything else is a
-bug and says so. ``RGT_DEBUG=1`` shows tracebacks and, like ``rgt -v``, logs every
-ssh/rsync/sbatch argv with its duration on stderr (``rgt._log``). Command modules must not
-import torch, numpy or any other heavy package at module level (a test checks ``rgt --help`` in
-a fresh interpreter).
+``main`` runs every call through the click application in ``rgt.cli.app``, whose ``run`` is the
+only place that catches exceptions (an ``RgtError`` becomes its message, the fix and an exit code;
+``RGT_DEBUG=1`` shows tracebacks). The one exception is the calls a person types to see what rgt
+is: ``rgt --help``, ``rgt -h``, ``rgt`` alone and ``rgt --version``. Importing click alone takes
+several times a bare interpreter's start-up, so these print a copy of click's own rendering
+(``rgt.cli._help``, written by ``tools/render_help.py``; tests/cli/test_fast_help.py fails when
+it is stale) with click's streams and exit codes, and only where click would wrap the text the
+same way: a terminal (or ``COLUMNS``) of at least 80 columns, a UTF-8 stream, and no shell
+completion or debug request. Command modules must not import torch, numpy or any other heavy
+package at module level (a test checks ``rgt --help`` in a fresh interpreter).
+
+This module imports nothing beyond what a bare interpreter has loaded; the names that lived here
+(``cli``, ``load_all``, ``COMMANDS``, …) are ``rgt.cli.app``'s, reached through ``__getattr__``.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
 import os
 import sys
 
-import click
+TYPE_CHECKING = False  # mypy reads the block below; at run time typing is not imported
+if TYPE_CHECKING:
+    from typing import TextIO
 
-from rgt import __version__
-from rgt.errors import RgtError
+    from rgt.cli.app import COMMAND_MODULES as COMMAND_MODULES
+    from rgt.cli.app import COMMANDS as COMMANDS
+    from rgt.cli.app import DEBUG_ENV as DEBUG_ENV
+    from rgt.cli.app import LazyGroup as LazyGroup
+    from rgt.cli.app import cli as cli
+    from rgt.cli.app import load_all as load_all
 
-DEBUG_ENV = "RGT_DEBUG"  # rgt._log's (logging is loaded only when it is wanted)
+_APP_NAMES = frozenset(("COMMAND_MODULES", "COMMANDS", "DEBUG_ENV", "LazyGroup", "cli", "load_all"))
 
-# Each module defines ``register(group)``; here each top-level command names its module, so a
-# call imports only its own (`rgt lint` never loads the vendors', the dashboard's or the state
-# store's code). tests/cli/test_basics.py checks this map against what the modules register.
-COMMANDS = {
-    **dict.fromkeys(("up", "approve", "down"), "rgt.cli.machines"),
-    **dict.fromkeys(("run", "status", "logs", "cancel", "pull", "resume"), "rgt.cli.jobs"),
-    **dict.fromkeys(("smoke", "demo"), "rgt.cli.demo"),
-    "verify": "rgt.cli.verify",
-    "deliver": "rgt.cli.deliver",
-    "triage": "rgt.cli.triage",
-    "profiles": "rgt.cli.profiles",
-    **dict.fromkeys(("push", "trust"), "rgt.cli.push"),
-    **dict.fromkeys(("watch", "audit", "reap"), "rgt.cli.watch"),
-    "sweep": "rgt.cli.sweep",
-    "ckpt": "rgt.cli.ckpt",
-    **dict.fromkeys(("offers", "machines", "vendors"), "rgt.cli.vendors"),
-    "adopt": "rgt.cli.adopt",
-    "lint": "rgt.cli.lint",
-    "explain": "rgt.cli.explain",
-    "mcp": "rgt.cli.mcp",  # starts the agent front end (rgt.mcp), which never imports the CLI
-    "skill": "rgt.cli.skill",
-    "ui": "rgt.cli.ui",  # starts the dashboard (rgt.ui), which never imports the CLI either
-    "fetch": "rgt.cli.fetch",
-}
-COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
-
-
-class LazyGroup(click.Group):
-    """Imports a command's module (its ``register``) when the command is first asked for."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*self.commands, *COMMANDS})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in COMMANDS:
-            importlib.import_module(COMMANDS[cmd_name]).register(self)
-        return self.commands.get(cmd_name)
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="rgt")
-@click.option(
-    "-v",
-    "--verbose",
-    is_flag=True,
-    help="Log every ssh/rsync/sbatch command and its duration on stderr (as RGT_DEBUG=1).",
-)
-def cli(verbose: bool) -> None:
-    """rgt: run, verify and deliver deep-learning experiments on rented GPU machines."""
-    if verbose:
-        _enable_debug()
-
-
-def load_all() -> click.Group:
-    """``cli`` with every command registered (what ``rgt --help`` lists)."""
-    for name in COMMANDS:
-        cli.get_command(click.Context(cli), name)
-    return cli
-
-
-def _wants_json(argv: list[str]) -> bool:
-    return "--json" in argv
+# click wraps help at min(terminal columns, 80) - 2: the copy is its rendering at 80 or more.
+MIN_COLUMNS = 80
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``rgt ARGS…``: print and exit (never returns)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = os.environ.get(DEBUG_ENV) == "1"
-    if debug:
-        _enable_debug()
+    _answer_without_click(args)
+    from rgt.cli.app import run
+
+    run(args)
+
+
+def _answer_without_click(args: list[str]) -> None:
+    """Exit with click's output and code for ``--help``/``-h``/``--version``/no arguments, or
+    return (doing nothing) where click might print something else."""
+    if args not in ([], ["--help"], ["-h"], ["--version"]) or not _click_would_render_the_copy():
+        return
+    from rgt import __version__
+    from rgt.cli._help import HELP
+
+    if args == ["--version"]:
+        _write(sys.stdout, f"rgt, version {__version__}\n", 0)
+    if args:
+        _write(sys.stdout, HELP + "\n", 0)
+    # A group called without a command is a usage error in click: rgt.cli.app.run prints it so.
+    _write(sys.stderr, f"error: {HELP}\n", 2)
+
+
+def _click_would_render_the_copy() -> bool:
+    env = os.environ
+    if env.get("_RGT_COMPLETE") or env.get("RGT_DEBUG") == "1":
+        return False  # shell completion answers instead of help; debug logging starts first
+    streams = (sys.stdout, sys.stderr)
+    if any(s is None or s.encoding.lower().replace("-", "") != "utf8" for s in streams):
+        return False  # click may re-encode for another encoding (the help holds a "→")
+    return _terminal_columns() >= MIN_COLUMNS
+
+
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``, as click asks it (without importing shutil):
+    ``COLUMNS`` when it is a positive number, else the width of stdout's terminal, else 80."""
     try:
-        cli.main(args=args, prog_name="rgt", standalone_mode=False)
-    except RgtError as exc:
-        if debug:
-            _print_traceback()
-        _report(exc.to_dict(), exc.exit_code, args)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(1)
-    except click.ClickException as exc:
-        _report({"error": "UsageError", "message": exc.format_message()}, 2, args)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    except Exception as exc:  # a bug in rgt: say so, keep the traceback one env var away
-        if debug:
-            _print_traceback()
-        _report(
-            {
-                "error": "InternalError",
-                "message": f"{type(exc).__name__}: {exc}",
-                "fix": "re-run with RGT_DEBUG=1 and report the traceback",
-            },
-            1,
-            args,
-        )
-    sys.exit(0)
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    stream = sys.__stdout__
+    if stream is None:
+        return 80
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (ValueError, OSError):
+        return 80
 
 
-def _enable_debug() -> None:
-    from rgt._log import enable_debug
-
-    enable_debug()
-
-
-def _print_traceback() -> None:
-    import traceback
-
-    traceback.print_exc()
-
-
-def _report(data: dict[str, object], code: int, args: list[str]) -> None:
-    if _wants_json(args):
-        data["exit_code"] = code
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    click.echo(f"error: {data['message']}", err=True)
-    reasons = data.get("reasons")
-    if isinstance(reasons, list):
-        for reason in reasons:
-            click.echo(f"  - {reason}", err=True)
-    if data.get("fix"):
-        click.echo(f"fix: {data['fix']}", err=True)
+def _write(stream: TextIO, text: str, code: int) -> None:
+    stream.write(text)
     sys.exit(code)
+
+
+def __getattr__(name: str) -> object:
+    """``from rgt.cli import cli`` and the other names of ``rgt.cli.app`` (PEP 562)."""
+    if name not in _APP_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rgt.cli import app
+
+    return getattr(app, name)
