@@ -7,12 +7,18 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rgt.probes import pyenv
-from rgt.watch.audit import conda_base
+from rgt.watch import audit
 from tests.clirun import rgt
+
+
+def conda_base(readings: dict[str, Any]) -> list[dict[str, str]]:
+    """``audit.conda_base``'s findings as `rgt audit --json` prints them."""
+    return [audit.finding_json(f) for f in audit.conda_base(readings)]
 
 
 def _venv(where: Path) -> Path:
@@ -39,7 +45,7 @@ def test_the_conda_root_is_base_and_names_its_environments(conda_root: Path) -> 
     assert conda["base"] is True and conda["envs"] == ["torch2"]
     assert Path(conda["prefix"]).resolve() == conda_root.resolve()
     (finding,) = conda_base({"interpreters": found})
-    assert finding["check"] == "conda base" and finding["severity"] == "warn"
+    assert finding["check"] == "conda base" and finding["severity"] == "warning"
     assert "torch2" in finding["fix"] and "envs/torch2/bin/python" in finding["fix"]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from rgt.probes import gpu, gpu_detail
+from rgt.watch.audit import finding_json
 from rgt.watch.gpu_expect import GpuExpectation, findings, matches
 from tests.clirun import rgt
 
@@ -24,7 +25,12 @@ def table(name: str) -> dict[str, Any]:
 
 
 def check(name: str, expected: str) -> list[dict[str, str]]:
-    return findings(table(name), GpuExpectation.parse(expected, "offer"))
+    return found(table(name), GpuExpectation.parse(expected, "offer"))
+
+
+def found(reading: dict[str, Any], expected: GpuExpectation) -> list[dict[str, str]]:
+    """The findings as `rgt audit --json` prints them."""
+    return [finding_json(f) for f in findings(reading, expected)]
 
 
 def test_the_recorded_tables_parse_to_every_card() -> None:
@@ -41,7 +47,7 @@ def test_the_recorded_tables_parse_to_every_card() -> None:
 
 def test_eight_a100_rented_four_delivered_is_an_error_with_both() -> None:
     (finding,) = check("a100x4-sxm4.smi.txt", "A100:8")
-    assert finding["severity"] == "error" and finding["check"] == "gpu expectation"
+    assert finding["severity"] == "bug" and finding["check"] == "gpu expectation"
     assert "expected 8 × A100" in finding["finding"]
     assert "4 × NVIDIA A100-SXM4-80GB" in finding["finding"] and "fewer" in finding["finding"]
     assert "4 of 8 match" in finding["fix"] and "rent another" in finding["fix"]
@@ -54,15 +60,15 @@ def test_a_whole_eight_a100_server_meets_its_expectation() -> None:
     cards = gpu_detail.parse_detail((GOLDEN / "a100x8-sxm4-40gb.q.txt").read_text())
     reading = {"gpu": {"available": True, "gpus": cards, "processes": []}}
     assert len(cards) == 8 and {c["name"] for c in cards} == {"NVIDIA A100-SXM4-40GB"}
-    assert findings(reading, GpuExpectation.parse("A100:8")) == []
-    (other,) = findings(reading, GpuExpectation.parse("H100:8", "the runpod offer"))
-    assert other["severity"] == "error" and "8 × NVIDIA A100-SXM4-40GB" in other["finding"]
+    assert found(reading, GpuExpectation.parse("A100:8")) == []
+    (other,) = found(reading, GpuExpectation.parse("H100:8", "the runpod offer"))
+    assert other["severity"] == "bug" and "8 × NVIDIA A100-SXM4-40GB" in other["finding"]
     assert "expected 8 × H100 (from the runpod offer)" in other["finding"]
 
 
 def test_other_gpus_than_expected() -> None:
     (finding,) = check("h100x8-sxm.smi.txt", "A100:8")
-    assert finding["severity"] == "error" and "other GPUs" in finding["finding"]
+    assert finding["severity"] == "bug" and "other GPUs" in finding["finding"]
     assert "8 × NVIDIA H100 80GB HBM3" in finding["finding"] and "0 of 8" in finding["fix"]
     (finding,) = check("a100x4-sxm4.smi.txt", "A10:4")  # an A10 is not an A100
     assert "other GPUs" in finding["finding"]
@@ -71,7 +77,7 @@ def test_other_gpus_than_expected() -> None:
 def test_the_4090_names_and_more_cards_than_expected() -> None:
     assert check("rtx4090x8.smi.txt", "4090:8") == [] == check("rtx4090x8.smi.txt", "RTX4090:8")
     (finding,) = check("rtx4090x8.smi.txt", "4090:2")
-    assert finding["severity"] == "warn" and "8 × NVIDIA GeForce RTX 4090" in finding["finding"]
+    assert finding["severity"] == "warning" and "8 × NVIDIA GeForce RTX 4090" in finding["finding"]
     assert "CUDA_VISIBLE_DEVICES" in finding["fix"]
 
 

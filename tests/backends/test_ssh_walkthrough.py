@@ -45,7 +45,7 @@ def test_walkthrough(sshd_server: SshServer, tmp_path: Path) -> None:
     # This test machine has no GPU: audit says so as a failing finding (exit 1) with its fix.
     assert audited.returncode == (0 if audit["ok"] else 1)
     assert audit["machine"] == "box" and audit["readings"]["tiers"]
-    assert all(f["fix"] for f in audit["findings"] if f["severity"] == "error")
+    assert all(f["fix"] for f in audit["findings"] if f["severity"] == "bug")
     project = tmp_path / "proj"
     (project / "data").mkdir(parents=True)
     (project / "data" / "train.txt").write_text("hello data")

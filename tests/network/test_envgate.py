@@ -37,7 +37,7 @@ def test_wrong_interpreter_and_small_cache_disk_gate_the_run(
     assert found["expected"]["prefix"] == str(venv.parent.parent)
     assert found["python3"]["prefix"] != found["expected"]["prefix"]
     wrong = [f for f in data["findings"] if f["check"] == "interpreter"]
-    assert wrong and all(f["severity"] == "error" for f in wrong)
+    assert wrong and all(f["severity"] == "bug" for f in wrong)
     assert any("`python3` in a non-interactive ssh shell is" in f["finding"] for f in wrong)
     assert f"-- {venv} train.py" in wrong[0]["fix"]
     assert data["readings"]["torch"]["python"] == str(venv)  # torch asked of the job's python

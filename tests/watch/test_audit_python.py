@@ -96,7 +96,7 @@ def test_audit_names_the_jobs_python_and_its_torch(sshd_server: SshServer, tmp_p
     assert found["expected"]["torch"]["version"].startswith("2.")
     torch = [f for f in data["findings"] if f["check"] == "torch"]
     exe = found["python3"]["executable"]
-    assert torch and torch[0]["severity"] == "error" and exe in torch[0]["finding"]
+    assert torch and torch[0]["severity"] == "bug" and exe in torch[0]["finding"]
     assert "`python3`" in torch[0]["finding"] and "has no torch" in torch[0]["finding"]
     assert f"rgt run box -- {sys.executable} train.py" in torch[0]["fix"]
     info = [f["finding"] for f in data["findings"] if f["check"] == "python"]

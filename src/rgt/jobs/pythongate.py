@@ -34,6 +34,7 @@ from urllib.parse import quote
 from rgt._fs import atomic_write_json
 from rgt.config import rgt_home
 from rgt.errors import GateRefused
+from rgt.findings import Finding
 
 LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
 PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -54,9 +55,9 @@ RESOLVE = (
 )
 
 
-def finding(severity: str, check: str, text: str, fix: str = "") -> dict[str, str]:
-    """An audit finding (``rgt.watch.audit``'s shape)."""
-    return {"severity": severity, "check": check, "finding": text, "fix": fix}
+def finding(severity: str, check: str, text: str, fix: str = "") -> Finding:
+    """An audit finding (``rgt.watch.audit.finding``)."""
+    return Finding(check, severity, text, source="rgt audit", fix=fix)
 
 
 def python_file(machine: str) -> Path:
@@ -98,9 +99,9 @@ def check(
     )
 
 
-def findings(r: dict[str, Any], name: str) -> list[dict[str, str]]:
+def findings(r: dict[str, Any], name: str) -> list[Finding]:
     """The Python a job's ``python``/``python3`` runs (as the agent starts it: the
-    non-interactive shell's PATH) and the profile's, each with its torch; an error for one
+    non-interactive shell's PATH) and the profile's, each with its torch; a bug for one
     that has none, naming one that has it."""
     found = r.get("interpreters") or {}
     seen: dict[str, list[str]] = {}
@@ -121,7 +122,7 @@ def _torch_of(found: dict[str, Any], executable: str) -> dict[str, Any]:
 
 def _python_finding(
     found: dict[str, Any], exe: str, labels: list[str], with_torch: list[str], name: str
-) -> dict[str, str]:
+) -> Finding:
     torch = _torch_of(found, exe)
     python = torch.get("python") or "?"
     what = f"jobs' {' and '.join(labels)} run {exe} (Python {python})"
@@ -131,7 +132,7 @@ def _python_finding(
     instead = f"`rgt run {name} -- {with_torch[0]} train.py`" if with_torch else None
     fix = f"install torch into it (`{exe} -m pip install torch`, the build for the driver's CUDA)"
     fix += f", or start torch jobs with the one that has it: {instead}" if instead else ""
-    return finding("error", "torch", f"{what}, which has no torch", fix)
+    return finding("bug", "torch", f"{what}, which has no torch", fix)
 
 
 def _cached(machine: str, word: str) -> dict[str, Any] | None:

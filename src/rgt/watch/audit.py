@@ -1,7 +1,11 @@
 """`rgt audit NAME`: phase 0 on a machine, before a GPU hour is billed.
 
 One agent call takes every reading on the machine (``agent audit``); this module turns the
-readings into findings, each with its fix. Nothing here changes the machine.
+readings into findings (``rgt.findings.Finding``: kind = the check, severity on rgt's one scale,
+message, and its fix). Nothing here changes the machine. ``--json`` prints each as
+``{"severity", "check", "finding", "fix"}`` (plus ``explain``, the `rgt explain` topic, when
+there is one): ``bug`` stops `rgt run` (the environment gate), ``warning`` needs a look, ``info``
+is context. ``ok`` is true when no finding is a bug.
 
 The DataLoader worker count is suggested from the cgroup memory limit, not the CPU count:
 each forked worker holds its own copy of whatever the dataset keeps in RAM, so W workers
@@ -16,6 +20,7 @@ from typing import Any
 from rgt.backends import backend_for
 from rgt.backends.remote import machine_call
 from rgt.errors import RgtError
+from rgt.findings import Finding, has_bug
 from rgt.jobs import pythongate
 from rgt.state.store import Store
 from rgt.watch import envgate, gpu_expect, routes
@@ -63,12 +68,13 @@ def audit(
         "budget": {"need_bytes": budget.need_bytes, **budget.__dict__},
         "workers": workers(readings, budget),
         "routes": choices,
-        "findings": findings,
-        "ok": not any(f["severity"] == "error" for f in findings),
+        "findings": [finding_json(f) for f in findings],
+        "ok": not has_bug(findings),
     }
     # A Python without torch matters only to torch jobs: `rgt run` checks that by command
     # (rgt.jobs.pythongate), so it is kept out of the gate every command passes.
-    envgate.record(name, {**data, "findings": [f for f in findings if f["check"] != "torch"]})
+    kept = [finding_json(f) for f in findings if f.kind != "torch"]
+    envgate.record(name, {**data, "findings": kept})
     pythongate.record(name, readings.get("interpreters") or {})
     return data
 
@@ -92,18 +98,27 @@ def _job_args(store: Store, name: str, python: str | None) -> list[str]:
     return args + [a for label, url in found for a in ("--route", f"{label}={url}")]
 
 
-def finding(severity: str, check: str, text: str, fix: str = "") -> dict[str, str]:
-    return {"severity": severity, "check": check, "finding": text, "fix": fix}
+def finding(severity: str, check: str, text: str, fix: str = "", explain: str = "") -> Finding:
+    """An audit finding: ``check`` is its kind, ``explain`` its `rgt explain` topic."""
+    return Finding(check, severity, text, source="rgt audit", fix=fix, code=explain)
 
 
-def _disk(r: dict[str, Any], budget: Budget) -> list[dict[str, str]]:
+def finding_json(finding: Finding) -> dict[str, str]:
+    """A finding as `rgt audit --json` prints it and ``$RGT_HOME/audits/`` keeps it (the keys
+    since the first release: ``check`` is its kind, ``finding`` its message)."""
+    data = {"severity": finding.severity, "check": finding.kind, "finding": finding.message}
+    data["fix"] = finding.fix
+    return data | ({"explain": finding.code} if finding.code else {})
+
+
+def _disk(r: dict[str, Any], budget: Budget) -> list[Finding]:
     out = []
     for tier in r.get("tiers") or []:
         worst = max(tier.get("bytes_pct") or 0, tier.get("inodes_pct") or 0)
         if worst >= 90:
             out.append(
                 finding(
-                    "warn",
+                    "warning",
                     "disk",
                     f"{tier['tier']} ({tier.get('mount')}) is "
                     f"{tier.get('bytes_pct')}% full, inodes {tier.get('inodes_pct')}%",
@@ -115,7 +130,7 @@ def _disk(r: dict[str, Any], budget: Budget) -> list[dict[str, str]]:
     if budget.need_bytes and free is not None and free < budget.need_bytes:
         out.append(
             finding(
-                "error",
+                "bug",
                 "checkpoint budget",
                 f"checkpoints need {budget.need_bytes / GIB:.1f} GiB "
                 f"(ckpt × keep + scratch), {durable.get('tier')} has {free / GIB:.1f} GiB free",
@@ -126,7 +141,7 @@ def _disk(r: dict[str, Any], budget: Budget) -> list[dict[str, str]]:
     if shm.get("bytes_total") is not None and shm["bytes_total"] < SMALL_SHM:
         out.append(
             finding(
-                "warn",
+                "warning",
                 "shm",
                 f"/dev/shm is {shm['bytes_total'] / 2**20:.0f} MiB",
                 "DataLoader workers die with a bus error: run the container with --shm-size=8g or "
@@ -151,13 +166,13 @@ def workers(r: dict[str, Any], budget: Budget) -> dict[str, Any]:
     }
 
 
-def _memory(r: dict[str, Any], budget: Budget) -> list[dict[str, str]]:
+def _memory(r: dict[str, Any], budget: Budget) -> list[Finding]:
     out = []
     quota, cpus = r.get("cpu_quota"), r.get("cpus_online")
     if quota and cpus and quota < cpus:
         out.append(
             finding(
-                "warn",
+                "warning",
                 "cpu quota",
                 f"the cgroup allows {quota:g} CPUs of {cpus} visible",
                 f"export OMP_NUM_THREADS={max(1, int(quota))} (torch sizes thread pools from the "
@@ -178,12 +193,12 @@ def _memory(r: dict[str, Any], budget: Budget) -> list[dict[str, str]]:
     return out
 
 
-def _gpu(r: dict[str, Any], name: str) -> list[dict[str, str]]:
+def _gpu(r: dict[str, Any], name: str) -> list[Finding]:
     gpu, out = r.get("gpu") or {}, []
     if not gpu.get("available"):
         return [
             finding(
-                "error",
+                "bug",
                 "gpu",
                 f"no GPU visible: {gpu.get('error')}",
                 "check the container has the GPU (--gpus all, NVIDIA Container Toolkit) and the "
@@ -194,7 +209,7 @@ def _gpu(r: dict[str, Any], name: str) -> list[dict[str, str]]:
         if g.get("ecc_uncorrected"):
             out.append(
                 finding(
-                    "error",
+                    "bug",
                     "ecc",
                     f"GPU {g['index']} has {g['ecc_uncorrected']} uncorrected ECC errors",
                     "stop and rent another machine",
@@ -203,7 +218,7 @@ def _gpu(r: dict[str, Any], name: str) -> list[dict[str, str]]:
         if g.get("slowdowns") and g.get("util_pct") != 0:  # an idle card's clocks do not matter
             out.append(
                 finding(
-                    "warn",
+                    "warning",
                     "throttle",
                     f"GPU {g['index']} is slowed down: {', '.join(g['slowdowns'])}",
                     "a hot or power-capped card: re-rent if it persists under load",
@@ -214,7 +229,7 @@ def _gpu(r: dict[str, Any], name: str) -> list[dict[str, str]]:
         if x.get("fatal"):
             out.append(
                 finding(
-                    "error",
+                    "bug",
                     "xid",
                     f"Xid {x['xid']} ({x['meaning']}) in dmesg",
                     "the card is broken: stop and rent another machine",
@@ -225,7 +240,7 @@ def _gpu(r: dict[str, Any], name: str) -> list[dict[str, str]]:
         if (g.get("mem_used_mib") or 0) > 512 and g.get("uuid") not in held:
             out.append(
                 finding(
-                    "warn",
+                    "warning",
                     "vram",
                     f"GPU {g['index']} has {g['mem_used_mib']:.0f} MiB used by no visible process",
                     f"a zombie holds VRAM: `rgt reap {name}`",
@@ -234,7 +249,7 @@ def _gpu(r: dict[str, Any], name: str) -> list[dict[str, str]]:
     return out
 
 
-def _remap(g: dict[str, Any]) -> list[dict[str, str]]:
+def _remap(g: dict[str, Any]) -> list[Finding]:
     """Row remapping (A100 and later): a pending remap takes effect only after a GPU reset, and a
     failed one means the memory cannot be repaired."""
     rows = ((g.get("detail") or {}).get("remapped_rows")) or {}
@@ -245,10 +260,10 @@ def _remap(g: dict[str, Any]) -> list[dict[str, str]]:
         fix = "the GPU needs a reset (host access): on a rental, stop and rent another machine"
     else:
         return []
-    return [finding("error", "ecc", f"GPU {g['index']} {text}", fix)]
+    return [finding("bug", "ecc", f"GPU {g['index']} {text}", fix)]
 
 
-def _software(r: dict[str, Any]) -> list[dict[str, str]]:
+def _software(r: dict[str, Any]) -> list[Finding]:
     torch = r.get("torch") or {}
     gpu = (r.get("gpu") or {}).get("available")
     if not torch.get("installed"):
@@ -257,7 +272,7 @@ def _software(r: dict[str, Any]) -> list[dict[str, str]]:
     if gpu and not torch.get("cuda_available"):
         out.append(
             finding(
-                "error",
+                "bug",
                 "torch cuda",
                 f"torch {torch.get('torch')} sees no GPU",
                 "a CPU-only torch build or a driver older than its CUDA: install the build for "
@@ -268,7 +283,7 @@ def _software(r: dict[str, Any]) -> list[dict[str, str]]:
     if driver and built and _version(built) > _version(driver):
         out.append(
             finding(
-                "error",
+                "bug",
                 "cuda version",
                 f"torch is built for CUDA {built}, the driver supports up to {driver}",
                 "install a torch build for CUDA <= the driver's",
@@ -277,7 +292,7 @@ def _software(r: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def conda_base(r: dict[str, Any]) -> list[dict[str, str]]:
+def conda_base(r: dict[str, Any]) -> list[Finding]:
     """Jobs on one's own machine that run conda's ``base``: base is conda's own environment, so
     an install for one project there can break conda and every other project, and the next
     project inherits this one's versions. Only on the local machine: a rental's image often
@@ -300,13 +315,13 @@ def conda_base(r: dict[str, Any]) -> list[dict[str, str]]:
     )
     return [
         finding(
-            "warn",
+            "warning",
             "conda base",
             f"jobs run conda's base environment ({reading.get('executable')}, prefix "
             f"{conda.get('prefix')})",
             f"{use}; `rgt audit --python PATH` checks the one you choose",
+            explain="conda_base",
         )
-        | {"explain": "conda_base"}
     ]
 
 

@@ -2,12 +2,13 @@
 `rgt audit` and enforced by `rgt run` from the machine's last recorded audit.
 
 `rgt run` does not re-audit (an audit imports torch on the machine: seconds): it reads the
-audit recorded at ``$RGT_HOME/audits/<machine>.json`` and refuses on an ``error`` finding
-unless ``--force``, saying how old the audit is.
+audit recorded at ``$RGT_HOME/audits/<machine>.json`` and refuses on a ``bug`` finding (``error``
+in audits recorded before the one severity scale) unless ``--force``, saying how old the audit is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -16,16 +17,18 @@ from urllib.parse import quote
 
 from rgt._fs import atomic_write_json
 from rgt.config import rgt_home
-from rgt.errors import GateRefused
+from rgt.errors import GateRefused, RgtError
+from rgt.findings import Finding, from_json
 
 GIB = 1 << 30
 
 
-def finding(severity: str, check: str, text: str, fix: str = "") -> dict[str, str]:
-    return {"severity": severity, "check": check, "finding": text, "fix": fix}
+def finding(severity: str, check: str, text: str, fix: str = "") -> Finding:
+    """An audit finding (``rgt.watch.audit.finding``, which imports this module)."""
+    return Finding(check, severity, text, source="rgt audit", fix=fix)
 
 
-def interpreter_findings(r: dict[str, Any]) -> list[dict[str, str]]:
+def interpreter_findings(r: dict[str, Any]) -> list[Finding]:
     found = r.get("interpreters")
     if not found:
         return []
@@ -35,7 +38,7 @@ def interpreter_findings(r: dict[str, Any]) -> list[dict[str, str]]:
         where = on_path.get("executable") if on_path else "nothing"
         return [
             finding(
-                "error",
+                "bug",
                 "interpreter",
                 f"the profile's interpreter {expected['path']} does not run "
                 f"({expected['error'].strip()[:120]}); jobs' `python` is {where}",
@@ -48,7 +51,7 @@ def interpreter_findings(r: dict[str, Any]) -> list[dict[str, str]]:
     if not on_path:
         return [
             finding(
-                "error",
+                "bug",
                 "interpreter",
                 "no python or python3 on the PATH a job gets (non-interactive ssh)",
                 "install python3, or run jobs with the interpreter's full path",
@@ -57,7 +60,7 @@ def interpreter_findings(r: dict[str, Any]) -> list[dict[str, str]]:
     return []
 
 
-def _mismatch(found: dict[str, Any], expected: dict[str, Any]) -> list[dict[str, str]]:
+def _mismatch(found: dict[str, Any], expected: dict[str, Any]) -> list[Finding]:
     out = []
     bindir = expected["path"].rsplit("/", 1)[0]
     for name in ("python", "python3"):
@@ -67,7 +70,7 @@ def _mismatch(found: dict[str, Any], expected: dict[str, Any]) -> list[dict[str,
         what = f"{got['executable']} (prefix {got.get('prefix')})" if got else "not found"
         out.append(
             finding(
-                "error",
+                "bug",
                 "interpreter",
                 f"`{name}` in a non-interactive ssh shell is {what}, not the environment "
                 f"{expected['path']} (prefix {expected['prefix']}, Python {expected['version']})",
@@ -79,7 +82,7 @@ def _mismatch(found: dict[str, Any], expected: dict[str, Any]) -> list[dict[str,
     return out
 
 
-def cache_findings(r: dict[str, Any]) -> list[dict[str, str]]:
+def cache_findings(r: dict[str, Any]) -> list[Finding]:
     """A cache on a smaller filesystem than the data (durable) tier, with the exact variable."""
     durable = (r.get("tiers") or [{}])[0]
     data_mount, data_total = durable.get("mount"), durable.get("bytes_total") or 0
@@ -92,7 +95,7 @@ def cache_findings(r: dict[str, Any]) -> list[dict[str, str]]:
         target = f"{base}/.cache/{c['tool'].replace(' ', '-')}"
         out.append(
             finding(
-                "warn",
+                "warning",
                 "cache disk",
                 f"{c['tool']} cache {c['dir']} ({c['source']}) is on {c['mount']}: "
                 f"{total / GIB:.1f} GiB, {(c.get('bytes_free') or 0) / GIB:.1f} GiB free; the data "
@@ -118,23 +121,34 @@ def record(machine: str, data: dict[str, Any]) -> None:
 
 
 def check_gate(machine: str, force: bool) -> list[str]:
-    """Notes for `rgt run`; raises ``GateRefused`` on an error of the last audit (no --force)."""
+    """Notes for `rgt run`; raises ``GateRefused`` on a bug of the last audit (no --force)."""
     try:
         last = json.loads(audit_file(machine).read_text())
     except (OSError, ValueError):
         return []
-    errors = [f for f in last.get("findings") or [] if f.get("severity") == "error"]
-    if not errors:
+    bugs = [f for f in _recorded(last, str(audit_file(machine))) if f.severity == "bug"]
+    if not bugs:
         return []
     age = _age(time.time() - float(last.get("recorded") or 0))
-    reasons = [f"{f['check']}: {f['finding']} (fix: {f['fix']})" for f in errors]
+    reasons = [f"{f.kind}: {f.message} (fix: {f.fix})" for f in bugs]
     if force:
-        return [f"--force: starting despite {len(errors)} error(s) of the audit {age} ago"]
+        return [f"--force: starting despite {len(bugs)} bug(s) of the audit {age} ago"]
     raise GateRefused(
-        f"the last audit of {machine} ({age} ago) found {len(errors)} error(s)",
+        f"the last audit of {machine} ({age} ago) found {len(bugs)} bug(s)",
         reasons,
         fix=f"fix them and run `rgt audit {machine}` again, or start anyway with --force",
     )
+
+
+def _recorded(last: Any, where: str) -> list[Finding]:
+    """The findings of a recorded audit; one this rgt cannot read (an unknown severity word, a
+    hand edit) does not hold up a run."""
+    items = last.get("findings") if isinstance(last, dict) else None
+    found = []
+    for item in items if isinstance(items, list) else []:
+        with contextlib.suppress(RgtError):
+            found.append(from_json(item, where))
+    return found
 
 
 def _age(seconds: float) -> str:

@@ -6,7 +6,7 @@ Why it matters: a rental console's "8 × A100" is a claim. Marketplaces pass few
 the container than the listing says (a host shared between tenants), list an "A100" that turns
 out to be a 40 GB PCIe card or another model, or hide a card that fell off the bus; the job then
 runs a different experiment (another global batch, another speed) at the full price. The
-audit says so before the hour is billed, as an error with what was expected and what was seen.
+audit says so before the hour is billed, as a bug with what was expected and what was seen.
 
 Names are compared by family, the way vendors name cards: "NVIDIA A100-SXM4-80GB", "A100 80GB
 PCIe" and a driver's truncated "NVIDIA A100-SXM..." are all A100; "4090" matches "RTX 4090".
@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rgt.errors import UsageError
+from rgt.findings import Finding
 from rgt.state.store import Store
 
 KEY = "expect_gpu"
@@ -81,12 +82,12 @@ def of_machine(store: Store, name: str) -> GpuExpectation | None:
     return GpuExpectation(str(raw["gpu"]), int(raw["count"]), str(raw.get("source") or ""))
 
 
-def findings(readings: dict[str, Any], expected: GpuExpectation | None) -> list[dict[str, str]]:
-    """An error when the machine has fewer GPUs than expected or GPUs of another model; a warn
+def findings(readings: dict[str, Any], expected: GpuExpectation | None) -> list[Finding]:
+    """A bug when the machine has fewer GPUs than expected or GPUs of another model; a warning
     when it has more (someone may bill for them, and jobs may spread onto them)."""
     gpu = readings.get("gpu") or {}
     if expected is None or not gpu.get("available"):
-        return []  # no GPU at all is already an error of its own
+        return []  # no GPU at all is already a bug of its own
     cards = gpu.get("gpus") or []
     names = [str(c.get("name") or "?") for c in cards]
     right = [n for n in names if matches(expected.family, n)]
@@ -97,7 +98,7 @@ def findings(readings: dict[str, Any], expected: GpuExpectation | None) -> list[
     if len(names) > expected.count:
         return [
             _finding(
-                "warn",
+                "warning",
                 f"expected {want}, the machine has {seen}",
                 "check what you are billed for; set CUDA_VISIBLE_DEVICES (or --gpus) so jobs "
                 "use the cards the experiment was planned for",
@@ -106,10 +107,10 @@ def findings(readings: dict[str, Any], expected: GpuExpectation | None) -> list[
     return []
 
 
-def _short(want: str, seen: str, right: int, expected: GpuExpectation) -> dict[str, str]:
+def _short(want: str, seen: str, right: int, expected: GpuExpectation) -> Finding:
     other = "other" if right == 0 else "fewer"
     return _finding(
-        "error",
+        "bug",
         f"expected {want}, the machine has {seen}: {other} GPUs than expected",
         f"this is not the machine you paid for ({right} of {expected.count} match): release it "
         "and rent another, or ask the vendor for a refund; if the plan changed, "
@@ -127,11 +128,7 @@ def _describe(names: list[str]) -> str:
     return ", ".join(f"{n} × {name}" for name, n in counts.items())
 
 
-def _finding(severity: str, text: str, fix: str) -> dict[str, str]:
-    return {
-        "severity": severity,
-        "check": "gpu expectation",
-        "finding": text,
-        "fix": fix,
-        "explain": "gpu_expectation",
-    }
+def _finding(severity: str, text: str, fix: str) -> Finding:
+    return Finding(
+        "gpu expectation", severity, text, source="rgt audit", fix=fix, code="gpu_expectation"
+    )

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rgt._fs import atomic_write_json
+from rgt.findings import Finding
 from rgt.profiles.network import NetworkPlan, routes_file
 from rgt.state.store import utcnow
 
@@ -56,7 +57,7 @@ def record(machine: str, choices: Mapping[str, Any]) -> None:
     atomic_write_json(str(path), {"recorded": utcnow(), "routes": chosen})
 
 
-def choose(readings: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, str]]]:
+def choose(readings: Mapping[str, Any]) -> tuple[dict[str, Any], list[Finding]]:
     """``({kind: {"chosen", "why", "routes"}}, findings)`` from the agent's route readings."""
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for r in readings.get("routes") or []:
@@ -87,13 +88,13 @@ def _why(routes: list[dict[str, Any]], answered: list[dict[str, Any]]) -> str:
     return f"{head} ({'; '.join(parts)})"
 
 
-def _findings(kind: str, routes: list[dict[str, Any]], chosen: str | None) -> list[dict[str, str]]:
+def _findings(kind: str, routes: list[dict[str, Any]], chosen: str | None) -> list[Finding]:
     from rgt.watch.envgate import finding
 
     if chosen is None:
         return [
             finding(
-                "warn",
+                "warning",
                 f"route {kind}",
                 f"neither the direct route nor the mirror answered from the machine: "
                 f"{_why(routes, [])}",
@@ -104,7 +105,7 @@ def _findings(kind: str, routes: list[dict[str, Any]], chosen: str | None) -> li
     if chosen != "mirror" and not any(r["label"] == "mirror" and r.get("ok") for r in routes):
         return [
             finding(
-                "warn",
+                "warning",
                 f"route {kind}",
                 f"the profile's {kind} mirror does not answer; the {chosen} route does "
                 f"({_why(routes, [])}): jobs and fetches on this machine now use it",
