@@ -183,5 +183,44 @@ def test_an_evaluation_function_whose_callers_all_set_eval_mode_is_left_alone(
     both = {"metrics.py": EVALUATE, "train.py": CALLER.format(mode="model.eval()")}
     assert found(project(tmp_path / "eval", both)) == []
     one = {**both, "finetune.py": CALLER.format(mode="pass")}
-    hits = found(project(tmp_path / "one-not", one))
-    assert ("metrics.py", "RGT201", 4) in hits
+    # One caller runs it in training mode: the finding is that call's, saying where it leads.
+    assert found(project(tmp_path / "one-not", one)) == [("finetune.py", "RGT201", 26)]
+
+
+KEPT = """
+import torch
+import torchvision
+
+
+class Learner:
+    def __init__(self, loader, held_out):
+        self.model = torchvision.models.resnet18(num_classes=2)
+        self.opt = torch.optim.Adam(self.model.parameters())
+        self.loader, self.held_out = loader, held_out
+
+    def _valid_epoch(self):
+        {mode}
+        hits = 0
+        for x, y in self.held_out:
+            {guard}hits += (self.model(x).argmax(1) == y).sum().item()
+        return hits
+
+    def fit(self, epochs):
+        for epoch in range(epochs):
+            self.model.train()
+            for x, y in self.loader:
+                self.opt.zero_grad()
+                torch.nn.functional.cross_entropy(self.model(x), y).backward()
+                self.opt.step()
+            self._valid_epoch()
+"""
+
+
+def test_an_evaluation_method_running_a_model_kept_on_self_is_checked(tmp_path: Path) -> None:
+    bare = KEPT.format(mode="pass", guard="")
+    assert {c for _, c, _ in found(project(tmp_path / "bare", {"learn.py": bare}))} == {
+        "RGT201",
+        "RGT203",
+    }
+    guarded = KEPT.format(mode="self.model.eval()", guard="with torch.no_grad(): ")
+    assert found(project(tmp_path / "guarded", {"learn.py": guarded})) == []

@@ -44,8 +44,9 @@ def lint_paths(
     imported = _project.linked(relevant)
     findings, notes, summaries = _run.analyse(relevant, words, frozenset(wanted), cache, imported)
     found = {t.path: t for t in relevant}
-    findings = _join.withheld(findings, _project.Project(summaries, found))
-    findings += _join.findings(found, summaries, words, RULES, frozenset(wanted))
+    reached: set[tuple[str, str]] = set()
+    joined = _join.findings(found, summaries, words, RULES, frozenset(wanted), reached)
+    findings = _join.withheld(findings, _project.Project(summaries, found), reached) + joined
     findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.col, f.code))
     notes.sort(key=lambda n: n.path)  # workers and the cache finish in any order
     return LintReport(tuple(findings), tuple(skipped + notes), len(texts) + len(skipped))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from rgt.lint._flow_modes import HELD
@@ -34,12 +35,15 @@ def findings(
     words: Callable[[str], frozenset[str]],
     rules: Mapping[str, Rule],
     wanted: frozenset[str],
+    reached: set[tuple[str, str]] | None = None,
 ) -> list[Finding]:
-    """The cross-file findings of the files summarised (each site once, noqa respected)."""
+    """The cross-file findings of the files summarised (each site once, noqa respected);
+    ``reached`` gets (file, function name) of each evaluation function a finding reaches in
+    training mode (``withheld``: its own single-file finding says less)."""
     project = Project(summaries, texts)
     seen: set[tuple[str, int, str]] = set()
     out = []
-    for path, line, col, code, detail in _sites(project, texts, words):
+    for path, line, col, code, detail in _sites(project, texts, words, reached):
         key = (path, line, code)
         if code not in wanted or key in seen or _silenced(summaries[path], line, code):
             continue
@@ -52,19 +56,22 @@ def findings(
     return out
 
 
-def withheld(findings: list[Finding], project: Project) -> list[Finding]:
+def withheld(
+    findings: list[Finding], project: Project, reached: AbstractSet[tuple[str, str]] = frozenset()
+) -> list[Finding]:
     """The single-file findings less each RGT201 on an evaluation function (it never calls
     ``.eval()``, nor does its module) that the project calls only from other files, every
-    call right after putting the model it passes in eval mode: the callers own the mode."""
+    call right after putting the model it passes in eval mode: the callers own the mode. Nor
+    one on a function a cross-file finding already reaches (``reached``): that one says
+    from where, in what mode."""
     uses: dict[tuple[str, str], list[bool]] = {}
     for path, summary in project.summaries.items():
         for _line, ref, evaluating in summary.get("eval_uses", ()):
             target = _callee(project, path, ref)
             if target is not None:
                 uses.setdefault(target, []).append(evaluating and target[0] != path)
-    if not uses:
-        return findings
-    covered = {
+    covered = set(reached)
+    covered |= {
         (where, qual.rpartition(".")[2]) for (where, qual), seen in uses.items() if all(seen)
     }
     return [f for f in findings if f.code != "RGT201" or (f.path, detail_of(f)) not in covered]
@@ -92,7 +99,10 @@ def _layers(
 
 
 def _sites(
-    project: Project, texts: Mapping[str, Text], words: Callable[[str], frozenset[str]]
+    project: Project,
+    texts: Mapping[str, Text],
+    words: Callable[[str], frozenset[str]],
+    reached: set[tuple[str, str]] | None = None,
 ) -> Iterator[Site]:
     def layers(path: str) -> bool:
         return _layers(project, texts, words, path)
@@ -100,7 +110,7 @@ def _sites(
     for path, summary in project.summaries.items():
         yield from _model_losses(project, path, summary)
         yield from _passed_models(project, path, summary)
-        yield from _evaluations(project, path, summary, layers)
+        yield from _evaluations(project, path, summary, layers, reached)
         yield from _worker_rng(project, path, summary)
         yield from _steppers(project, path, summary)
     if not any("set_epoch" in words(p) for p in list(project.summaries)[:1]):
@@ -176,7 +186,11 @@ def _passed_models(project: Project, path: str, summary: Summary) -> Iterator[Si
 
 
 def _evaluations(
-    project: Project, path: str, summary: Summary, layers: Callable[[str], bool]
+    project: Project,
+    path: str,
+    summary: Summary,
+    layers: Callable[[str], bool],
+    reached: set[tuple[str, str]] | None = None,
 ) -> Iterator[Site]:
     calls = summary.get("runner_calls", ())
     if not calls or not layers(path):
@@ -195,6 +209,8 @@ def _evaluations(
             at = show(target[0], runner[0], path)
             detail = (f"`{target[1]}` ({at}) runs `{ran[0]}` in a loop and never calls "
                       f".eval(); here `{model}` is in training mode: {why}")  # fmt: skip
+            if reached is not None:
+                reached.add((target[0], target[1].rpartition(".")[2]))
             yield path, line, col, "RGT201", detail
 
 

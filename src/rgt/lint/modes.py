@@ -64,9 +64,10 @@ RULES = (
 )
 _EVAL_HEAD = "evaluate|evaluation|eval|validate|validation|valid|val|test"
 _EVAL_TAIL = "eval|evaluate|evaluation|validate|validation|val|test"
-EVAL_NAME = re.compile(rf"(?i)^({_EVAL_HEAD})(_|$)|_({_EVAL_TAIL})$")
+# A private method's leading underscores are not part of its name (FCGF's ``_valid_epoch``).
+EVAL_NAME = re.compile(rf"(?i)^_*({_EVAL_HEAD})(_|$)|_({_EVAL_TAIL})$")
 # The definition of a function EVAL_NAME matches, as it reads in the source.
-EVAL_DEF = re.compile(rf"def[\s\\]+(?i:({_EVAL_HEAD})(_|(?!\w))|\w*_({_EVAL_TAIL})(?!\w))")
+EVAL_DEF = re.compile(rf"def[\s\\]+_*(?i:({_EVAL_HEAD})(_|(?!\w))|\w*_({_EVAL_TAIL})(?!\w))")
 LAYER_WORDS = frozenset({"Dropout", "dropout", "BatchNorm2d", "BatchNorm1d"})  # mode-bound
 # torchvision's classifiers built with batch norm (or dropout): ``torchvision.models.resnet18(``
 # names no layer, yet the model has dozens (the cross-file evaluation rule, ``_join``).
@@ -124,12 +125,28 @@ def _layers(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef, words: s
     file and its imports name count; otherwise any in the file's group of files."""
     if _local_models(facts, func):
         return any(w.startswith(BELOW) for w in words)
-    return bool(words & LAYER_WORDS)
+    return bool(words & LAYER_WORDS) or zoo_model(facts)
 
 
-# Libraries that build whole models (their layers are not in the project's text).
-ZOOS = frozenset({"torchvision", "timm", "transformers", "pretrainedmodels", "torch_geometric",
-                  "segmentation_models_pytorch", "efficientnet_pytorch", "torchaudio"})  # fmt: skip
+# Calls that build whole models from a library (their layers are not in the project's text):
+# torchvision's classifiers, timm, torch.hub, a pretrained checkpoint's class.
+ZOO_CALLS = ("timm.", "pretrainedmodels.", "segmentation_models_pytorch.",
+             "efficientnet_pytorch.", "torch.hub.load")  # fmt: skip
+
+
+def zoo_model(facts: Facts) -> bool:
+    """Does the module build a model from a library's zoo (batch norm and dropout inside)?"""
+    key = "zoo_model"
+    found = facts.memo.get(key)
+    if not isinstance(found, bool):
+        names = (facts.call_name(c) or "" for c in facts.calls)
+        found = facts.memo[key] = any(
+            n.startswith(ZOO_CALLS)
+            or n.endswith(".from_pretrained")
+            or (n.startswith("torchvision.models.") and TORCHVISION_NORMED.search(n[11:] + "("))
+            for n in names
+        )
+    return found
 
 
 def _may_change(facts: Facts, mode_call: ast.AST, words: set[str]) -> bool:
@@ -140,7 +157,7 @@ def _may_change(facts: Facts, mode_call: ast.AST, words: set[str]) -> bool:
     parameter, a library's zoo) may have some."""
     if any(w.startswith(BELOW) for w in words):
         return True
-    if any(a.split(".")[0] in ZOOS for a in facts.aliases.values()):
+    if zoo_model(facts):
         return True
     classes = {c.name for c in facts.classes}
     built = _built_by(facts, mode_call)
@@ -207,6 +224,8 @@ def _runs_a_model(facts: Facts, call: ast.Call, params: set[str]) -> bool:
     ``do_test(cfg, model)`` calls ``inference_on_dataset``, which sets the modes itself)."""
     if method(call) == "forward":
         return True
+    if isinstance(call.func, ast.Attribute):
+        return held_module(facts, dotted(call.func) or "")
     if not isinstance(call.func, ast.Name) or call.func.id in BUILTINS:
         return False
     name = call.func.id
@@ -216,6 +235,19 @@ def _runs_a_model(facts: Facts, call: ast.Call, params: set[str]) -> bool:
         return True
     defined = name in facts.aliases or any(f.name == name for f in facts.functions)
     return not defined and name in facts.bindings
+
+
+def held_module(facts: Facts, key: str) -> bool:
+    """Is ``self.x`` a model kept on ``self``: ``.train()``, ``.eval()`` or ``.parameters()``
+    is called on it somewhere in the module (tacto's ``self.model``, whose parameters go to
+    the optimizer)?"""
+    if not key.startswith("self.") or key.count(".") != 1:
+        return False
+    return any(
+        dotted(c.func.value) == key  # type: ignore[attr-defined]
+        for m in ("train", "eval", "parameters")
+        for c in facts.methods_called(m)
+    )
 
 
 def _under_no_grad(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
