@@ -31,19 +31,20 @@ RANKS = {
     "transport": 2,
     "backends": 3,
     "smoke": 3,
-    "jobs": 4,
-    "sweep": 5,
-    "fetch": 5,
-    "vendors": 6,
-    "lifecycle": 7,
-    "autostop": 8,
-    "notebooks": 8,
-    "demo": 8,
-    "watch": 9,
-    "verbs": 10,
-    "mcp": 11,
-    "ui": 11,
-    "cli": 12,
+    "status": 4,
+    "jobs": 5,
+    "sweep": 6,
+    "fetch": 6,
+    "vendors": 7,
+    "lifecycle": 8,
+    "autostop": 9,
+    "notebooks": 9,
+    "demo": 9,
+    "watch": 10,
+    "verbs": 11,
+    "mcp": 12,
+    "ui": 12,
+    "cli": 13,
 }
 
 
@@ -145,7 +146,7 @@ def test_the_checker_sees_a_cycle() -> None:
 # vendor client or autostop's arming that needs consent takes a ``Consent`` from its caller and,
 # given none, raises ``ApprovalNeeded`` with the command to run.
 NEVER_ASK = ("backends", "vendors", "transport", "jobs", "state", "sweep", "fetch", "watch")
-NEVER_ASK += ("autostop", "notebooks", "smoke", "verbs", "mcp", "ui")
+NEVER_ASK += ("status", "autostop", "notebooks", "smoke", "verbs", "mcp", "ui")
 HUMAN = (("rgt", "lifecycle", "approvals"), ("rgt", "_tty"))
 
 

@@ -40,15 +40,28 @@ def test_the_check_sees_a_second_spelling() -> None:
     assert literal_sets(ast.parse('x in {"succeeded", "failed"}')) == []
 
 
+def _writes_state(node: ast.AST) -> bool:
+    """``store.update_job(...)``, or ``store.add_job(spec, STATE)`` (a record born with a
+    state other than the default: what adopt once wrote itself)."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    given = len(node.args) > 1 or any(k.arg == "state" for k in node.keywords)
+    return node.func.attr == "update_job" or (node.func.attr == "add_job" and given)
+
+
 def test_one_module_writes_job_state_to_the_local_cache() -> None:
-    """``Store.update_job`` is called from ``rgt.jobs.status_cache`` only: every read
-    (status, watch, the gate, adopt, sweeps) caches what it proves through the same writer."""
+    """``Store.update_job`` (and ``add_job`` with a state) is called from
+    ``rgt.status.cache`` only: every read (status, watch, the gate, adopt, sweeps) caches
+    what it proves through the same writer."""
     callers = {
         str(path.relative_to(SRC))
         for path in SRC.rglob("*.py")
         for node in ast.walk(ast.parse(path.read_text(), str(path)))
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "update_job"
+        if _writes_state(node)
     }
-    assert callers == {"jobs/status_cache.py"}
+    assert callers == {"status/cache.py"}
+
+
+def test_the_writer_check_sees_a_second_writer() -> None:
+    assert _writes_state(ast.parse("store.add_job(spec, JobState.QUEUED)").body[0].value)  # type: ignore[attr-defined]
+    assert not _writes_state(ast.parse("store.add_job(spec)").body[0].value)  # type: ignore[attr-defined]

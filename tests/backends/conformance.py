@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import pytest
 
 from rgt.backends.base import Backend
+from rgt.backends.statusdoc import JobStatus
 from rgt.errors import BackendError, NotSupportedError
 from rgt.models import TERMINAL, JobSpec, JobState
 from rgt.state.store import utcnow
@@ -45,11 +46,21 @@ def write_project(root: Path) -> Path:
     return root
 
 
-def wait_terminal(backend: Backend, job_id: str, timeout: float = 120) -> dict[str, Any]:
+def read_one(backend: Backend, job_id: str) -> JobStatus:
+    """One job through the backend's one read (``read_jobs``)."""
+    return backend.read_jobs([job_id]).job(job_id)
+
+
+def status_doc(backend: Backend, job_id: str) -> dict[str, Any]:
+    """One job through the one read, as its document (what ``--json`` prints)."""
+    return read_one(backend, job_id).to_doc()
+
+
+def wait_terminal(backend: Backend, job_id: str, timeout: float = 120) -> JobStatus:
     deadline = time.monotonic() + timeout
     while True:
-        status = backend.status(job_id)
-        if JobState(status.get("state", "queued")) in TERMINAL or time.monotonic() > deadline:
+        status = read_one(backend, job_id)
+        if status.state in TERMINAL or time.monotonic() > deadline:
             return status
         time.sleep(0.2)
 
@@ -71,7 +82,7 @@ class Run:
     snapshot: Snapshot
     remote_code: str
     spec: JobSpec
-    status: dict[str, Any]
+    status: JobStatus
     scratch: Path
 
 
@@ -118,12 +129,12 @@ class BackendContract:
     # -- the job ---------------------------------------------------------------------------
 
     def test_the_job_succeeds_and_says_it_is_done(self, run: Run) -> None:
-        assert run.status["state"] == "succeeded", run.status
-        assert run.status["done"] is True
-        assert int(run.status["attempt"]) >= 1
+        assert run.status.state is JobState.SUCCEEDED, run.status
+        assert run.status.done is True
+        assert run.status.attempt >= 1
 
     def test_log_reads_whole_and_from_an_offset(self, run: Run) -> None:
-        attempt = int(run.status["attempt"])
+        attempt = run.status.attempt
         log = run.backend.log(run.spec.job_id, attempt)
         assert f"hello from {run.spec.job_id}".encode() in log
         assert run.backend.log(run.spec.job_id, attempt, offset=len(log)) == b""
@@ -154,8 +165,22 @@ class BackendContract:
             run.backend.submit(run.spec)
 
     def test_a_job_never_launched_is_not_on_the_machine(self, backend: Backend) -> None:
-        status = backend.status("never-launched")
-        assert status["exists"] is False and status["state"] == "queued"
+        status = read_one(backend, "never-launched")
+        assert status.exists is False and status.state is JobState.QUEUED
+
+    def test_one_read_holds_every_job_asked_or_every_job_there(self, run: Run) -> None:
+        """``read_jobs(ids)``: exactly those jobs, one absent where it has no directory;
+        ``read_jobs()``: every job directory on the machine (the gate's roster), each judged
+        the same way, with the agent's patrol document beside them."""
+        job_id = run.spec.job_id
+        asked = run.backend.read_jobs([job_id, "never-launched"])
+        assert set(asked.statuses) == {job_id, "never-launched"}
+        assert asked.job(job_id).state is JobState.SUCCEEDED and asked.job(job_id).exists
+        assert not asked.job("never-launched").exists
+        everything = run.backend.read_jobs()
+        assert everything.job(job_id).state is JobState.SUCCEEDED
+        assert "never-launched" not in everything.statuses
+        assert job_id in everything.agent_docs()
 
     def test_submit_many_runs_every_job_or_refuses_a_limit_it_cannot_hold(
         self, run: Run, backend: Backend
@@ -168,7 +193,7 @@ class BackendContract:
             assert not backend.transport.exists(backend.job_paths(specs[0].job_id).root)
         array = backend.submit_many(specs, limit=len(specs))
         assert (array is not None) == backend.arrays  # an array names itself
-        ends = [wait_terminal(backend, s.job_id)["state"] for s in specs]
+        ends = [wait_terminal(backend, s.job_id).state_name for s in specs]
         assert ends == ["succeeded", "succeeded"], ends
 
 
@@ -181,11 +206,12 @@ class Cancels:
         spec = replace(spec, command=(backend.python, "-c", "import time; time.sleep(120)"))
         backend.submit(spec)
         deadline = time.monotonic() + 120
-        while backend.status(spec.job_id)["state"] != "running" and time.monotonic() < deadline:
+        while read_one(backend, spec.job_id).state is not JobState.RUNNING:
+            assert time.monotonic() < deadline, read_one(backend, spec.job_id)
             time.sleep(0.2)
         backend.cancel(spec.job_id)
         status = wait_terminal(backend, spec.job_id)
-        assert status["state"] == "cancelled", status
+        assert status.state is JobState.CANCELLED, status
         assert "cancelled" in {event.get("kind") for event in backend.events(spec.job_id)}
 
     def test_a_job_cancelled_right_after_submit_ends_cancelled(self, run: Run) -> None:
@@ -198,7 +224,7 @@ class Cancels:
         backend.submit(spec)
         backend.cancel(spec.job_id)
         status = wait_terminal(backend, spec.job_id, timeout=60)
-        assert status["state"] == "cancelled", status
+        assert status.state is JobState.CANCELLED, status
 
 
 class RefusesCancel:
@@ -209,7 +235,7 @@ class RefusesCancel:
         with pytest.raises(NotSupportedError) as refused:
             run.backend.cancel(run.spec.job_id)
         assert refused.value.backend == run.backend.kind and refused.value.fix
-        assert run.backend.status(run.spec.job_id)["state"] == run.status["state"]
+        assert read_one(run.backend, run.spec.job_id).state is run.status.state
 
 
 class RefusesSecrets:
@@ -222,4 +248,4 @@ class RefusesSecrets:
         with pytest.raises(NotSupportedError) as refused:
             backend.submit(spec, {"TOKEN": SECRET})
         assert refused.value.backend == backend.kind and refused.value.fix
-        assert backend.status(spec.job_id)["exists"] is False
+        assert read_one(backend, spec.job_id).exists is False

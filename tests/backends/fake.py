@@ -7,7 +7,8 @@ outputs and the manifest) is written in the agent's own layout under the machine
 root, and read back by ``Backend``'s own derived code over a real ``LocalTransport``
 (``push_snapshot``, ``events``, ``log``, ``manifest``, ``fetch`` are not overridden here). So
 the conformance suite run on this fake exercises the base, and a change to how the base reads
-the agent's files is seen by the fast tests too. ``submit`` runs the job's command at once, in a
+the agent's files is seen by the fast tests too. Its one read is the base's ``read_jobs`` over a
+faked ``patrol`` (``_patrol``). ``submit`` runs the job's command at once, in a
 scratch copy of the pushed snapshot, and keeps only what the machine would keep.
 
 Importing this module registers it as the ``fake`` backend (tests only: it is not in the
@@ -162,13 +163,13 @@ class FakeBackend(Backend):
         self.set_job(job_id, state, outputs)
         self._event(job_id, state, {"exit_code": returncode})
 
-    def status(self, job_id: str) -> dict[str, Any]:
-        self._settle(job_id)
-        found = self.jobs[self.machine.name].get(job_id)
-        return dict(found) if found else {"job_id": job_id, "state": "queued", "exists": False}
-
-    def machine_jobs(self) -> dict[str, dict[str, Any]]:
-        return {job_id: dict(status) for job_id, status in self.jobs[self.machine.name].items()}
+    def _patrol(self, events: int, gpu: bool, job_ids: Sequence[str]) -> dict[str, Any]:
+        """The agent's patrol, faked: every job of this machine, a process that ended by now
+        settled first (as the agent would have recorded its end). The base's ``read_jobs``
+        and ``interpret`` judge it, as on every backend."""
+        for job_id in [j for j in self.running if j in self.jobs[self.machine.name]]:
+            self._settle(job_id)
+        return {"jobs": [dict(status) for status in self.jobs[self.machine.name].values()]}
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         if job_id in self.running:

@@ -1,12 +1,12 @@
 """On Kubernetes the API server decides whether a job lives, on every read path.
 
 The agent on the claim is asked through rgt's files pod, whose pid check can never see a
-job's processes (they run in the job's own pod). So ``statuses`` (`rgt status`),
-``read_machine`` (`rgt watch`), ``interpret`` over the machine's roster (the teardown gate)
-and `rgt adopt` recording the job must all take the API's word. The fake API server loses
-the node under a running job: the API says the pod Failed while its processes run on, and
-the agent's files still say running — the case where a read that trusted the agent would
-call a dead job alive."""
+job's processes (they run in the job's own pod). So the one read, however it is asked —
+for the jobs of `rgt status`, with events for `rgt watch`, for every job dir (the teardown
+gate's roster) — and `rgt adopt` recording the job must all take the API's word. The fake
+API server loses the node under a running job: the API says the pod Failed while its
+processes run on, and the agent's files still say running — the case where a read that
+trusted the agent would call a dead job alive."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ import pytest
 pytest.importorskip("kubernetes", reason="pip install 'remote-gpu-trainer[kubernetes]'")
 
 from rgt.backends.base import Backend
-from rgt.backends.statusdoc import absent_doc
 from rgt.errors import NotSupportedError
 from rgt.jobs.adopt import adopt
 from rgt.models import JobSpec, JobState
 from rgt.state.store import Store, utcnow
+from rgt.status.read import read
 from rgt.transport.snapshot import take_snapshot
 from tests.backends.k8s_fake import FakeApi, k8s_api  # noqa: F401  (the fixture)
 from tests.backends.test_status_round_trips_k8s import kube
@@ -42,8 +42,8 @@ def submit_sleeper(backend: Backend, tmp_path: Path, job_id: str) -> None:
 
 def wait_running(backend: Backend, job_id: str) -> None:
     deadline = time.monotonic() + 60
-    while backend.statuses([job_id])[job_id].state is not JobState.RUNNING:
-        assert time.monotonic() < deadline, backend.statuses([job_id])[job_id]
+    while backend.read_jobs([job_id]).statuses[job_id].state is not JobState.RUNNING:
+        assert time.monotonic() < deadline, backend.read_jobs([job_id]).statuses[job_id]
         time.sleep(0.3)
 
 
@@ -59,13 +59,12 @@ def test_a_pod_lost_with_its_node_is_failed_on_every_read_path(
     k8s_api.cluster.lose_node(name)
 
     # The agent's own word, read on the claim: still running (its process lives on here).
-    assert backend.machine_jobs()["k8s-lost"]["state"] == "running"
+    assert backend.read_jobs().agent_docs()["k8s-lost"]["state"] == "running"
 
-    by_status = backend.statuses(["k8s-lost"])["k8s-lost"]
-    _, by_watch = backend.read_machine()
-    roster = backend.machine_jobs()
-    by_gate = backend.interpret({"k8s-lost": roster.get("k8s-lost") or absent_doc("k8s-lost")})
-    for seen in (by_status, by_watch["k8s-lost"], by_gate["k8s-lost"]):
+    by_status = read(backend, ["k8s-lost"]).job("k8s-lost")  # `rgt status`, a sweep
+    by_watch = read(backend, events=8).job("k8s-lost")  # `rgt watch`
+    by_gate = read(backend).job("k8s-lost")  # the gate's roster: every job dir
+    for seen in (by_status, by_watch, by_gate):
         assert seen.state is JobState.FAILED, seen
         assert seen.liveness == "kubernetes" and not seen.agent_alive
         assert seen.extra["k8s"]["state"] == "failed"

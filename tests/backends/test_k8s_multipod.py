@@ -249,7 +249,7 @@ def env_line(backend: Backend, job_id: str) -> dict[str, str]:
 
 def wait_state(backend: Backend, job_id: str, state: JobState) -> Any:
     deadline = time.monotonic() + 60
-    while (seen := backend.statuses([job_id])[job_id]).state is not state:
+    while (seen := backend.read_jobs([job_id]).statuses[job_id]).state is not state:
         assert time.monotonic() < deadline, seen
         time.sleep(0.3)
     return seen
@@ -293,7 +293,7 @@ def test_two_pods_rendezvous_env_then_an_index_oomkilled_retried_failed_then_can
     odd = {"metadata": {"name": "intruder", "labels": labels}, "status": {"phase": "Failed"}}
     with cluster.lock:
         cluster.pods["intruder"] = odd
-    still = backend.statuses(["k8s-pair"])["k8s-pair"]
+    still = backend.read_jobs(["k8s-pair"]).statuses["k8s-pair"]
     assert (still.state, still.extra["k8s"]["odd_pods"]) == (JobState.RUNNING, 1)
     with cluster.lock:
         del cluster.pods["intruder"]

@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 
 from rgt.backends.slurm import SlurmBackend
-from rgt.models import JobSpec, Machine
+from rgt.models import JobSpec, JobState, Machine
 from rgt.resources import Resources
+from rgt.status.read import read
+from tests.backends.conformance import status_doc
 from tests.slurm import SlurmCluster
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "train_demo.py"
@@ -69,7 +71,7 @@ def backend_at(root: Path, grace_s: int = 50) -> SlurmBackend:
 def wait_status(backend: SlurmBackend, job_id: str, states: set[str], timeout: float = 240) -> Any:
     deadline = time.monotonic() + timeout
     while True:
-        status = backend.status(job_id)
+        status = status_doc(backend, job_id)
         if status["state"] in states:
             return status
         if time.monotonic() > deadline:
@@ -108,7 +110,7 @@ def test_time_limit_warning_requeues_and_resumes(cluster: SlurmCluster, tmp_path
     slurm_id = backend.slurm_id("timelimit")
     assert slurm_id
     requeued = cluster.wait(slurm_id, lambda j: j.restarts >= 1 and j.state == "PENDING", 120)
-    assert backend.status("timelimit")["state"] == "retrying"
+    assert status_doc(backend, "timelimit")["state"] == "retrying"
     cluster.release(slurm_id, TimeLimit="15")
     final = wait_status(backend, "timelimit", {"succeeded", "failed", "cancelled"})
     why = (final.get("reason"), final.get("label"), kinds(backend, "timelimit"), cluster.logs())
@@ -202,13 +204,19 @@ def test_scancel_shows_as_cancelled_not_failed(cluster: SlurmCluster, tmp_path: 
     wait_status(backend, "doomed", {"running"})
     cluster.run("scancel", slurm_id)
     cluster.wait(slurm_id, lambda j: j.state == "CANCELLED")
-    _wait_for(lambda: not backend.status("doomed")["agent_alive"], 60)
-    status = backend.status("doomed")
+    _wait_for(lambda: not status_doc(backend, "doomed")["agent_alive"], 60)
+    status = status_doc(backend, "doomed")
     assert status["state"] == "cancelled" and status["slurm"]["state"] == "CANCELLED"
-    # The end is now recorded by the agent's own code: it outlives Slurm's memory of the job.
+    # The backend's read changes nothing: it says the end is not recorded, and leaves it so.
+    assert status["unrecorded_end"] is True
+    assert json.loads(Path(job.status).read_text())["state"] != "cancelled"
+    # The status path records it, with the agent's own code: it outlives Slurm's memory of
+    # the job (``rgt.status.read``, what `rgt status`, `watch` and the gate read through).
+    assert read(backend, ["doomed"]).job("doomed").state is JobState.CANCELLED
     recorded = json.loads(Path(job.status).read_text())
     assert recorded["state"] == "cancelled"
-    assert backend.status("doomed")["state"] == "cancelled"
+    assert status_doc(backend, "doomed")["state"] == "cancelled"
+    assert "unrecorded_end" not in status_doc(backend, "doomed")
 
 
 def test_a_real_bug_fails_once_and_is_not_requeued(cluster: SlurmCluster, tmp_path: Path) -> None:
@@ -233,13 +241,13 @@ def test_cancel_through_rgt_removes_a_queued_job(cluster: SlurmCluster, tmp_path
         backend.submit(spec)
         slurm_id = backend.slurm_id("queued")
         assert slurm_id
-        assert backend.status("queued")["state"] == "queued"
+        assert status_doc(backend, "queued")["state"] == "queued"
         result = backend.cancel("queued")
     finally:
         cluster.run("scontrol", "update", "PartitionName=debug", "State=UP")
     assert result["state"] == "cancelled"
     assert cluster.job(slurm_id).state == "CANCELLED"
-    assert backend.status("queued")["state"] == "cancelled"
+    assert status_doc(backend, "queued")["state"] == "cancelled"
 
 
 def _digest(ckpt_dir: Path) -> str:

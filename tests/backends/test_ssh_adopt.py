@@ -13,6 +13,7 @@ from rgt.jobs.pull import pull
 from rgt.lifecycle.gate import evaluate
 from rgt.models import TERMINAL, JobSpec, JobState
 from rgt.state.store import Store, utcnow
+from tests.backends.conformance import status_doc
 from tests.sshd import SshServer, register, wait_for
 
 JOB = "import os, pathlib; pathlib.Path(os.environ['RGT_OUTPUT_DIR'], 'r.json').write_text('[2]')"
@@ -29,7 +30,7 @@ def test_a_job_of_another_home_blocks_until_adopted_over_ssh(
     spec = JobSpec("from-a-1", "gpu", (backend_a.python, "-c", JOB), created=utcnow())
     Store.open().add_job(spec)
     backend_a.submit(spec)
-    assert wait_for(lambda: JobState(backend_a.status("from-a-1")["state"]) in TERMINAL)
+    assert wait_for(lambda: JobState(status_doc(backend_a, "from-a-1")["state"]) in TERMINAL)
 
     monkeypatch.setenv("RGT_HOME", str(tmp_path / "laptop B"))
     store = Store.open()

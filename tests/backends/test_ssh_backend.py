@@ -19,6 +19,7 @@ from rgt.errors import TransportError
 from rgt.models import TERMINAL, JobSpec, JobState
 from rgt.state.store import Store, utcnow
 from tests import clirun
+from tests.backends.conformance import status_doc
 from tests.sshd import SshServer, SshServers, no_pwned, register, wait_for
 
 SECRET = "tok-7f3a-very-secret"
@@ -109,17 +110,17 @@ def test_job_finishes_while_sshd_is_down(sshd_factory: SshServers, tmp_path: Pat
     backend = get_backend(register(server, "box", tmp_path / "root"))
     assert isinstance(backend, SshBackend)
     submit(backend, "survivor", sleep_s=2)
-    assert backend.status("survivor")["state"] in ("queued", "running")
+    assert status_doc(backend, "survivor")["state"] in ("queued", "running")
     backend.ssh.close()
     server.stop()
     try:
         with pytest.raises(TransportError):  # a dead link is not a dead job
-            backend.status("survivor")
+            status_doc(backend, "survivor")
         done = Path(backend.job_paths("survivor").done)
         assert wait_for(done.exists, timeout=60), "the job did not finish without ssh"
     finally:
         server.start()
-    status = backend.status("survivor")
+    status = status_doc(backend, "survivor")
     assert status["state"] == "succeeded" and status["done"] is True
     result = (tmp_path / "root/.rgt/jobs/survivor/outputs/result.txt").read_text()
     assert result == f"token={len(SECRET)} argv=[]"
@@ -153,10 +154,10 @@ def _tmux_has(session: str) -> bool:
 
 def _wait_terminal(backend: Any, job_id: str, timeout: float = 120) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
-    status: dict[str, Any] = backend.status(job_id)
+    status: dict[str, Any] = status_doc(backend, job_id)
     while JobState(status["state"]) not in TERMINAL and time.monotonic() < deadline:
         time.sleep(0.3)
-        status = backend.status(job_id)
+        status = status_doc(backend, job_id)
     return status
 
 

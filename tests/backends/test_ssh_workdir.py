@@ -13,6 +13,7 @@ from rgt.backends.ssh import SshBackend
 from rgt.models import TERMINAL, JobSpec, JobState
 from rgt.state.store import utcnow
 from rgt.transport.snapshot import take_snapshot
+from tests.backends.conformance import status_doc
 from tests.sshd import SshServer, register, wait_for
 
 # nanoGPT-style: the output dir is relative to the cwd.
@@ -44,9 +45,9 @@ def run_job(backend: SshBackend, job_id: str, digest: str, *args: str) -> dict[s
         created=utcnow(),
     )
     backend.submit(spec)
-    done = wait_for(lambda: JobState(backend.status(job_id)["state"]) in TERMINAL, timeout=90)
-    assert done, backend.status(job_id)
-    return backend.status(job_id)
+    done = wait_for(lambda: JobState(status_doc(backend, job_id)["state"]) in TERMINAL, timeout=90)
+    assert done, status_doc(backend, job_id)
+    return status_doc(backend, job_id)
 
 
 def test_jobs_over_ssh_write_into_their_own_work_dir(

@@ -21,13 +21,14 @@ import pytest
 
 from rgt.backends import backend_for
 from rgt.backends.slurm import SlurmBackend
-from rgt.jobs import status_cache
 from rgt.jobs.launch import LaunchOptions, launch, refresh, resume
 from rgt.lifecycle import gate
 from rgt.models import JobState, Machine
 from rgt.state.store import Store, utcnow
+from rgt.status import cache as status_cache
 from rgt.sweep import _state as _sweep_state
 from rgt.watch.patrol import PatrolOptions, patrol
+from tests.backends.conformance import status_doc
 from tests.slurm import SlurmCluster
 
 LOGIN_NODE = """#!/bin/sh
@@ -83,7 +84,7 @@ def wait_running(backend: SlurmBackend, job_id: str, timeout: float = 120) -> Pa
         if status.exists() and json.loads(status.read_text()).get("state") == "running":
             return status
         time.sleep(0.3)
-    raise AssertionError(f"{job_id} never ran: {backend.status(job_id)}")
+    raise AssertionError(f"{job_id} never ran: {status_doc(backend, job_id)}")
 
 
 def our_slurm_jobs(cluster: SlurmCluster, job_id: str) -> list[str]:

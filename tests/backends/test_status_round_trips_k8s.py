@@ -49,7 +49,7 @@ def submit_five(backend: Backend, tmp_path: Path) -> list[str]:
 def wait_ended(backend: Backend, ids: Sequence[str]) -> dict[str, JobStatus]:
     deadline = time.monotonic() + 120
     while True:
-        found = backend.statuses(ids)
+        found = backend.read_jobs(ids).statuses
         # Ended by the agents' word and by the Jobs the API lists (the fake marks a Job
         # succeeded a moment after its pod's process exits).
         listed = all((s.extra.get("k8s") or {}).get("state") == "succeeded" for s in found.values())
@@ -68,7 +68,7 @@ def test_five_kubernetes_jobs_cost_three_round_trips(
     assert {s.state for s in wait_ended(backend, ids).values()} == {JobState.SUCCEEDED}
 
     before = len(k8s_api.cluster.requests)
-    found = backend.statuses([*ids, "never-launched"])
+    found = backend.read_jobs([*ids, "never-launched"]).statuses
     sent = k8s_api.cluster.requests[before:]
     assert len(sent) == 3, sent
     assert sum(1 for r in sent if r.endswith("/exec")) == 1

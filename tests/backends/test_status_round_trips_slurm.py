@@ -65,7 +65,7 @@ def submit_five(backend: SlurmBackend) -> list[str]:
 def wait_ended(backend: SlurmBackend, ids: Sequence[str]) -> dict[str, JobStatus]:
     deadline = time.monotonic() + 180
     while True:
-        found = backend.statuses(ids)
+        found = backend.read_jobs(ids).statuses
         if all(s.has_ended for s in found.values()) or time.monotonic() > deadline:
             return found
         time.sleep(0.5)
@@ -94,18 +94,19 @@ def test_five_slurm_jobs_are_one_round_trip(
     assert {s.state for s in wait_ended(backend, ids).values()} == {JobState.SUCCEEDED}
 
     wire = counted(backend)
-    found = backend.statuses([*ids, "never-launched"])
+    found = backend.read_jobs([*ids, "never-launched"]).statuses
     assert [name for name, _ in wire.calls] == ["run"], wire.calls
     assert [found[j].state for j in ids] == [JobState.SUCCEEDED] * 5
     assert all(found[j].scheduler and found[j].scheduler["state"] == "COMPLETED" for j in ids)
     assert found["never-launched"].exists is False
 
-    doc, watched = backend.read_machine()  # `rgt watch`: the same one round trip
+    machine = backend.read_jobs()  # `rgt watch`, the gate: the same one round trip
+    watched = machine.statuses
     assert len(wire.calls) == 2 and sorted(watched) == ids
-    assert len(doc["jobs"]) == 5 and watched["rt-0"].scheduler is not None
+    assert len(machine.patrol["jobs"]) == 5 and watched["rt-0"].scheduler is not None
 
     monkeypatch.setenv("SLURM_CONF", str(controller_gone(slurm_cluster, tmp_path)))
-    down = backend.statuses(ids)
+    down = backend.read_jobs(ids).statuses
     assert len(wire.calls) == 3
     assert [down[j].state for j in ids] == [JobState.SUCCEEDED] * 5  # the agent's word
     errors = {str((down[j].scheduler or {}).get("error")) for j in ids}

@@ -59,7 +59,7 @@ def submit(backend: SshBackend, job_id: str) -> None:
 def wait_ended(backend: SshBackend, ids: list[str], timeout: float = 60) -> dict[str, JobStatus]:
     deadline = time.monotonic() + timeout
     while True:
-        found = backend.statuses(ids)
+        found = backend.read_jobs(ids).statuses
         if all(s.has_ended for s in found.values()) or time.monotonic() > deadline:
             return found
         time.sleep(0.3)
@@ -79,9 +79,9 @@ def test_statuses_is_one_round_trip_for_n_jobs(
 
     log = shim_ssh(tmp_path, monkeypatch)
 
-    one = backend.statuses(["j1"])
+    one = backend.read_jobs(["j1"]).statuses
     assert round_trips(log) == 1
-    many = backend.statuses([*ids, "never-launched"])
+    many = backend.read_jobs([*ids, "never-launched"]).statuses
     assert round_trips(log) == 2  # N+1 jobs: still one more round trip
     assert [many[j].state for j in ids] == [JobState.SUCCEEDED] * 3
     assert many["never-launched"].exists is False

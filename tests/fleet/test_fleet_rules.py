@@ -10,8 +10,8 @@ import pytest
 from rgt.agent._classify import Decision
 from rgt.agent._fleet import group_restart
 from rgt.backends.statusdoc import JobStatus
-from rgt.jobs._fleet_state import combine
 from rgt.models import JobRecord, JobSpec, JobState
+from rgt.status.fleet import combine
 
 FLEET = {"env": {"RGT_NNODES": "2", "RGT_NODE_RANK": "0"}}
 LOST = "gloo: Connection closed by peer [127.0.0.1]:4242"

@@ -149,13 +149,15 @@ def test_job_survives_the_cli_and_reads_its_snapshot(project: Path, machine: str
 def _wait_for_job_id(timeout: float = 60) -> str:
     """The id of the job once its agent runs it (the CLI is then still probing)."""
     from rgt.backends import backend_for
+    from rgt.models import JobState
     from rgt.state.store import Store
 
     store = Store.open()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         jobs = store.jobs("box")
-        if jobs and backend_for(store, "box").status(jobs[0].job_id)["state"] == "running":
+        read = backend_for(store, "box").read_jobs([j.job_id for j in jobs[:1]])
+        if jobs and read.job(jobs[0].job_id).state is JobState.RUNNING:
             return jobs[0].job_id
         time.sleep(0.1)
     raise AssertionError("the job never started running")

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from rgt.backends import backend_for
-from rgt.jobs.status_cache import NEVER_LAUNCHED_S
 from rgt.lifecycle.machines import register_local
 from rgt.models import JobState
 from rgt.state.store import Store, utcnow
+from rgt.status.cache import NEVER_LAUNCHED_S
 from rgt.sweep._run import Launcher
 from rgt.sweep._state import observe
 from rgt.sweep.sweep import Sweep, load_sweep

@@ -119,7 +119,8 @@ def declare_self_stop(store: Store, name: str, command: str) -> str:
 def status(store: Store, name: str) -> dict[str, Any]:
     """The machine's autostop report (``patrol``: one round trip)."""
     from rgt.backends import backend_for
+    from rgt.status.read import read
 
-    doc, _jobs = backend_for(store, name).read_machine(events=0)
-    report: dict[str, Any] = doc.get("autostop") or {"armed": False}
+    patrol = read(backend_for(store, name), events=0).patrol
+    report: dict[str, Any] = patrol.get("autostop") or {"armed": False}
     return report

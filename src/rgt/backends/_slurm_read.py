@@ -19,8 +19,9 @@ error is kept per job: the agent's own word stands then, never a guess that the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from rgt.backends._slurm_state import SlurmJob, parse_scontrol
 
@@ -59,6 +60,18 @@ class SlurmView:
     slurm_id: str
     job: SlurmJob | None
     error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as it travels in a job's patrol document (``SlurmBackend._patrol``)."""
+        job = asdict(self.job) if self.job is not None else None
+        return {"slurm_id": self.slurm_id, "job": job, "error": self.error}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> SlurmView:
+        job = doc.get("job")
+        found = SlurmJob(**job) if isinstance(job, Mapping) else None
+        error = doc.get("error")
+        return cls(str(doc.get("slurm_id")), found, str(error) if error is not None else None)
 
 
 @dataclass(frozen=True)

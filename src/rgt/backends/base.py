@@ -9,10 +9,13 @@ A backend binds rgt's verbs to one kind of machine. Its primitives are:
   argv, never a file), the job's resources; nothing is handed over through attributes;
 - ``stop_meter()`` — the profile's meter-stop action; only ever called behind the teardown gate.
 
-Job submission (``submit``; ``submit_many``, one submission where ``arrays``), status, logs,
-cancel and the manifest are derived: they talk to the agent's files through the transport, so
-every backend behaves the same (tests/backends/conformance.py). ``carries_secrets = False``:
-``submit`` refuses secrets before anything is made.
+Job submission (``submit``; ``submit_many``, one submission where ``arrays``), the one read
+(``read_jobs``: a ``MachineRead`` of typed ``JobStatus`` records), logs, cancel and the
+manifest are derived: they talk to the agent's files through the transport, so every backend
+behaves the same (tests/backends/conformance.py). The one hook of the read is ``interpret``:
+a backend whose scheduler or API knows better than the agent whether a job lives (Slurm,
+Kubernetes, Kaggle) says so there. ``carries_secrets = False``: ``submit`` refuses secrets
+before anything is made.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any, ClassVar
 
 from rgt import clip
 from rgt.agent.paths import JobPaths, RootPaths
-from rgt.backends.statusdoc import JobStatus, absent_doc
+from rgt.backends.statusdoc import JobStatus, MachineRead, absent_doc
 from rgt.config import rgt_home
 from rgt.errors import BackendError, NotSupportedError, RgtError
 from rgt.models import JobSpec, Machine
@@ -226,41 +229,35 @@ class Backend(abc.ABC):
         stdin = json.dumps(secrets).encode() if secrets else None
         self.detach(argv, job=job, stdin=stdin, resources=resources)
 
-    def status(self, job_id: str) -> dict[str, Any]:
-        """The agent's status.json plus liveness (``agent_alive``), read on the machine.
-        ``exists`` is False when the job directory is not on the machine (never launched)."""
-        if not self.transport.exists(self.job_paths(job_id).spec):
-            return {"job_id": job_id, "state": "queued", "exists": False}
-        return self.agent_call("status", job_id)
+    # -- derived: the one read -------------------------------------------------------------
 
-    def machine_jobs(self) -> dict[str, dict[str, Any]]:
-        """Every job directory on the machine -> its status, in one agent round trip: the
-        jobs the machine knows, whichever RGT_HOME launched them (the teardown gate's roster)."""
-        from rgt.backends.remote import machine_call
+    def read_jobs(
+        self, job_ids: Sequence[str] | None = None, *, events: int = 0, gpu: bool = False
+    ) -> MachineRead:
+        """The one read of the machine: the agent's ``patrol`` document (with the last
+        ``events`` events per job and, with ``gpu``, the GPUs' readings) and the status of each
+        of ``job_ids`` (None: every job directory there, the teardown gate's roster), in one
+        round trip. A job with no directory has ``exists`` False. What the agent says is
+        judged by ``interpret``, where a backend adds its scheduler's word on liveness.
+        Reading changes nothing on the machine; ``rgt.status.read`` is its one caller."""
+        patrol = self._patrol(events, gpu, job_ids or ())
+        found = jobs_of(patrol)
+        ids = list(found) if job_ids is None else list(dict.fromkeys(job_ids))
+        return MachineRead(patrol, self.interpret({j: found.get(j) or absent_doc(j) for j in ids}))
 
-        return jobs_of(machine_call(self, "patrol", ["--events", "0", "--no-gpu"], timeout=60))
-
-    def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
-        """job id -> status for every one of ``job_ids``, in one round trip to the machine
-        (the agent's ``patrol``); a job with no directory there has ``exists`` False. What the
-        machine says is judged by ``interpret``, where a backend decides liveness."""
-        found = self.machine_jobs()
-        return self.interpret({j: found.get(j) or absent_doc(j) for j in job_ids})
-
-    def read_machine(
-        self, events: int = 0, gpu: bool = False
-    ) -> tuple[dict[str, Any], dict[str, JobStatus]]:
-        """The agent's ``patrol`` document (`rgt watch`) and each of its jobs as a status, in
-        one round trip; a scheduler backend adds its own view within that same round trip."""
+    def _patrol(self, events: int, gpu: bool, job_ids: Sequence[str]) -> dict[str, Any]:
+        """What the machine says, in one round trip: the agent's ``patrol`` of every job dir
+        (``job_ids``, those the read asks for, lets a scheduler backend ask its controller
+        about them in the same round trip)."""
         from rgt.backends.remote import machine_call
 
         args = ["--events", str(events)] + ([] if gpu else ["--no-gpu"])
-        doc = machine_call(self, "patrol", args, timeout=60)
-        return doc, self.interpret(jobs_of(doc))
+        return machine_call(self, "patrol", args, timeout=60)
 
     def interpret(self, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, JobStatus]:
-        """The agent's documents (``status``/``patrol``) as statuses. Here the agent decides
-        liveness (its pid and lock on the machine); a scheduler backend overrides this."""
+        """The agent's documents (one per job of a ``patrol``) as statuses: the hook where a
+        backend decides liveness. Here the agent decides it (its pid and lock on the
+        machine); a scheduler's or an API's backend overrides this with its own word."""
         return {job_id: JobStatus.from_doc(doc, job_id) for job_id, doc in docs.items()}
 
     def cancel(self, job_id: str) -> dict[str, Any]:

@@ -4,7 +4,7 @@ The machine is a kubeconfig context, a namespace, a PersistentVolumeClaim (the d
 mounted at ``durable_root`` in every pod) and an image with ``python3`` and ``tar``. rgt keeps
 one small pod running, ``rgt-files-<machine>``, with the claim mounted: the machine's shell
 (``_k8s_exec.ExecTransport``, over the API's exec). Through it the code, the agent and the
-spec go onto the claim and every file of the job is read back, so ``push``, ``status``,
+spec go onto the claim and every file of the job is read back, so ``push``, the read,
 ``log``, ``events``, ``manifest`` and ``fetch`` are the base class's, as on an SSH machine.
 
 ``submit`` prepares the job dir on the claim, then applies the input ConfigMap and the Job
@@ -12,7 +12,7 @@ spec go onto the claim and every file of the job is read back, so ``push``, ``st
 Job of N pods plus a headless Service (created first) through which the pods find pod 0; the
 spec carries ``RGT_NNODES``, ``RGT_MASTER_ADDR`` and ``RGT_MASTER_PORT``, each pod its own
 ``RGT_NODE_RANK``. Pod R > 0 runs its agent in ``jobs/<id>/nodes/R`` (``on_node``: its log).
-Status merges the agent's files with the Job and its pods (``_k8s_state.py``,
+The read (``interpret``) merges the agent's files with the Job and its pods (``_k8s_state.py``,
 ``_k8s_group.py``): the API decides liveness and says why a pod is stuck.
 
 Not supported (``NotSupportedError``): secrets (a Job's container has no private stdin for
@@ -210,38 +210,13 @@ class KubernetesBackend(Backend):
         client.BatchV1Api(self.api()).create_namespaced_job(self.namespace, k8s_job)
         return job
 
-    def _read(self, job_id: str) -> dict[str, Any] | None:
-        """The Job and its pods as rgt sees them; None when the Job is not there."""
-        self.api()
-        from kubernetes import client
-        from kubernetes.client.exceptions import ApiException
-
-        name = _name(job_id)
-        try:
-            raw = client.BatchV1Api(self.api()).read_namespaced_job_status(name, self.namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        pods = client.CoreV1Api(self.api()).list_namespaced_pod(
-            self.namespace, label_selector=f"job-name={name}"
-        )
-        serialize = self.api().sanitize_for_serialization
-        return job_state(serialize(raw), [serialize(pod) for pod in pods.items])
-
-    def status(self, job_id: str) -> dict[str, Any]:
-        agent = super().status(job_id)
-        if agent.get("exists") is False:
-            return agent
-        return merge(agent, self._read(job_id))
-
     def interpret(self, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, JobStatus]:
         """The agent's documents (read on the claim through rgt's files pod) judged by the API
         server: one list of rgt's Jobs and one of their pods, for any number of jobs. The
         agent's own pid check ran in the files pod, which never holds a job's processes, so
         liveness is the API's word: an active pod runs the agent; a queued Job's pod will
-        start it (no heartbeat is due meanwhile). ``statuses`` and ``read_machine`` (the base
-        class's: ``rgt status``, ``watch``, the gate) all come through here."""
+        start it (no heartbeat is due meanwhile). The one read (``read_jobs``: ``rgt status``,
+        ``watch``, the gate, adopt) comes through here."""
         launched = [j for j, d in docs.items() if d.get("exists") is not False]
         api = self._read_all() if launched else {}
         out = {}

@@ -7,9 +7,10 @@ and the agent live there, and a requeued job may restart on another node.
 
 ``detach`` writes the rendered script (``_render/sbatch.py``) into the job directory as
 ``slurm.sbatch``, submits it, and records Slurm's job id and the job's resources in
-``slurm.json`` (``rgt resume`` submits again with them); status merges
+``slurm.json`` (``rgt resume`` submits again with them); the read (``interpret``) merges
 ``scontrol show job`` with the agent's ``status.json`` (``_slurm_state.py``), both read in
-one round trip (``_slurm_read.py``). Nothing bills
+one round trip (``_patrol``, ``_slurm_read.py``), and changes nothing: an end only Slurm saw
+(a plain ``scancel``) is recorded by the status path (``rgt.status.read``). Nothing bills
 per machine here: the allocation is the meter, and it ends with the job.
 
 ``--nodes N`` (N > 1) asks ``sbatch --nodes N --ntasks-per-node 1`` (a partition with fewer
@@ -36,7 +37,7 @@ from rgt.backends._slurm_read import SlurmView
 from rgt.backends._slurm_state import AGENT_TERMINAL, merge
 from rgt.backends._slurm_up import DEFAULT_GRACE_S, _transport, register_slurm
 from rgt.backends.base import Backend, jobs_of
-from rgt.backends.statusdoc import JobStatus, absent_doc
+from rgt.backends.statusdoc import JobStatus
 from rgt.errors import BackendError, UsageError
 from rgt.models import JobSpec, Machine
 from rgt.resources import Resources
@@ -168,71 +169,64 @@ class SlurmBackend(Backend):
         raw = self.transport.read_bytes(posixpath.join(self.job_paths(job_id).root, RECORD_NAME))
         return str(json.loads(raw)["slurm_job_id"]) if raw else None
 
-    def status(self, job_id: str) -> dict[str, Any]:
-        return self.interpret({job_id: super().status(job_id)})[job_id].to_doc()
-
-    def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
-        """The agent's files and the controller's word for every one of ``job_ids``, in
-        one round trip (``_slurm_read``)."""
-        doc, views = self._read_machine(0, False, job_ids)
-        found = jobs_of(doc)
-        return self._merged({j: found.get(j) or absent_doc(j) for j in job_ids}, views)
-
-    def read_machine(
-        self, events: int = 0, gpu: bool = False
-    ) -> tuple[dict[str, Any], dict[str, JobStatus]]:
-        doc, views = self._read_machine(events, gpu, ())
-        return doc, self._merged(jobs_of(doc), views)
-
-    def interpret(self, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, JobStatus]:
-        """The agent's documents, read already, with the controller's word (one round trip)."""
-        ids = [j for j, d in docs.items() if d.get("exists") is not False]
-        return self._merged(docs, self._scheduler_views(ids) if ids else {})
-
-    def _merged(
-        self, docs: Mapping[str, Mapping[str, Any]], views: Mapping[str, SlurmView]
-    ) -> dict[str, JobStatus]:
-        """The agent's word merged with the controller's (``_slurm_state.merge``). Slurm
-        decides liveness: the agent runs on a compute node whose processes the host that
-        answers cannot see. A controller that cannot be asked leaves the agent's word."""
-        out = super().interpret(docs)
-        for job_id, view in views.items():
-            if job_id not in docs or docs[job_id].get("exists") is False:
-                continue
-            agent = dict(docs[job_id])
-            if view.error is not None:
-                agent["slurm"] = {"job_id": view.slurm_id, "state": "UNKNOWN", "error": view.error}
-                out[job_id] = JobStatus.from_doc(agent, job_id)
-                continue
-            merged = merge(agent, view.job, view.slurm_id)
-            if merged["state"] in AGENT_TERMINAL and agent.get("state") not in AGENT_TERMINAL:
-                # The agent's file was read before scontrol: it may have written its end in
-                # between (its label, not the scheduler's guess). Read it once more.
-                agent = dict(super().status(job_id))
-                merged = merge(agent, view.job, view.slurm_id)
-            # A plain `scancel` killed the agent before it could write the end: record it
-            # now, with the agent's own code, so the answer survives Slurm forgetting the job.
-            unrecorded = agent.get("state") not in AGENT_TERMINAL and not agent.get("agent_alive")
-            if merged["state"] == "cancelled" and unrecorded:
-                super().cancel(job_id)
-            out[job_id] = JobStatus.from_doc(merged, job_id)
-        return out
-
-    def _read_machine(
-        self, events: int, gpu: bool, ids: Sequence[str]
-    ) -> tuple[dict[str, Any], dict[str, SlurmView]]:
-        """The agent's patrol and the controller's views in one ``sh -c``; the agent is
-        installed (and patrol run again) only when its file is missing."""
+    def _patrol(self, events: int, gpu: bool, job_ids: Sequence[str]) -> dict[str, Any]:
+        """The agent's patrol and the controller's word on each job (``job_ids``, or every
+        job dir) in one ``sh -c`` (``_slurm_read``); each job's document carries what the
+        controller said under ``slurm_view`` for ``interpret``. The agent is installed (and
+        patrol run again) only when its file is missing."""
         from rgt.backends.remote import _agent_version, machine_call
 
         agent = self.root.agent_file(_agent_version())
-        argv = _slurm_read.argv(self.python, agent, self.root.root, events, gpu, ids)
+        argv = _slurm_read.argv(self.python, agent, self.root.root, events, gpu, job_ids)
         read = _slurm_read.parse(self.transport.run(argv, timeout=120).text())
+        doc = None
         if read.patrol is not None:
             with contextlib.suppress(json.JSONDecodeError):
-                return json.loads(read.patrol), read.views
-        args = ["--events", str(events)] + ([] if gpu else ["--no-gpu"])
-        return machine_call(self, "patrol", args, timeout=60), read.views
+                doc = json.loads(read.patrol)
+        if not isinstance(doc, dict):
+            args = ["--events", str(events)] + ([] if gpu else ["--no-gpu"])
+            doc = machine_call(self, "patrol", args, timeout=60)
+        for job_id, job in jobs_of(doc).items():
+            if not job_ids or job_id in job_ids:  # asked: no view means no slurm.json
+                view = read.views.get(job_id)
+                job["slurm_view"] = view.to_json() if view is not None else None
+        return doc
+
+    def interpret(self, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, JobStatus]:
+        """The agent's documents with the controller's word, merged (``_slurm_state.merge``).
+        Slurm decides liveness: the agent runs on a compute node whose processes the host
+        that answers cannot see. A controller that cannot be asked leaves the agent's word.
+        The controller's word comes with the patrol (``_patrol``); a document without it is
+        asked about here (one more round trip for all of them)."""
+        launched = {j: d for j, d in docs.items() if d.get("exists") is not False}
+        unasked = [j for j, d in launched.items() if "slurm_view" not in d]
+        views = self._scheduler_views(unasked) if unasked else {}
+        for job_id, doc in launched.items():
+            said = doc.get("slurm_view")
+            if isinstance(said, Mapping):
+                views[job_id] = SlurmView.from_json(said)
+        out = super().interpret({j: _agent_part(d) for j, d in docs.items()})
+        for job_id, view in views.items():
+            if job_id in launched:
+                out[job_id] = self._merged(job_id, _agent_part(launched[job_id]), view)
+        return out
+
+    def _merged(self, job_id: str, agent: dict[str, Any], view: SlurmView) -> JobStatus:
+        """One job: the agent's word merged with the controller's."""
+        if view.error is not None:
+            agent["slurm"] = {"job_id": view.slurm_id, "state": "UNKNOWN", "error": view.error}
+            return JobStatus.from_doc(agent, job_id)
+        merged = merge(agent, view.job, view.slurm_id)
+        if merged["state"] in AGENT_TERMINAL and agent.get("state") not in AGENT_TERMINAL:
+            # The agent's file was read before scontrol: it may have written its end in
+            # between (its label, not the scheduler's guess). Read it once more.
+            agent = self.agent_call("status", job_id)
+            merged = merge(agent, view.job, view.slurm_id)
+        # A plain `scancel` killed the agent before it could write the end: said here, and
+        # recorded by the status path (``rgt.status.read``: ``cancel``), never by a read.
+        unrecorded = agent.get("state") not in AGENT_TERMINAL and not agent.get("agent_alive")
+        merged["unrecorded_end"] = merged["state"] == "cancelled" and unrecorded
+        return JobStatus.from_doc(merged, job_id)
 
     def _scheduler_views(self, job_ids: Sequence[str]) -> dict[str, SlurmView]:
         """job id -> what the controller says, for the jobs submitted here (no patrol)."""
@@ -241,7 +235,9 @@ class SlurmBackend(Backend):
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """The agent ends the job and records ``cancelled``; then Slurm drops the allocation
-        or the queue entry (a requeued job must not start again)."""
+        or the queue entry (a requeued job must not start again). After a plain `scancel`
+        (its agent was killed with the allocation) this records the end the agent could not:
+        ``rgt.status.read`` calls it for a status with ``unrecorded_end``."""
         result = super().cancel(job_id)
         slurm_id = self.slurm_id(job_id)
         if slurm_id is not None:
@@ -275,3 +271,8 @@ class SlurmBackend(Backend):
         }
         data = json.dumps(record, indent=2).encode()
         self.transport.write_bytes(posixpath.join(job_dir, RECORD_NAME), data)
+
+
+def _agent_part(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The agent's own document, without the controller's word that came along with it."""
+    return {k: v for k, v in doc.items() if k != "slurm_view"}

@@ -1,8 +1,9 @@
 """``JobStatus``: one job's status as the CLI reads it, frozen and typed.
 
 Every reader of a job's state (``refresh`` behind `rgt status`, `rgt watch`, a sweep's cells,
-the teardown gate) gets these records from ``Backend.statuses`` and hands them to
-``rgt.jobs.status_cache``, the one writer of the local cache. The wire form is the agent's
+the teardown gate, adopt) gets these records in a ``MachineRead`` from the one read
+(``Backend.read_jobs``, called by ``rgt.status.read``) and hands them to ``rgt.status.cache``,
+the one writer of the local cache. The wire form is the agent's
 status document (``agent status`` / one job of ``agent patrol``), validated by
 ``schemas/status.schema.json``; ``from_doc`` is tolerant: a field of the wrong type reads as
 absent (the agent's ``jobfiles`` reader already reported a damaged file as ``problem``), and
@@ -55,6 +56,9 @@ class JobStatus:
     step: int | None = None
     manifest_sha256: str | None = None
     scheduler: Mapping[str, Any] | None = None  # Slurm's or Kubernetes' view (also in extra)
+    # The scheduler ended the job and its agent, killed with it, recorded no end (a plain
+    # `scancel`): ``rgt.status.read`` records it on the machine (``Backend.cancel``).
+    unrecorded_end: bool = False
     extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY, compare=False)
 
     @property
@@ -107,6 +111,7 @@ class JobStatus:
             step=_int(progress.get("step")) if progress else _int(doc.get("step")),
             manifest_sha256=_str(doc.get("manifest_sha256")),
             scheduler=_mapping(doc.get("slurm")) or _mapping(doc.get("kubernetes")) or None,
+            unrecorded_end=doc.get("unrecorded_end") is True,
             extra=MappingProxyType({k: v for k, v in doc.items() if k not in known}),
         )
 
@@ -114,14 +119,35 @@ class JobStatus:
         """The document form (what ``--json`` prints): ``extra`` first, typed fields over it."""
         out: dict[str, Any] = dict(self.extra)
         for f in fields(self):
-            if f.name not in ("extra", "state", "problem", "scheduler"):
+            if f.name not in ("extra", "state", "problem", "scheduler", "unrecorded_end"):
                 out[f.name] = getattr(self, f.name)
+        if self.unrecorded_end:  # shown only when it holds: what rgt is about to record
+            out["unrecorded_end"] = True
         out["state"] = self.state_name
         out["problem"] = dict(self.problem) if self.problem else None
         return out
 
     def with_(self, **changes: Any) -> JobStatus:
         return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class MachineRead:
+    """One read of a machine (``Backend.read_jobs``): the agent's ``patrol`` document (the
+    machine's readings and each job's files, as the agent found them) and the backend's
+    status of each job asked, liveness decided by the backend (``interpret``)."""
+
+    patrol: Mapping[str, Any]
+    statuses: Mapping[str, JobStatus]
+
+    def agent_docs(self) -> dict[str, Mapping[str, Any]]:
+        """job id -> the agent's own document, for every job directory on the machine."""
+        jobs = self.patrol.get("jobs") or []
+        return {str(j.get("job_id")): j for j in jobs if isinstance(j, Mapping)}
+
+    def job(self, job_id: str) -> JobStatus:
+        """The job's status; absent (``exists`` False) when the read did not find it."""
+        return self.statuses.get(job_id) or JobStatus.absent(job_id)
 
 
 def absent_doc(job_id: str) -> dict[str, Any]:

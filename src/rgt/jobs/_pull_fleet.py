@@ -5,7 +5,7 @@ Each node wrote its own manifest; each is fetched and checked by the one verifie
 overwrite each other; a node whose manifest lists no file gets its folder with that manifest,
 the evidence of "nothing" (a fleet where no node wrote a file has no artifacts). The pull is
 recorded once for the job, its files as ``node-R/PATH`` under DEST, its manifest digest the
-fleet's (``_fleet_state.manifest``), which is what each machine's teardown gate holds it to.
+fleet's (``rgt.status.fleet.manifest``), which is what each machine's teardown gate holds it to.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from typing import Any
 
 from rgt.backends import backend_for
 from rgt.errors import JobError
-from rgt.jobs import status_cache
-from rgt.jobs._fleet_state import fleet_manifest_bytes, node_dir
 from rgt.jobs.pull import (
     NO_ARTIFACTS,
     PullProgress,
@@ -28,6 +26,8 @@ from rgt.jobs.pull import (
 from rgt.jobs.pulled import failure_reasons
 from rgt.models import TERMINAL, JobRecord, JobState
 from rgt.state.store import Store
+from rgt.status import cache as status_cache
+from rgt.status.fleet import fleet_manifest_bytes, node_dir
 
 # The report's lists whose entries name a file: prefixed with the node's folder when merged.
 PATH_LISTS = ("files", "units", "refused", "not_confined")

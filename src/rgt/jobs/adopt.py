@@ -13,7 +13,7 @@ without knowing these jobs.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -21,25 +21,26 @@ from rgt.backends import backend_for
 from rgt.backends.base import Backend
 from rgt.backends.statusdoc import JobStatus
 from rgt.errors import JobError, RgtError, UsageError
-from rgt.jobs import status_cache
 from rgt.models import JOB_ID_RE, JobSpec, JobState
 from rgt.state.store import Store, utcnow
+from rgt.status import cache
+from rgt.status.read import read
 
 
 def adopt(store: Store, name: str, job_ids: Sequence[str] = ()) -> dict[str, Any]:
     """Adopt ``job_ids`` (default: every job on the machine unknown here)."""
     store.machine(name)
     backend = backend_for(store, name)
-    on_machine = backend.machine_jobs()
+    # The one read: the backend's word on each job (on Slurm, Kubernetes and Kaggle the
+    # scheduler or the API decides whether it lives, not the agent's files).
+    found = read(backend)
+    on_machine = found.agent_docs()
     known = {r.job_id: r.machine for r in store.jobs()}
     wanted = list(dict.fromkeys(job_ids)) or sorted(set(on_machine) - set(known))
     for job_id in wanted:
         _check_adoptable(name, job_id, on_machine, known)
     fresh = [j for j in wanted if j not in known]
-    # The backend's word on each job (on Slurm and Kubernetes the scheduler decides whether
-    # it lives, not the agent's files), cached the one way every read caches it.
-    statuses = backend.interpret({j: on_machine[j] for j in fresh}) if fresh else {}
-    adopted = [_adopt_one(store, backend, j, on_machine[j], statuses[j]) for j in fresh]
+    adopted = [_adopt_one(store, backend, j, on_machine[j], found.job(j)) for j in fresh]
     if adopted:
         _void_down_approval(store, name)
     return {
@@ -51,7 +52,7 @@ def adopt(store: Store, name: str, job_ids: Sequence[str] = ()) -> dict[str, Any
 
 
 def _check_adoptable(
-    name: str, job_id: str, on_machine: dict[str, Any], known: dict[str, str]
+    name: str, job_id: str, on_machine: Mapping[str, Any], known: dict[str, str]
 ) -> None:
     if job_id not in on_machine:
         listing = ", ".join(sorted(on_machine)) or "none"
@@ -72,7 +73,7 @@ def _check_adoptable(
 
 
 def _adopt_one(
-    store: Store, backend: Backend, job_id: str, doc: dict[str, Any], status: JobStatus
+    store: Store, backend: Backend, job_id: str, doc: Mapping[str, Any], status: JobStatus
 ) -> dict[str, Any]:
     if doc.get("state") is not None and status.state is None:
         raise JobError(
@@ -81,8 +82,7 @@ def _adopt_one(
             fix="inspect its status.json on the machine (`rgt logs JOB` once adopted)",
         )
     spec = _read_spec(backend, job_id)
-    record = store.add_job(spec, JobState.QUEUED)
-    status_cache.write(store, record, status)  # a job that wrote no status yet stays queued
+    cache.adopt(store, spec, status)  # cached the one way every read caches a state
     state = status.state or JobState.QUEUED
     return {"job_id": job_id, "state": state.value, "command": list(spec.command)}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rgt.backends import backend_for
-from rgt.jobs import status_cache
 from rgt.state.store import Store
+from rgt.status import cache as status_cache
 
 TAIL_BYTES = 256 * 1024
 

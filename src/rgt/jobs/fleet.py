@@ -19,7 +19,7 @@ of that name is checked file by file, since a copy edited or cut short there wou
 nodes run different code and fail at the first collective, or worse, not fail.
 
 The local store keeps one job record (node 0's machine, ``spec.nodes`` listing the fleet); the
-group's state is read from every node (``rgt.jobs._fleet_state``).
+group's state is read from every node (``rgt.status.fleet``).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from rgt.backends import backend_for
 from rgt.backends._render.fit import BOXES, fit
 from rgt.backends.base import Backend
 from rgt.errors import TransportError, UsageError
-from rgt.jobs import status_cache
 from rgt.models import JobRecord
 from rgt.state.store import Store
+from rgt.status import cache as status_cache
 from rgt.transport.snapshot import Snapshot, take_snapshot
 
 if TYPE_CHECKING:

@@ -22,12 +22,12 @@ from rgt.backends import backend_for, jobstatus
 from rgt.backends._render.fit import box_gpus, fit
 from rgt.backends.base import Backend
 from rgt.errors import TransportError, UsageError
-from rgt.jobs import status_cache
 from rgt.jobs.notify import Webhook, reread
 from rgt.models import TERMINAL, JobRecord, JobSpec, JobState, RetryPolicy
 from rgt.profiles.session import notebook_env
 from rgt.resources import Resources
 from rgt.state.store import Store, utcnow
+from rgt.status import cache as status_cache
 from rgt.transport.snapshot import take_snapshot
 
 TRACEBACK_MARK = "Traceback (most recent call last)"

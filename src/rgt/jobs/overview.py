@@ -11,9 +11,9 @@ from typing import Any
 
 from rgt.backends import backend_for, jobstatus
 from rgt.errors import TransportError, UnknownJobError, UnknownMachineError
-from rgt.jobs import status_cache
 from rgt.models import TERMINAL, JobRecord
 from rgt.state.store import Store
+from rgt.status import cache as status_cache
 
 
 def overview(store: Store, target: str | None = None) -> dict[str, Any]:

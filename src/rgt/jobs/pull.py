@@ -25,14 +25,14 @@ from typing import Any
 
 from rgt.backends import backend_for
 from rgt.errors import JobError, VerifyError
-from rgt.jobs import status_cache
-from rgt.jobs._fleet_state import is_fleet
 from rgt.jobs._pull_dest import STAGING, Destination, Refused
 from rgt.jobs._pull_fetch import fetch
 from rgt.jobs._pull_space import check_free_space, need_of
 from rgt.jobs.pulled import failure_reasons, file_records
 from rgt.models import TERMINAL, JobState
 from rgt.state.store import Store
+from rgt.status import cache as status_cache
+from rgt.status.fleet import is_fleet
 from rgt.verdicts import say_counts
 
 # progress(file_path, bytes_done_total, bytes_total)

@@ -27,10 +27,11 @@ from typing import Any
 
 from rgt.backends.base import Backend
 from rgt.backends.statusdoc import JobStatus
-from rgt.jobs import _fleet_state, status_cache
 from rgt.jobs.pulled import failure_reasons, recheck
 from rgt.models import ACTION_DOWN
 from rgt.state.store import Store
+from rgt.status import cache, fleet
+from rgt.status.read import read
 
 
 def abandon_action(job_id: str) -> str:
@@ -80,21 +81,21 @@ def evaluate(store: Store, backend: Backend, *, rehash: bool = False) -> GateVer
     """Read the truth from the machine (its job dirs, agent status, manifests) and the local
     pull records, re-checking the pulled copies (``rehash``: their sha256 too)."""
     name = backend.machine.name
-    records = _fleet_state.jobs_on(store, name)  # with the fleets it is a node of
-    on_machine = backend.machine_jobs()
+    records = fleet.jobs_on(store, name)  # with the fleets it is a node of
+    on_machine = read(backend)  # every job dir there, judged by the backend: one round trip
     unknown = [
-        {"job": job_id, "state": str(status.get("state") or "unknown")}
-        for job_id, status in sorted(on_machine.items())
+        {"job": job_id, "state": status.state_name}
+        for job_id, status in sorted(on_machine.statuses.items())
         if job_id not in {r.job_id for r in records}
     ]
     rows = []
-    shown = status_cache.observe(store, backend, records, read=on_machine)  # the one path
+    shown = cache.observe(store, backend, records, read=on_machine)  # the one path
     for record in records:
         status = shown[record.job_id]
         if not status.exists:
             row = _missing_row(name, record.job_id)
         else:
-            found = _fleet_state.manifest_of(store, backend, record)  # a fleet: every node's
+            found = fleet.manifest_of(store, backend, record)  # a fleet: every node's
             row = _job_row(store, status, found, rehash)
         abandoned = store.pending_approval(name, abandon_action(record.job_id))
         if abandoned and not row["verified"]:
@@ -108,7 +109,7 @@ def evaluate(store: Store, backend: Backend, *, rehash: bool = False) -> GateVer
     if approval and approval["time"] < newest_job:
         approval = None  # approved before a job that has since been launched: stale
     checks = (
-        _known(name, unknown, len(on_machine)),
+        _known(name, unknown, len(on_machine.statuses)),
         _check("ended", rows, lambda r: r["ended"], "has not ended (state {state})"),
         _check("pulled", rows, lambda r: r["pulled"], "artifacts not pulled (`rgt pull {job}`)"),
         _disclose_hash_only(

@@ -3,10 +3,10 @@
 The machine is a local mirror (``$RGT_HOME/kaggle/<name>``) of what the kernels keep in
 ``/kaggle/working/rgt``: ``run`` snapshots the code into the mirror as on the local backend,
 then ``detach`` pushes the job as a kernel version (``kaggle_kernel``). Kaggle shows a
-version's files only once it has ended, so ``statuses`` asks the API for the kernel's state
-(the API decides liveness, as Slurm does), and when a version has ended it downloads that
-version's output into the mirror once; ``status``, ``logs``, ``pull`` and the gate then read
-the agent's own files there, as on every other backend.
+version's files only once it has ended, so the read (``interpret``) asks the API for the
+kernel's state (the API decides liveness, as Slurm does), and when a version has ended it
+downloads that version's output into the mirror once; the read, ``logs``, ``pull`` and the
+gate then read the agent's own files there, as on every other backend.
 
 A version that Kaggle stopped at its run-time limit is ``preempted``: its agent recorded no
 end. ``rgt resume JOB`` pushes a new version with the previous output attached as a kernel
@@ -31,6 +31,7 @@ from rgt._confine import confined, why_unsafe
 from rgt.agent import jobfiles
 from rgt.agent.jobfiles import parse_time
 from rgt.agent.paths import JobPaths
+from rgt.backends.base import jobs_of
 from rgt.backends.local import LocalBackend
 from rgt.backends.statusdoc import JobStatus
 from rgt.errors import NotSupportedError
@@ -103,15 +104,13 @@ class KaggleBackend(LocalBackend):
 
     # -- status: the API decides liveness; an ended version's output is the agent's word --
 
-    def status(self, job_id: str) -> dict[str, Any]:
-        return self.statuses([job_id])[job_id].to_doc()
-
     def interpret(self, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, JobStatus]:
-        """The mirror's documents judged by the Kaggle API (``statuses``, ``read_machine``:
-        `rgt status`, `watch` and the gate alike). A kernel's version that ended is synced
-        into the mirror first, so its documents are read again after the sync."""
+        """The mirror's documents judged by the Kaggle API: its kernel's status is the word
+        on liveness (``merge``), for `rgt status`, `watch` and the gate alike (``read_jobs``).
+        A kernel's version that ended is synced into the mirror first (a download into
+        rgt's own copy, nothing changes on Kaggle), so its documents are read again after."""
         kernels = {j: self._observe(j) for j in docs if self.record(j).get("versions")}
-        synced = self.machine_jobs() if kernels else {}
+        synced = jobs_of(self._patrol(0, False, list(kernels))) if kernels else {}
         out = {}
         for job_id, found in docs.items():
             doc = dict(synced.get(job_id) or found)

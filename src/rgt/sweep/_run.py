@@ -26,9 +26,9 @@ from typing import Any
 
 from rgt.backends import backend_class
 from rgt.errors import BackendError, SpecError, TransportError
-from rgt.jobs import status_cache
 from rgt.models import JobSpec, RetryPolicy
 from rgt.state.store import Store, utcnow
+from rgt.status import cache as status_cache
 from rgt.sweep._file import Cell, Sweep
 from rgt.sweep._state import CellView, Observation, observe
 

@@ -23,10 +23,10 @@ from typing import Any
 from rgt.backends.jobstatus import DEFAULT_HEARTBEAT_LOST_S, heartbeat_limit_s
 from rgt.backends.statusdoc import JobStatus
 from rgt.errors import RgtError
-from rgt.jobs import status_cache
-from rgt.jobs.status_cache import NEVER_LAUNCHED_S, age_s
 from rgt.models import TERMINAL, JobRecord, JobState
 from rgt.state.store import Store
+from rgt.status import cache as status_cache
+from rgt.status.cache import NEVER_LAUNCHED_S, age_s
 from rgt.sweep._file import Cell, Sweep
 
 ACTIVE = ("running", "retrying")

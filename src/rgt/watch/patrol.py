@@ -23,9 +23,10 @@ from rgt.backends.jobstatus import judge, problem_reason
 from rgt.backends.statusdoc import JobStatus
 from rgt.config import rgt_home
 from rgt.errors import RgtError, TransportError, UnknownJobError, UnknownMachineError
-from rgt.jobs import status_cache
 from rgt.models import JobRecord, Machine
 from rgt.state.store import Store, utcnow
+from rgt.status import cache
+from rgt.status.read import read
 from rgt.watch import events as ev
 
 MAX_THREADS = 16
@@ -60,13 +61,15 @@ def poll(machine: Machine, options: PatrolOptions) -> dict[str, Any]:
     start = time.monotonic()
     backend = get_backend(machine)
     try:
-        # One round trip; the backend decides liveness (Slurm: its controller's state).
-        doc, statuses = backend.read_machine(options.events, options.gpu)
+        # The one read: one round trip; the backend decides liveness (Slurm: its
+        # controller's state).
+        found = read(backend, events=options.events, gpu=options.gpu)
     except TransportError as exc:
         return {"reachable": False, "error": exc.message, "poll_s": _since(start)}
     except RgtError as exc:
         return {"reachable": True, "error": exc.message, "poll_s": _since(start), "jobs": []}
-    doc.update(reachable=True, error=None, poll_s=_since(start), statuses=statuses)
+    doc = dict(found.patrol)
+    doc.update(reachable=True, error=None, poll_s=_since(start), statuses=found.statuses)
     return doc
 
 
@@ -160,7 +163,7 @@ def cost(machine: Machine, now: datetime | None = None) -> dict[str, Any]:
 
 def merge_jobs(store: Store, machine: Machine, doc: dict[str, Any]) -> list[dict[str, Any]]:
     """The machine's view of every job (the truth, as its backend judges it) over the local
-    cache, each through the one status path (``status_cache.settle``); jobs found on the
+    cache, each through the one status path (``rgt.status.cache.settle``); jobs found on the
     machine that this state DB does not know are listed too (``known`` False)."""
     remote = {j["job_id"]: j for j in doc.get("jobs") or []}
     statuses: dict[str, JobStatus] = doc.get("statuses") or {}
@@ -173,7 +176,7 @@ def merge_jobs(store: Store, machine: Machine, doc: dict[str, Any]) -> list[dict
             out.append(_cached_view(record, doc))
             continue
         said = statuses.get(record.job_id) or JobStatus.absent(record.job_id)
-        shown = status_cache.settle(store, record, said, root.job(record.job_id).root)
+        shown = cache.settle(store, record, said, root.job(record.job_id).root)
         if found is not None:
             out.append(_remote_view(found, shown, machine.name, now, known=True))
         else:
@@ -242,7 +245,7 @@ def _events(value: Any) -> list[dict[str, Any]]:
 def _absent_view(record: JobRecord, shown: JobStatus) -> dict[str, Any]:
     """A reachable machine without the job directory: the launch never got there (after a
     grace period), or, for a job it had reached, the directory vanished (its last known
-    state, marked, never a new one; ``status_cache.settle``)."""
+    state, marked, never a new one; ``rgt.status.cache.settle``)."""
     view = {k: v for k, v in shown.to_doc().items() if k in (*KEEP, "job_id")}
     view.update(machine=record.machine, known=True, reachable=True, events=[])
     view["ended"] = view.get("ended") or record.ended

@@ -1,10 +1,11 @@
 """The one read path of a job's status, and the only writer of its copy in the state DB.
 
 Every reader of a job's state — `rgt status` and `rgt run`'s probe (``launch.refresh``), `rgt
-watch` (``watch.patrol``), a sweep's cells (``sweep._state``) and the teardown gate — gets the
-machine's word from ``Backend.statuses`` (one round trip per machine; the backend decides
-liveness: the agent's pid and lock, or Slurm's and Kubernetes' own state) and passes it
-through ``settle`` here, which says what to show and caches what the machine proves:
+watch` (``watch.patrol``), a sweep's cells (``sweep._state``), the teardown gate and adopt —
+gets the machine's word from the one read (``rgt.status.read``: one round trip per machine;
+the backend decides liveness: the agent's pid and lock, or Slurm's, Kubernetes' or Kaggle's
+own state) and passes it through ``settle`` here, which says what to show and caches what
+the machine proves:
 
 - the job dir is gone from a machine the job had reached: its last known state, marked with
   ``problem`` (``jobstatus.missing_dir``), never a new state, never cached;
@@ -12,25 +13,26 @@ through ``settle`` here, which says what to show and caches what the machine pro
 - a status.json that cannot be believed: only an end proven by events.jsonl or DONE is
   cached (``jobstatus.settle``); otherwise the job shows ``unknown``.
 
-So the views agree: they read one path and one cache. (``launch`` still marks a submission
-that failed before the machine saw it; that is a launch result, not a status read.)
+So the views agree: they read one path and one cache. Two writes are not reads: a submission
+that failed before the machine saw it (``never_submitted``, launch's result) and a job
+adopted from the machine (``adopt``: its record, with the state the read proved).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from typing import Any
 
 from rgt.agent.jobfiles import parse_time
 from rgt.backends import jobstatus
 from rgt.backends.base import Backend
-from rgt.backends.statusdoc import JobStatus, absent_doc
+from rgt.backends.statusdoc import JobStatus, MachineRead
 from rgt.errors import StateWriteError
-from rgt.jobs import _fleet_state
-from rgt.models import JobRecord, JobState
+from rgt.models import JobRecord, JobSpec, JobState
 from rgt.state.store import Store, utcnow
+from rgt.status import fleet
+from rgt.status.read import read as read_machine
 
 LOG = logging.getLogger(__name__)
 # A record with no job directory on the machine this long after its creation was never
@@ -43,26 +45,24 @@ def observe(
     store: Store,
     backend: Backend,
     records: Sequence[JobRecord],
-    read: Mapping[str, Mapping[str, Any]] | None = None,
+    read: MachineRead | None = None,
 ) -> dict[str, JobStatus]:
     """job id -> what to show for each of ``records`` (all on ``backend``'s machine), read
-    in one batched call (``read``: the agent's documents already fetched in this call, e.g.
-    the gate's roster); proven states are cached on the way."""
-    ids = [r.job_id for r in records]
+    in one batched call (``read``: the machine read already in this call, e.g. the gate's
+    roster); proven states are cached on the way."""
     if read is None:
-        found = backend.statuses(ids)
-    else:
-        found = backend.interpret({j: read.get(j) or absent_doc(j) for j in ids})
-    found = _fleet_state.group(store, records, found, backend.machine.name, _node_reader(store))
+        read = read_machine(backend, [r.job_id for r in records])
+    found = {r.job_id: read.job(r.job_id) for r in records}
+    found = fleet.group(store, records, found, backend.machine.name, _node_reader(store))
     root = backend.job_paths
     return {r.job_id: settle(store, r, found[r.job_id], root(r.job_id).root) for r in records}
 
 
 def _node_reader(store: Store) -> Callable[[str, str], JobStatus]:
-    """Reads one job on another machine of its fleet (``rgt.jobs._fleet_state``)."""
+    """Reads one job on another machine of its fleet (``rgt.status.fleet``)."""
     from rgt.backends import backend_for
 
-    return lambda machine, job_id: backend_for(store, machine).statuses([job_id])[job_id]
+    return lambda machine, job: read_machine(backend_for(store, machine), [job]).job(job)
 
 
 def settle(store: Store, record: JobRecord, status: JobStatus, job_root: str) -> JobStatus:
@@ -102,6 +102,12 @@ def write(store: Store, record: JobRecord, status: JobStatus) -> bool:
         ended=status.ended,
     )
     return True
+
+
+def adopt(store: Store, spec: JobSpec, status: JobStatus) -> None:
+    """Record a job found on the machine (``rgt adopt``) with the state its read proved; a
+    job that wrote no status yet stays queued."""
+    write(store, store.add_job(spec, JobState.QUEUED), status)
 
 
 def never_submitted(store: Store, job_ids: Sequence[str]) -> None:

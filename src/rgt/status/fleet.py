@@ -60,7 +60,7 @@ def group(
     read: Callable[[str, str], JobStatus],
 ) -> dict[str, JobStatus]:
     """``found`` (read on machine ``here``) with each fleet job's status replaced by its
-    group's; ``read(machine, job_id)`` reads another node (``status_cache``: one round trip).
+    group's; ``read(machine, job_id)`` reads another node (``rgt.status.cache``: one round trip).
     A group that failed has its nodes that still run stopped (``stop_the_rest``)."""
     shown = dict(found)
     for record in records:
