@@ -216,7 +216,7 @@ def _ready_to_kill(store: Store, job_id: str, ckpt: Any) -> dict[str, Any] | Non
     info = ckpt.latest_info()
     if info is None or info.step < 20:
         return None
-    status = refresh(store, job_id)  # the one status path (status_cache), as `rgt status`
+    status = refresh(store, job_id)  # the one status path (rgt.status), as `rgt status`
     return status if status.get("state") == "running" and status.get("pid") else None
 
 

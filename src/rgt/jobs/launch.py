@@ -219,7 +219,7 @@ def refresh(store: Store, job_id: str, backend: Backend | None = None) -> dict[s
     """Read the job's status from the machine and update the local cache.
 
     The read goes through the one status path (``status_cache.observe``: the backend's
-    batched ``statuses``, which decides liveness, then the one cache writer): only a proven
+    batched read, ``read_jobs``, which decides liveness, then the one cache writer): only a proven
     state is cached, a vanished job dir keeps its last known state, a damaged status.json
     shows ``unknown`` with ``problem`` naming the file and the fix. ``heartbeat_lost`` says
     whether its agent is gone (``jobstatus.judge``: the same rule as ``rgt watch``)."""

@@ -2,7 +2,7 @@
 
 A job's liveness (``heartbeat_lost``) and a state file that cannot be believed (``problem``)
 are judged with the same rule as ``rgt watch`` (``jobstatus.judge``); ``reason`` then says
-what to do. The live jobs of a machine are read in one batched call (``status_cache``).
+what to do. The live jobs of a machine are read in one batched call (``rgt.status``).
 """
 
 from __future__ import annotations

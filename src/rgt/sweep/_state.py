@@ -3,7 +3,7 @@
 The state DB says which jobs belong to which cell (every sweep job carries ``RGT_SWEEP`` and
 ``RGT_CELL_ID`` in its spec) and which were pulled and verified; the machines say what each
 job is now, read through the one status path (``status_cache.observe``: the backend's batched
-``statuses``, where Slurm's controller, which knows a pending array task, has its say).
+read, ``read_jobs``, where Slurm's controller, which knows a pending array task, has its say).
 
 A machine that cannot be read says nothing about its jobs. Their last state is kept only when
 the agent itself recorded an end (a terminal ``status.json`` is final: the agent never runs a

@@ -1,7 +1,7 @@
 """The UI's one background patrol: every machine read through the same path as `rgt watch`.
 
 All browsers share it: one ``rgt.watch.patrol.patrol`` call per interval (one agent round trip
-per machine, the backend judging liveness, ``status_cache`` caching what the machine proves),
+per machine, the backend judging liveness, ``rgt.status.cache`` caching what the machine proves),
 however many pages are open. A machine that does not answer keeps its last good readings and
 the time they were taken: unreachable is never "dead". The teardown gate (a few more reads per
 machine) is evaluated again only when its inputs changed (a job's state, a pull, an approval)
