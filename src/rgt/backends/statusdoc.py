@@ -23,7 +23,7 @@ from rgt.models import TERMINAL, JobState
 ABSENT: Mapping[str, Any] = MappingProxyType({"state": "queued", "exists": False})
 UNKNOWN = "unknown"  # the state shown when nothing on the machine proves one
 EMPTY: Mapping[str, Any] = MappingProxyType({})
-LIVENESS = ("agent", "slurm", "kubernetes")
+LIVENESS = ("agent", "slurm", "kubernetes", "kaggle")  # who decided agent_alive
 
 
 @dataclass(frozen=True)
