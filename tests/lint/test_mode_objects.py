@@ -224,3 +224,42 @@ def test_an_evaluation_method_running_a_model_kept_on_self_is_checked(tmp_path: 
     }
     guarded = KEPT.format(mode="self.model.eval()", guard="with torch.no_grad(): ")
     assert found(project(tmp_path / "guarded", {"learn.py": guarded})) == []
+
+
+SHARED_EPOCH = """
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.fc(self.drop(x))
+
+
+def run_epoch(batches, model, loss_compute):
+    total = 0.0
+    for x, y in batches:
+        total += loss_compute(model(x), y)
+    return total
+
+
+def main(train_batches, valid_batches, compute, opt):
+    model = Net()
+    for epoch in range(10):
+        model.train()
+        run_epoch(train_batches, model, compute(opt))
+        model.eval()
+        {guard}run_epoch(valid_batches, model, compute(None))
+"""
+
+
+def test_a_shared_epoch_function_run_after_eval_without_no_grad(tmp_path: Path) -> None:
+    bare = SHARED_EPOCH.format(guard="")
+    assert found(project(tmp_path / "bare", {"train.py": bare})) == [("train.py", "RGT203", 28)]
+    guarded = SHARED_EPOCH.format(guard="with torch.no_grad():\n            ")
+    assert found(project(tmp_path / "guarded", {"train.py": guarded})) == []

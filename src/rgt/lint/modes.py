@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from rgt.lint._facts import Facts
 from rgt.lint._mode_loops import (
     BUILTINS,
+    Function,
     evaluation_branches,
     inline_evaluation,
     left_in_eval,
@@ -86,8 +87,9 @@ FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "i
 
 def may_find(text: str) -> bool:
     """False only when no rule here can fire in ``text`` (``_run.worth_parsing``): every one
-    needs a ``.backward()`` or an evaluation function defined in the file."""
-    return "backward" in text or EVAL_DEF.search(text) is not None
+    needs a ``.backward()``, an evaluation function defined in the file, or an ``.eval()``
+    before a function of the file runs the model (``_graphs_after_eval``)."""
+    return "backward" in text or ".eval()" in text or EVAL_DEF.search(text) is not None
 
 
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
@@ -101,6 +103,7 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
             yield Hit("RGT201", func, func.name)
         if not _under_no_grad(facts, func):
             yield Hit("RGT203", func, func.name)
+    yield from _graphs_after_eval(facts, evals)
     for hit in (*train_after_eval(facts), *left_in_eval(facts)):
         if _may_change(facts, hit.node, words):
             yield hit
@@ -235,6 +238,56 @@ def _runs_a_model(facts: Facts, call: ast.Call, params: set[str]) -> bool:
         return True
     defined = name in facts.aliases or any(f.name == name for f in facts.functions)
     return not defined and name in facts.bindings
+
+
+def _graphs_after_eval(
+    facts: Facts, evals: list[ast.FunctionDef | ast.AsyncFunctionDef]
+) -> Iterator[Hit]:
+    """A function of this module that runs a model over batches, called right after
+    ``model.eval()`` with that model and outside ``no_grad`` (MTN's ``run_epoch``, shared by
+    training and validation: after ``model.eval()`` it builds the validation's graphs for
+    nothing). Not one named like an evaluation (checked as one), nor one that steps."""
+    bodies = {f.name: f for f in facts.functions if f not in evals}
+    for switch in facts.methods_called("eval") if bodies else ():
+        model = dotted(switch.func.value) if not switch.args else None  # type: ignore[attr-defined]
+        if model is None or _guarded(facts, switch):
+            continue
+        scope = facts.scope_of(switch)
+        for call in facts.calls_in(scope):
+            if call.lineno <= switch.lineno:
+                continue
+            if method(call) == "train" and dotted(call.func.value) == model:  # type: ignore[attr-defined]
+                break
+            func = bodies.get(dotted(call.func) or "")
+            if func is not None and _runs_passed(facts, func, call, model):
+                yield Hit("RGT203", call, f"`{func.name}` runs `{model}` after `{model}.eval()` "
+                          f"at line {switch.lineno}, with autograd on")  # fmt: skip
+                break
+
+
+def _guarded(facts: Facts, node: ast.AST) -> bool:
+    """Is ``node`` under a ``with torch.no_grad()`` (or in a function decorated so)?"""
+    return any(
+        isinstance(o, ast.With | ast.FunctionDef) and _mentions_head(o) for o in facts.around(node)
+    )
+
+
+def _runs_passed(facts: Facts, func: Function, call: ast.Call, model: str) -> bool:
+    """Does ``func``, called as ``call``, run ``model`` (passed to it) in a loop, with no
+    ``no_grad`` of its own and no optimizer step or backward pass in its own body?"""
+    if _guarded(facts, call) or _mentions(func, NO_GRAD) or not facts.loops_in(func):
+        return False
+    names = [a.arg for a in func.args.posonlyargs + func.args.args]
+    passed = [i for i, a in enumerate(call.args) if dotted(a) == model]
+    params = {names[i] for i in passed if i < len(names)}
+    body = facts.calls_in(func)
+    if not params or any(method(c) in ("backward", "step") for c in body):
+        return False
+    return any(
+        (isinstance(c.func, ast.Name) and c.func.id in params)
+        or (method(c) == "forward" and dotted(c.func.value) in params)  # type: ignore[attr-defined,operator]
+        for c in body
+    )
 
 
 def held_module(facts: Facts, key: str) -> bool:
