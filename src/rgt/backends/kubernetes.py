@@ -50,7 +50,7 @@ from rgt.backends._render.k8s import (
 from rgt.backends.base import Backend
 from rgt.backends.statusdoc import JobStatus
 from rgt.errors import BackendError, NotSupportedError, UsageError
-from rgt.models import JobSpec, Machine
+from rgt.models import JobSpec, JobState, Machine
 from rgt.resources import Resources
 
 __all__ = ["BackendError", "KubernetesBackend", "check_manifest", "job_state", "to_model"]
@@ -224,9 +224,12 @@ class KubernetesBackend(Backend):
             doc = dict(found)
             if doc.get("exists") is not False:
                 doc = merge(doc, api.get(_name(job_id)))
-            said = {"liveness": "kubernetes", "agent_alive": doc.get("state") == "running"}
-            doc.update(said, waiting=doc.get("state") == "queued", job_id=job_id)
-            out[job_id] = JobStatus.from_doc(doc, job_id)
+            status = JobStatus.from_doc({**doc, "job_id": job_id}, job_id)
+            out[job_id] = status.with_(
+                liveness="kubernetes",
+                agent_alive=status.state is JobState.RUNNING,
+                waiting=status.state is JobState.QUEUED,
+            )
         return out
 
     def _read_all(self) -> dict[str, dict[str, Any]]:
