@@ -42,6 +42,8 @@ BATCH6 = Path(__file__).parent / "xcorpus" / "batch6"  # 27 more repositories, a
 BATCHES = {"batch2": BATCH2, "batch3": BATCH3, "batch4": BATCH4, "batch5": BATCH5, "batch6": BATCH6}
 BATCH8 = Path(__file__).parent / "xcorpus" / "batch8"  # 20 repositories whose owners start n-z
 BATCHES["batch8"] = BATCH8
+BATCH7 = Path(__file__).parent / "xcorpus" / "batch7"  # 33 repositories whose owners start a-m
+BATCHES["batch7"] = BATCH7
 Found = tuple[str, str, int]  # path (relative), code, line
 
 
