@@ -57,6 +57,34 @@ def test_one_class_named_finding_in_the_source() -> None:
     assert defined == ["findings.py"]
 
 
+def _severity_words(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, word) of each severity spelled as a constant in a call that builds a finding:
+    ``Finding(kind, "bug", …)``/``Finding(severity="bug")`` and audit's ``finding("bug", …)``."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            continue
+        place = {"Finding": 1, "finding": 0, "_finding": 0}.get(node.func.id)
+        if place is None:
+            continue
+        given = [k.value for k in node.keywords if k.arg == "severity"]
+        given += node.args[place : place + 1]
+        found += [(node.lineno, str(g.value)) for g in given if isinstance(g, ast.Constant)]
+    return found
+
+
+def test_every_producer_spells_a_severity_of_the_one_scale() -> None:
+    spelled = {
+        f"{path.relative_to(SRC)}:{line}": word
+        for path in SRC.rglob("*.py")
+        if "inding(" in (text := path.read_text())
+        for line, word in _severity_words(ast.parse(text, str(path)))
+    }
+    assert len(spelled) > 50  # audit, envgate, routes, pythongate, gpu_expect, verify, deliver
+    assert {where: w for where, w in spelled.items() if w not in SEVERITIES} == {}
+    assert _severity_words(ast.parse('finding("warn", "disk", "full")')) == [(1, "warn")]
+
+
 def test_an_audit_finding_prints_its_keys_and_reads_back() -> None:
     made = finding("bug", "gpu", "no GPU visible", "check the container", explain="gpu_help")
     printed = finding_json(made)
