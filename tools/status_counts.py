@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ast
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 READS = ("status", "statuses", "machine_jobs", "read_machine", "read_jobs", "interpret")
@@ -65,12 +65,12 @@ def _is_terminal_set(node: ast.AST) -> bool:
     return {str(w).lower() for w in words} >= ENDS
 
 
-def _lines(src: Path, test: object) -> Iterator[tuple[str, int]]:
+def _lines(src: Path, test: Callable[[ast.AST], bool]) -> Iterator[tuple[str, int]]:
     for path in sorted(src.rglob("*.py")):
         rel = path.relative_to(src).as_posix()
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            if test(node):  # type: ignore[operator]
-                yield rel, node.lineno
+            if test(node):
+                yield rel, getattr(node, "lineno", 0)
 
 
 def main(argv: list[str]) -> None:
