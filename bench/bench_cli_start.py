@@ -17,8 +17,8 @@ Rows: ``python -c pass``; ``python -c "import re"`` (the console script's own wr
 ``re``: the floor for any console script that pip writes); ``rgt --help``, ``-h``,
 ``--version`` and ``rgt`` alone (answered without click); ``rgt run --help`` and ``rgt lint
 --help`` (a command's help, through click, for reference). ``--before SRC`` adds ``rgt --help``
-and ``rgt --version`` from another source tree (``git archive COMMIT src | tar -x -C
-/tmp/before``, then ``--before /tmp/before/src``) through the same console script, for a
+(console script and ``python -c``) and ``rgt --version`` from another source tree (``git
+archive COMMIT src | tar -x -C /tmp/before``, then ``--before /tmp/before/src``), for a
 before/after on the same minutes.
 """
 
