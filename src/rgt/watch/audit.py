@@ -24,6 +24,7 @@ from rgt.findings import Finding, has_bug
 from rgt.jobs import pythongate
 from rgt.state.store import Store
 from rgt.watch import envgate, gpu_expect, routes
+from rgt.watch.envgate import finding
 
 GIB = 1 << 30
 SMALL_SHM = 1 * GIB  # Docker's default is 64 MiB; DataLoader workers pass batches through it
@@ -96,11 +97,6 @@ def _job_args(store: Store, name: str, python: str | None) -> list[str]:
     args += [a for k, v in sorted(plan.env.items()) for a in ("--env", f"{k}={v}")]
     found = routes.candidates(profile.get("network") or {}, plan)
     return args + [a for label, url in found for a in ("--route", f"{label}={url}")]
-
-
-def finding(severity: str, check: str, text: str, fix: str = "", explain: str = "") -> Finding:
-    """An audit finding: ``check`` is its kind, ``explain`` its `rgt explain` topic."""
-    return Finding(check, severity, text, source="rgt audit", fix=fix, code=explain)
 
 
 def finding_json(finding: Finding) -> dict[str, str]:

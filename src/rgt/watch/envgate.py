@@ -23,9 +23,9 @@ from rgt.findings import Finding, from_json
 GIB = 1 << 30
 
 
-def finding(severity: str, check: str, text: str, fix: str = "") -> Finding:
-    """An audit finding (``rgt.watch.audit.finding``, which imports this module)."""
-    return Finding(check, severity, text, source="rgt audit", fix=fix)
+def finding(severity: str, check: str, text: str, fix: str = "", explain: str = "") -> Finding:
+    """An audit finding: ``check`` is its kind, ``explain`` its `rgt explain` topic."""
+    return Finding(check, severity, text, source="rgt audit", fix=fix, code=explain)
 
 
 def interpreter_findings(r: dict[str, Any]) -> list[Finding]:

@@ -21,6 +21,7 @@ from typing import Any
 from rgt.errors import UsageError
 from rgt.findings import Finding
 from rgt.state.store import Store
+from rgt.watch.envgate import finding
 
 KEY = "expect_gpu"
 # Words that name the maker or the product line, not the model (vendors and nvidia-smi differ).
@@ -129,6 +130,4 @@ def _describe(names: list[str]) -> str:
 
 
 def _finding(severity: str, text: str, fix: str) -> Finding:
-    return Finding(
-        "gpu expectation", severity, text, source="rgt audit", fix=fix, code="gpu_expectation"
-    )
+    return finding(severity, "gpu expectation", text, fix, explain="gpu_expectation")
