@@ -126,7 +126,17 @@ class Tally:
     found: Counter[str] = field(default_factory=Counter)
     false: list[tuple[str, str, Found]] = field(default_factory=list)
     missed: list[str] = field(default_factory=list)
+    crashed: list[tuple[str, str, str]] = field(default_factory=list)
     clean_variants: int = 0
+
+
+def _lint_or_crash(files: dict[str, str], name: str, variant: str, tally: Tally) -> list[Found]:
+    """A project `rgt lint` raises on counts as linted with no finding (a miss), and is reported."""
+    try:
+        return lint_tree(files)
+    except Exception as err:  # a crash is a measured result, listed, not a reason to stop
+        tally.crashed.append((name, variant, f"{type(err).__name__}: {err}"))
+        return []
 
 
 def measure(which: str) -> Tally:
@@ -139,7 +149,7 @@ def measure(which: str) -> Tally:
         variants = [("reported", case.files)] + ([("fixed", case.fixed)] if case.fixed else [])
         for variant, files in variants:
             hit = False
-            for found in lint_tree(files):
+            for found in _lint_or_crash(files, case.name, variant, tally):
                 pair = (found[0], found[1])
                 if variant == "reported" and pair in case.expect:
                     hit = True
@@ -168,6 +178,7 @@ def report(which: str, tally: Tally) -> list[str]:
         lines.append(f"    {kind:10} {tally.found[kind]} / {tally.cases[kind]}")
     lines += [f"  MISSED {name}" for name in tally.missed]
     lines += [f"  FALSE  {name} ({variant}): {found}" for name, variant, found in tally.false]
+    lines += [f"  CRASH  {name} ({variant}): {err}" for name, variant, err in tally.crashed]
     return lines
 
 
