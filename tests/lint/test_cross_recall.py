@@ -160,3 +160,61 @@ def test_an_evaluation_that_sets_training_mode_itself_chose_it(tmp_path: Path) -
         tmp_path, {"models/__init__.py": "", "models/net.py": LAYERS, "run/train.py": code}
     )
     assert found(root) == []
+
+
+ROLLOUT = """
+import torch
+
+
+def rollout(env, policy, episodes):
+    policy.eval()
+    total = 0.0
+    for _ in range(episodes):
+        with torch.no_grad():
+            total += env.step(policy(env.reset()))
+    return total
+
+
+def score_one(env, policy, episodes):
+    return rollout(env, policy, episodes)
+
+
+def score_all(envs, policy, episodes):
+    return [score_one(env, policy, episodes) for env in envs]
+"""
+STEP = """
+def update(policy, batch, opt):
+    {mode}
+    opt.zero_grad()
+    policy(batch).mean().backward()
+    opt.step()
+"""
+LOOP = """
+import torch
+import torch.nn as nn
+from rollouts import score_all
+{imports}
+
+
+def train(batches, envs, every=100):
+    policy = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1))
+    opt = torch.optim.Adam(policy.parameters())
+    policy.train()
+    for step, batch in enumerate(batches):
+        update(policy, batch, opt)
+        if step % every == 0:
+            score_all(envs, policy, episodes=3)
+"""
+
+
+def test_an_evaluation_elsewhere_that_leaves_the_model_in_eval_mode(tmp_path: Path) -> None:
+    inline = LOOP.format(imports="\n\n" + STEP.format(mode="pass"))
+    bug = {"rollouts.py": ROLLOUT, "train.py": inline}
+    assert found(project(tmp_path / "bug", bug)) == [("train.py", "RGT202", 22)]
+    # The training step, in a third file, puts the model back in training mode each time.
+    resets = {
+        "rollouts.py": ROLLOUT,
+        "steps.py": STEP.format(mode="policy.train()"),
+        "train.py": LOOP.format(imports="from steps import update"),
+    }
+    assert found(project(tmp_path / "resets", resets)) == []

@@ -17,7 +17,7 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from rgt.lint import _flow, _flow_data, _flow_modes, _flow_paths
+from rgt.lint import _flow, _flow_data, _flow_leaves, _flow_modes, _flow_paths
 from rgt.lint._facts import Facts
 from rgt.lint._nodes import dotted
 
@@ -37,6 +37,7 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
         ("classes", _flow.classes),
         ("loss_params", _flow.loss_params),
         ("runners", _flow_modes.runners),
+        ("modes_left", _flow_leaves.modes_left),
         ("steppers", _flow_data.steppers),
     )
     for key, work in offers:
@@ -47,6 +48,7 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
         ("passes", _flow.passes, "loss_params"),
         ("runner_calls", _flow_modes.runner_calls, "runners"),
         ("eval_uses", _flow_modes.eval_uses, None),
+        ("handed_models", _flow_leaves.handed_models, "modes_left"),
         ("step_calls", _flow_data.step_calls, "steppers"),
         ("loaders", _flow_data.loaders_over_classes, "classes"),
         ("model_losses", _flow.model_losses, None),

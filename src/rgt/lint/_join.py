@@ -111,6 +111,7 @@ def _sites(
         yield from _model_losses(project, path, summary)
         yield from _passed_models(project, path, summary)
         yield from _evaluations(project, path, summary, layers, reached)
+        yield from _left_in_eval(project, path, summary, layers)
         yield from _worker_rng(project, path, summary)
         yield from _steppers(project, path, summary)
     if not any("set_epoch" in words(p) for p in list(project.summaries)[:1]):
@@ -212,6 +213,31 @@ def _evaluations(
             if reached is not None:
                 reached.add((target[0], target[1].rpartition(".")[2]))
             yield path, line, col, "RGT201", detail
+
+
+def _left_in_eval(
+    project: Project, path: str, summary: Summary, layers: Callable[[str], bool]
+) -> Iterator[Site]:
+    """A training loop that hands its model to a function in another file which leaves it in
+    eval mode, and that no function it calls puts back in training mode (``_flow_leaves``)."""
+    for model, handed in summary.get("handed_models", ()) if layers(path) else ():
+        left: list[tuple[str, int, int, str, str, int]] = []
+        for line, col, ref, index, keyword in handed:
+            target = _callee(project, path, ref)
+            if target is None:
+                continue
+            modes = project.summaries.get(target[0], {}).get("modes_left", {})
+            for position, name, mode, at in modes.get(target[1], ()):
+                if position == index or name == keyword:
+                    left.append((mode, line, col, target[0], target[1], at))
+        if any(mode == "train" for mode, *_ in left):
+            continue
+        for _mode, line, col, where, qual, at in left[:1]:
+            if where == path:
+                continue  # the single-file rule's (``left_in_eval``)
+            detail = (f"`{qual}` ({show(where, at, path)}) leaves `{model}` in eval mode, and "
+                      "nothing in this training loop puts it back in training mode")  # fmt: skip
+            yield path, line, col, "RGT202", detail
 
 
 def _inherited(
