@@ -55,6 +55,12 @@ def test_other_widths_print_what_click_prints(columns: str) -> None:
         assert max(len(line) for line in real[1].decode().splitlines()) <= 58
 
 
+@pytest.mark.parametrize("args", [[], ["--version"]], ids=["no-args", "--version"])
+def test_a_narrow_terminal_prints_what_click_prints(args: list[str]) -> None:
+    real, click = _both(args, _env(COLUMNS="60"))
+    assert real == click
+
+
 @pytest.mark.parametrize(
     "extra",
     [{"PYTHONIOENCODING": "latin-1"}, {"_RGT_COMPLETE": "bash_source"}, {"RGT_DEBUG": "1"}],

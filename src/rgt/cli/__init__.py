@@ -49,27 +49,30 @@ def main(argv: list[str] | None = None) -> None:
 def _answer_without_click(args: list[str]) -> None:
     """Exit with click's output and code for ``--help``/``-h``/``--version``/no arguments, or
     return (doing nothing) where click might print something else."""
-    if args not in ([], ["--help"], ["-h"], ["--version"]) or not _click_would_render_the_copy():
+    if args not in ([], ["--help"], ["-h"], ["--version"]) or not _plain_call():
         return
-    from rgt import __version__
+    if args == ["--version"]:
+        from rgt import __version__
+
+        _write(sys.stdout, f"rgt, version {__version__}\n", 0)
+    if _terminal_columns() < MIN_COLUMNS:
+        return  # click wraps the help narrower than the copy
     from rgt.cli._help import HELP
 
-    if args == ["--version"]:
-        _write(sys.stdout, f"rgt, version {__version__}\n", 0)
     if args:
         _write(sys.stdout, HELP + "\n", 0)
     # A group called without a command is a usage error in click: rgt.cli.app.run prints it so.
     _write(sys.stderr, f"error: {HELP}\n", 2)
 
 
-def _click_would_render_the_copy() -> bool:
+def _plain_call() -> bool:
+    """No shell completion, no debug log, UTF-8 streams: click would print the same text."""
     env = os.environ
     if env.get("_RGT_COMPLETE") or env.get("RGT_DEBUG") == "1":
         return False  # shell completion answers instead of help; debug logging starts first
     streams = (sys.stdout, sys.stderr)
-    if any(s is None or s.encoding.lower().replace("-", "") != "utf8" for s in streams):
-        return False  # click may re-encode for another encoding (the help holds a "→")
-    return _terminal_columns() >= MIN_COLUMNS
+    # With another encoding click may re-encode (the help holds a "→").
+    return all(s is not None and s.encoding.lower().replace("-", "") == "utf8" for s in streams)
 
 
 def _terminal_columns() -> int:
