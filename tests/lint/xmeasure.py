@@ -44,6 +44,8 @@ BATCH8 = Path(__file__).parent / "xcorpus" / "batch8"  # 20 repositories whose o
 BATCHES["batch8"] = BATCH8
 BATCH7 = Path(__file__).parent / "xcorpus" / "batch7"  # 33 repositories whose owners start a-m
 BATCHES["batch7"] = BATCH7
+BATCH9 = Path(__file__).parent / "xcorpus" / "batch9"  # reports whose bug spans files, any owner
+BATCHES["batch9"] = BATCH9
 Found = tuple[str, str, int]  # path (relative), code, line
 
 
