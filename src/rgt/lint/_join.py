@@ -196,7 +196,7 @@ def _evaluations(
     calls = summary.get("runner_calls", ())
     if not calls or not layers(path):
         return
-    for line, col, ref, index, _keyword, model, why in calls:
+    for line, col, ref, index, _keyword, model, why, looping in calls:
         target = _callee(project, path, ref)
         runner = (
             project.summaries.get(target[0], {}).get("runners", {}).get(target[1])
@@ -205,6 +205,8 @@ def _evaluations(
         )
         if runner is None and target is not None and index == HELD:
             target, runner = _inherited(project, target)
+        if runner is not None and not (runner[2] or looping):
+            continue  # run once, not batch by batch: not an evaluation seen here
         ran = [n for p, n in runner[1] if p == index and (p >= 0 or n == model)] if runner else []
         if runner is not None and ran and target is not None:
             at = show(target[0], runner[0], path)
@@ -366,7 +368,7 @@ def _samplers(project: Project) -> Iterator[Site]:
         if not summary.get("samplers") or summary.get("repeats"):
             continue
         for other in project.neighbours(path):
-            again = project.summaries[other].get("repeats")
+            again = project.summaries.get(other, {}).get("repeats")
             if again:
                 for line, col in summary["samplers"]:
                     yield (
