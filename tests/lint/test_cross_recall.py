@@ -218,3 +218,46 @@ def test_an_evaluation_elsewhere_that_leaves_the_model_in_eval_mode(tmp_path: Pa
         "train.py": LOOP.format(imports="from steps import update"),
     }
     assert found(project(tmp_path / "resets", resets)) == []
+
+
+FEATURES = """
+import torch
+import torch.nn as nn
+
+
+class Backbone(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.bn = nn.BatchNorm2d(8)
+
+    def features(self, x):
+        return self.bn(self.conv(x)).mean((2, 3))
+
+
+def activations(batch, backbone):
+    with torch.no_grad():
+        return backbone.features(batch)
+"""
+SCORE = """
+import torch
+from metrics import Backbone, activations
+
+
+def score(loader, generator):
+    backbone = Backbone()
+    backbone.load_state_dict(torch.load("backbone.pt"))
+    {mode}
+    generator.eval()
+    feats = []
+    for x in loader:
+        feats.append(activations(x, backbone))
+    return feats
+"""
+
+
+def test_a_model_run_through_a_method_by_a_helper_called_per_batch(tmp_path: Path) -> None:
+    bug = {"metrics.py": FEATURES, "score.py": SCORE.format(mode="pass")}
+    assert found(project(tmp_path / "bug", bug)) == [("score.py", "RGT201", 12)]
+    fixed = {"metrics.py": FEATURES, "score.py": SCORE.format(mode="backbone.eval()")}
+    assert found(project(tmp_path / "fixed", fixed)) == []

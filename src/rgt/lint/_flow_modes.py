@@ -9,7 +9,7 @@ import ast
 from typing import Any
 
 from rgt.lint import modes
-from rgt.lint._facts import Facts
+from rgt.lint._facts import LOOPS, Facts
 from rgt.lint._flow import Function, _callee, built_from, models, params
 from rgt.lint._flow_data import qualname, ref
 from rgt.lint._mode_loops import train_false
@@ -35,7 +35,11 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
             id(func) in guarded or _evaluates(func)
         ):
             continue
-        if not facts.loops_in(func):
+        # Without a loop of its own, a function under ``no_grad`` still evaluates when it is
+        # called batch by batch from an evaluation loop (FuseFormer's ``get_i3d_activations``):
+        # its calls then say so (``runner_calls``' last field).
+        looped = bool(facts.loops_in(func))
+        if not looped and not (id(func) in guarded or _no_grad_decorated(func)):
             continue
         inside = facts.calls_in(func)
         if any(method(c) in ("backward", "step") for c in inside):
@@ -47,6 +51,16 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
             and target.id in names
             and not modes.FUNCTION_NAME.search(target.id)
             and not target.id.startswith(FUNCTION_HEADS)
+        }
+        # A model run through another of its methods (``i3d.extract_features(x)``).
+        run |= {
+            c.func.value.id  # type: ignore[attr-defined]
+            for c in inside
+            if isinstance(c.func, ast.Attribute)
+            and isinstance(c.func.value, ast.Name)
+            and c.func.value.id in names
+            and c.func.attr not in NOT_RUNS
+            and not c.func.attr.startswith(("named_", "register_", "load_", "save_", "set_"))
         }
         # A model handed to a function the caller passed in (UDA's ``evaluate(model, batch)``
         # with ``evaluate`` a parameter): that function runs it.
@@ -73,8 +87,20 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
         if run or held:
             pairs = [[names.index(n), n] for n in sorted(run)]
             pairs += [[HELD, n] for n in sorted(n for n in held if n)]
-            out[qualname(facts, func)] = [func.lineno, pairs]
+            out[qualname(facts, func)] = [func.lineno, pairs, looped]
     return out
+
+
+# Methods of a module that do not run it.
+NOT_RUNS = frozenset({"parameters", "buffers", "state_dict", "modules", "children", "apply",
+                      "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "eval",
+                      "train", "zero_grad", "requires_grad_", "get", "items", "keys", "values",
+                      "append", "extend", "update", "format", "join", "split", "size", "item",
+                      "numpy", "tolist", "dim"})  # fmt: skip
+
+
+def _no_grad_decorated(func: Function) -> bool:
+    return any(modes._mentions(d, modes.NO_GRAD) for d in func.decorator_list)
 
 
 HELD = -2  # the "position" of a model an evaluation method keeps on ``self``
@@ -128,8 +154,19 @@ def runner_calls(facts: Facts) -> list[list[Any]]:
                 why = _training_mode(facts, call, arg.id)
                 callee = ref(facts, call) if why else None
                 if callee:
-                    out.append([call.lineno, call.col_offset, callee, index, None, arg.id, why])
+                    looping = _evaluation_loop(facts, call)
+                    out.append(
+                        [call.lineno, call.col_offset, callee, index, None, arg.id, why, looping]
+                    )
     return out
+
+
+def _evaluation_loop(facts: Facts, call: ast.Call) -> bool:
+    """Is ``call`` made batch by batch in a loop that trains nothing (no backward, no step)?"""
+    loop = next((o for o in facts.around(call) if isinstance(o, LOOPS)), None)
+    return loop is not None and not any(
+        method(c) in ("backward", "step") for c in facts.calls_in(loop)
+    )
 
 
 def _training_mode(facts: Facts, call: ast.Call, model: str) -> str:
@@ -206,7 +243,7 @@ def _held_calls(facts: Facts) -> list[list[Any]]:
     out: list[list[Any]] = []
     defined = {
         qual.rpartition(".")[2]
-        for qual, (_line, pairs) in runners(facts).items()
+        for qual, (_line, pairs, _looped) in runners(facts).items()
         if any(position == HELD for position, _name in pairs)
     }
     own = {f.name for f in facts.functions}
@@ -238,7 +275,8 @@ def _held_calls(facts: Facts) -> list[list[Any]]:
                 )
             callee = ref(facts, call) if why else None
             if callee:
-                out.append([call.lineno, call.col_offset, callee, HELD, None, model, why])
+                looping = _evaluation_loop(facts, call)
+                out.append([call.lineno, call.col_offset, callee, HELD, None, model, why, looping])
     return out
 
 
