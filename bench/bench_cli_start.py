@@ -2,25 +2,24 @@
 
     .venv/bin/python bench/bench_cli_start.py [--runs 30] [--before SRC]
 
-Each row is a fresh process of the real console script (``.venv/bin/rgt``, which does
-``from rgt.cli import main``), stdout and stderr to /dev/null, started ``--runs`` times; the rows
-are interleaved (every round runs each once, in a rotated order) so the machine's load hits all
-alike. Each row reports its wall-clock median and fastest run and its median CPU time (the
-child's user + system, less moved by other processes' load), the medians also as multiples of
-the bare interpreter's. "Cold" means a new interpreter every time; the operating system's file
-cache is warm, as it is for a person typing the command twice. rgt's modules are byte-compiled
-first, as an install leaves them. Goal (issue 34): ``rgt --help`` <= 1.5x bare python; the
-report also gives rgt's own part (``python -c "from rgt.cli import main; main()" --help``, no
-wrapper) and ``rgt --help`` less the wrapper's floor.
+Each row is a fresh process of the installed command (``.venv/bin/rgt``: ``bin/rgt``, a plain
+script that does ``from rgt.cli import main``), stdout and stderr to /dev/null, started
+``--runs`` times; the rows are interleaved (every round runs each once, in a rotated order) so
+the machine's load hits all alike. Each row reports its wall-clock median and fastest run and
+its median CPU time (the child's user + system, less moved by other processes' load), the
+medians also as multiples of the bare interpreter's. "Cold" means a new interpreter every time;
+the operating system's file cache is warm, as it is for a person typing the command twice. rgt's
+modules are byte-compiled first, as an install leaves them. Goal (issue 34): ``rgt --help`` <=
+1.5x bare python; the report also gives rgt's own part (``python -c "from rgt.cli import main;
+main()" --help``, no wrapper) and ``rgt --help`` less the wrapper's floor.
 
-Rows: ``python -c pass``; ``python -c "import re"`` (the console script's own wrapper imports
-``re``: the floor for any console script that pip writes); ``rgt --help``, ``-h``,
-``--version`` and ``rgt`` alone (answered without click); ``rgt run --help`` and ``rgt lint
---help`` (a command's help, through click, for reference). ``--before SRC`` adds ``rgt --help``
-(console script and ``python -c``) and ``rgt --version`` from another source tree (``git
-archive COMMIT src | tar -x -C /tmp/before``, then ``--before /tmp/before/src``), for a
-before/after on the same minutes.
-"""
+Rows: ``python -c pass``; ``python -c "import re"`` (what a pip console-script wrapper does
+before it imports anything: the floor rgt avoids by installing ``bin/rgt`` instead); ``rgt
+--help``, ``-h``, ``--version`` and ``rgt`` alone (answered without click); ``rgt run --help``
+and ``rgt lint --help`` (a command's help, through click, for reference). ``--before SRC`` adds
+``rgt --help`` (console script and ``python -c``) and ``rgt --version`` from another source tree
+(``git archive COMMIT src | tar -x -C /tmp/before``, then ``--before /tmp/before/src``), for a
+before/after on the same minutes."""
 
 from __future__ import annotations
 
@@ -111,7 +110,7 @@ def report(times: Times) -> None:
             verdict = "met" if ratio <= GOAL else "NOT met"
             print(f"goal: {row} <= {GOAL}x bare ({what} medians): {ratio:.2f}x, {verdict}")
         floor = medians["rgt --help"] - medians['python -c "import re"']
-        print(f"  rgt --help over the console script's own floor ({what}): {floor * 1e3:+.1f} ms")
+        print(f"  rgt --help over a console-script wrapper's floor ({what}): {floor * 1e3:+.1f} ms")
 
 
 def main() -> None:
