@@ -263,3 +263,36 @@ def test_a_shared_epoch_function_run_after_eval_without_no_grad(tmp_path: Path) 
     assert found(project(tmp_path / "bare", {"train.py": bare})) == [("train.py", "RGT203", 28)]
     guarded = SHARED_EPOCH.format(guard="with torch.no_grad():\n            ")
     assert found(project(tmp_path / "guarded", {"train.py": guarded})) == []
+
+
+HF_LOOP = """
+import torch
+from transformers import AutoModelForSequenceClassification{extra}
+
+
+class Classifier:
+    def __init__(self, name):
+        self.model = AutoModelForSequenceClassification.from_pretrained(name)
+
+    def fit(self, batches, held_out, opt, every=10):
+        self.model.train()
+        for i, (x, y) in enumerate(batches):
+            opt.zero_grad()
+            self.model(x, labels=y).loss.backward()
+            opt.step()
+            if i % every == 0:
+                self.validate(held_out)
+
+    def validate(self, held_out):
+        self.model.eval()
+        with torch.no_grad():
+            return sum(self.model(x, labels=y).loss.item() for x, y in held_out)
+"""
+
+
+def test_a_transformers_model_in_the_projects_own_loop_is_checked(tmp_path: Path) -> None:
+    own = project(tmp_path / "own", {"clf.py": HF_LOOP.format(extra="")})
+    assert [c for _, c, _ in found(own)] == ["RGT202"]
+    # With Hugging Face's Trainer in the module, the framework is taken to own the modes.
+    trainer = project(tmp_path / "trainer", {"clf.py": HF_LOOP.format(extra=", Trainer")})
+    assert found(trainer) == []

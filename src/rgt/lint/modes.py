@@ -93,7 +93,7 @@ def may_find(text: str) -> bool:
 
 
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
-    if any(facts.aliases.get(a, a).split(".")[0] in FRAMEWORKS for a in facts.aliases):
+    if framework_driven(facts):
         return
     evals = [f for f in facts.functions if _is_eval(facts, f)]
     any_eval_call = bool([c for c in facts.methods_called("eval") if not c.args])
@@ -113,6 +113,28 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     if words & LAYER_WORDS or facts.methods_called("eval"):
         yield from inline_evaluation(facts)
         yield from evaluation_branches(facts)
+
+
+def framework_driven(facts: Facts) -> bool:
+    """Does a framework run this module's loops (and set the modes)? Lightning, Ignite and
+    Accelerate scripts, and Hugging Face code that uses its ``Trainer``; not a module that only
+    takes its models from ``transformers`` and trains them in its own loop (small-text's
+    ``TransformerBasedClassification``)."""
+    for full in facts.aliases.values():
+        head = full.split(".")[0]
+        if head == "transformers":
+            if full.rpartition(".")[2].endswith(("Trainer", "TrainingArguments")):
+                return True
+            if full == "transformers" and _uses_trainer(facts):
+                return True
+        elif head in FRAMEWORKS:
+            return True
+    return False
+
+
+def _uses_trainer(facts: Facts) -> bool:
+    """``transformers.Trainer(...)`` after ``import transformers``."""
+    return any((facts.call_name(c) or "").endswith("Trainer") for c in facts.calls)
 
 
 def _chooses_mode(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
