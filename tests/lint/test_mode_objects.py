@@ -296,3 +296,31 @@ def test_a_transformers_model_in_the_projects_own_loop_is_checked(tmp_path: Path
     # With Hugging Face's Trainer in the module, the framework is taken to own the modes.
     trainer = project(tmp_path / "trainer", {"clf.py": HF_LOOP.format(extra=", Trainer")})
     assert found(trainer) == []
+
+
+def test_every_mode_bound_layer_kind_counts(tmp_path: Path) -> None:
+    video = """
+import torch.nn as nn
+
+
+class Video(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv3d(3, 8, 3)
+        self.norm = nn.{layer}(8)
+
+    def forward(self, x):
+        return self.norm(self.conv(x)).mean((2, 3, 4))
+"""
+    script = """
+import torch
+from video import Video
+from metrics import evaluate
+
+model = Video()
+print(evaluate(model, []))
+"""
+    for layer in ("BatchNorm3d", "SyncBatchNorm", "InstanceNorm3d"):
+        files = {"video.py": video.format(layer=layer), "metrics.py": EVALUATE, "run.py": script}
+        hits = [c for _, c, _ in found(project(tmp_path / layer, files))]
+        assert hits == ([] if layer == "InstanceNorm3d" else ["RGT201"]), layer

@@ -72,7 +72,10 @@ _EVAL_TAIL = "eval|evaluate|evaluation|validate|validation|val|test"
 EVAL_NAME = re.compile(rf"(?i)^_*({_EVAL_HEAD})(_|$)|_({_EVAL_TAIL})$")
 # The definition of a function EVAL_NAME matches, as it reads in the source.
 EVAL_DEF = re.compile(rf"def[\s\\]+_*(?i:({_EVAL_HEAD})(_|(?!\w))|\w*_({_EVAL_TAIL})(?!\w))")
-LAYER_WORDS = frozenset({"Dropout", "dropout", "BatchNorm2d", "BatchNorm1d"})  # mode-bound
+# Layers whose behaviour the mode switches (mode-bound).
+LAYER_WORDS = frozenset({"Dropout", "dropout", "Dropout1d", "Dropout2d", "Dropout3d",
+                         "AlphaDropout", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+                         "SyncBatchNorm"})  # fmt: skip
 NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
 FUNCTION_NAME = re.compile(r"(?i)(^|_)(fn|func|function|callback|hook|metric)s?$")
 
