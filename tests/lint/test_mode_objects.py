@@ -324,3 +324,30 @@ print(evaluate(model, []))
         files = {"video.py": video.format(layer=layer), "metrics.py": EVALUATE, "run.py": script}
         hits = [c for _, c, _ in found(project(tmp_path / layer, files))]
         assert hits == ([] if layer == "InstanceNorm3d" else ["RGT201"]), layer
+
+
+def test_no_grad_two_calls_up_covers_the_evaluation(tmp_path: Path) -> None:
+    code = """
+import torch
+
+
+def test_clip(clip, model):
+    out = []
+    for patch in clip:
+        out.append(model(patch))
+    return out
+
+
+def test_video(video, model):
+    return [test_clip(clip, model) for clip in video]
+
+
+def main(videos, model):
+    model.eval()
+    for video in videos:
+        {guard}test_video(video, model)
+"""
+    guarded = code.format(guard="with torch.no_grad():\n            ")
+    assert found(project(tmp_path / "guarded", {"run.py": guarded})) == []
+    bare = code.format(guard="")
+    assert found(project(tmp_path / "bare", {"run.py": bare})) == [("run.py", "RGT203", 4)]

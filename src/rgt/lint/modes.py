@@ -240,12 +240,21 @@ def held_module(facts: Facts, key: str) -> bool:
     )
 
 
-def _under_no_grad(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def _under_no_grad(
+    facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef, depth: int = 0
+) -> bool:
+    """Does ``func`` run under ``no_grad``: its own, or one around a call of it, or around a
+    call of the function that calls it, a few calls up (KAIR's ``test`` wraps ``_test_video``,
+    which calls ``_test_clip``)?"""
     if _mentions(func, NO_GRAD):
         return True
     for call in facts.callers(func.name):
         for outer in facts.around(call):
             if isinstance(outer, ast.With | ast.FunctionDef) and _mentions_head(outer):
+                return True
+        caller = facts.functions_around(call)
+        if depth < 3 and caller and caller[0] is not func:
+            if _under_no_grad(facts, caller[0], depth + 1):
                 return True
     return False
 
