@@ -253,9 +253,9 @@ def _under_no_grad(
             if isinstance(outer, ast.With | ast.FunctionDef) and _mentions_head(outer):
                 return True
         caller = facts.functions_around(call)
-        if depth < 3 and caller and caller[0] is not func:
-            if _under_no_grad(facts, caller[0], depth + 1):
-                return True
+        up = depth < 3 and caller and caller[0] is not func
+        if up and _under_no_grad(facts, caller[0], depth + 1):
+            return True
     return False
 
 
