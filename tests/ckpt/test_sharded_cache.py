@@ -1,6 +1,6 @@
-"""Where a sharded save leaves its shard: in the page cache by default (buffered writes), so a
-restart on the same machine reads memory; not there with ``direct_io=True`` (``O_DIRECT``).
-Both write the same bytes, hash and load alike."""
+"""Where a sharded save leaves its shard: not in the page cache by default (``O_DIRECT``); in it
+with ``direct_io=False`` (buffered writes), so a restart on the same machine reads memory. Both
+write the same bytes, hash and load alike; the load reads an uncached shard ahead of its pass."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import ctypes
 import errno
 import mmap
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,8 @@ import pytest
 from rgt.ckpt import ShardedCheckpointer
 
 torch = pytest.importorskip("torch")
+
+from rgt.ckpt._shardfile import ShardFile  # noqa: E402 - imports torch
 
 SESSION = "0123abcd0123abcd"
 PAGE = mmap.PAGESIZE
@@ -68,7 +72,7 @@ def saved(directory: Path, direct_io: bool) -> tuple[ShardedCheckpointer, str, s
 
 
 @pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="O_DIRECT is Linux's")
-def test_the_default_keeps_the_shard_cached_and_direct_io_does_not(tmp_path: Path) -> None:
+def test_buffered_writes_keep_the_shard_cached_and_the_default_does_not(tmp_path: Path) -> None:
     if not takes_direct_io(tmp_path):
         pytest.skip("this filesystem refuses O_DIRECT (tmpfs?): both ways are buffered here")
     _, cached, cached_hash = saved(tmp_path / "buffered", direct_io=False)
@@ -76,6 +80,7 @@ def test_the_default_keeps_the_shard_cached_and_direct_io_does_not(tmp_path: Pat
     assert resident_fraction(cached) > 0.9
     assert resident_fraction(direct) < 0.1
     assert cached_hash == direct_hash  # the same bytes either way
+    assert ShardedCheckpointer(tmp_path).direct_io is True
 
 
 @pytest.mark.parametrize("direct_io", [False, True])
@@ -87,8 +92,35 @@ def test_either_way_the_shard_loads_back_verified(tmp_path: Path, direct_io: boo
     assert torch.equal(target["model"]["w"], torch.arange(2 << 20, dtype=torch.float32))
 
 
-def test_the_environment_picks_direct_io(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert ShardedCheckpointer.from_env().direct_io is False
-    monkeypatch.setenv("RGT_CKPT_DIRECT_IO", "1")
+def test_the_environment_picks_buffered_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ShardedCheckpointer.from_env().direct_io is True
-    assert ShardedCheckpointer.from_env(direct_io=False).direct_io is False
+    monkeypatch.setenv("RGT_CKPT_DIRECT_IO", "0")
+    assert ShardedCheckpointer.from_env().direct_io is False
+    assert ShardedCheckpointer.from_env(direct_io=True).direct_io is True
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise (macOS)")
+def test_the_prefetch_brings_a_whole_uncached_shard_into_the_page_cache(tmp_path: Path) -> None:
+    if not takes_direct_io(tmp_path):
+        pytest.skip("this filesystem refuses O_DIRECT (tmpfs?): the shard is cached anyway")
+    ckpt = ShardedCheckpointer(tmp_path, rank=0, world_size=1, session=SESSION)
+    ckpt.save({"model": {"w": torch.ones(8 << 20, dtype=torch.float32)}}, 1)  # 32 MB
+    (shard,) = ckpt.latest_info().shards  # type: ignore[union-attr]
+    assert resident_fraction(shard.path) < 0.1
+    opened = ShardFile(shard.path, shard.file_hash, shard.bytes)
+    try:
+        opened.prefetch()  # far more than one readahead window (one WILLNEED call's reach)
+        deadline = time.monotonic() + 10
+        while resident_fraction(shard.path) < 0.99 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert resident_fraction(shard.path) >= 0.99
+    finally:
+        opened.close()
+
+
+def test_closing_a_shard_stops_its_prefetch(tmp_path: Path) -> None:
+    _, path, file_hash = saved(tmp_path, direct_io=True)
+    opened = ShardFile(path, file_hash, os.path.getsize(path))
+    opened.prefetch()
+    opened.close()  # joins the prefetch thread before the descriptor goes
+    assert not [t for t in threading.enumerate() if t.name == "rgt-ckpt-prefetch"]

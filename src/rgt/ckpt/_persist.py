@@ -8,11 +8,9 @@ some FUSE/network filesystems refuse ``O_DIRECT`` (``EINVAL``): the writer then 
 buffered writes on the same descriptor. Direct I/O needs the length in whole blocks, so the
 padded tail is written and the file cut back to its true length before the fsync.
 
-``persist(..., direct=False)`` writes through the page cache instead (sharded checkpoints'
-default, see ``sharded``): the file's pages stay cached after the save, so a restart on the same
-machine reads memory, not the disk. Each chunk's writeback is started as soon as it is copied
-(``sync_file_range``, Linux), so the disk works while the next chunk is hashed, as with direct
-I/O, and the final fsync waits only for the tail; without it the fsync writes the whole file.
+``persist(..., direct=False)`` writes through the page cache instead (a sharded checkpoint's
+``direct_io=False``): the file's pages stay cached after the save, so a restart on the same
+machine reads memory, not the disk, at the cost of the kernel's copy (see ``sharded``).
 
 The only CPU-heavy part left is hashing, so it is XXH3-128 (``_hash``: ~0.05 CPU-seconds per
 500 MB against ~0.35 for SHA-256). Each chunk is hashed while the previous one is being
@@ -29,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import functools
 import os
 import time
 from collections.abc import Callable
@@ -151,35 +148,7 @@ def _pwrite_all(fd: int, chunk: memoryview, offset: int, direct: bool) -> bool:
             # The filesystem accepted O_DIRECT at open but refuses the write: go buffered.
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~O_DIRECT)
             direct = False
-    if not direct:
-        _start_writeback(fd, offset, len(chunk))
     return direct
-
-
-def _start_writeback(fd: int, offset: int, nbytes: int) -> None:
-    """Start writing the just-copied dirty pages to disk without waiting for them (the kernel
-    would otherwise hold them until the fsync, or for up to 30 s). Durability still comes from
-    the fsync; this only moves the disk work earlier, beside the hashing of the next chunk."""
-    call = _sync_file_range()
-    if call is not None:
-        call(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE)  # an error here is the fsync's to report
-
-
-SYNC_FILE_RANGE_WRITE = 2
-
-
-@functools.cache
-def _sync_file_range() -> Any:
-    """libc's ``sync_file_range`` (Linux; ``os`` has no binding), or None elsewhere."""
-    import ctypes
-
-    try:
-        call = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    call.restype = ctypes.c_int
-    return call
 
 
 def _discard(fd: int, temp: str) -> None:

@@ -133,12 +133,20 @@ class ShardReader(StorageReader):
         super().__init__()
         self.info, self.rank = info, rank
         self._open: dict[int, ShardFile] = {}
-        self.metadata, self.sources = self._index()
+        try:
+            self.metadata, self.sources = self._index()
+        except BaseException:
+            self.verified()  # closes what was opened
+            raise
 
     def shard(self, rank: int) -> ShardFile:
         if rank not in self._open:
             s = self.info.shards[rank]
             self._open[rank] = ShardFile(s.path, s.file_hash, s.bytes)
+            if rank == self.rank:
+                # This rank's own shard holds what it needs whenever the sharding is unchanged
+                # (the common resume): start reading it now, under DCP's load planning.
+                self._open[rank].prefetch()
         return self._open[rank]
 
     def _order(self) -> list[int]:

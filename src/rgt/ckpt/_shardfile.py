@@ -17,7 +17,6 @@ slower still.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -28,6 +27,7 @@ import torch
 
 from rgt.ckpt import _format, _hash
 from rgt.ckpt._digest import PREFIX
+from rgt.ckpt._prefetch import Prefetch, prefetch
 from rgt.errors import CheckpointError
 
 SCRATCH = 4 << 20  # the buffer framing bytes and unneeded arrays pass through
@@ -64,8 +64,17 @@ class ShardFile:
         self.chunks: dict[str, Any] = json.loads(table) if isinstance(table, str) else table
         self.nodes = _value_nodes(meta["state"])
         self.ok: bool | None = None  # None until streamed: nothing was taken from it
+        self._prefetch: Prefetch | None = None
+
+    def prefetch(self) -> None:
+        """Start reading the whole file into the page cache in the background (``_prefetch``);
+        the load calls it as soon as it knows this file will be streamed."""
+        if self._prefetch is None:
+            self._prefetch = prefetch(self._file, self.actual)
 
     def close(self) -> None:
+        if self._prefetch is not None:
+            self._prefetch.stop()
         self._file.close()
 
     def array_of(self, fqn: str) -> int:
@@ -94,12 +103,7 @@ class ShardFile:
         algorithm = _hash.algorithm_of(self.file_hash)
         hasher, position = _hash.new(algorithm), 0
         self._file.seek(0)
-        # Ask for the whole file at once: the kernel starts reading it all from disk now, so
-        # a file that is not in the page cache (an O_DIRECT-written shard) arrives while the
-        # pass below copies and hashes, not one readahead window per read call at a time.
-        if hasattr(os, "posix_fadvise"):  # Linux; macOS has none
-            with contextlib.suppress(OSError):
-                os.posix_fadvise(self._file.fileno(), 0, 0, os.POSIX_FADV_WILLNEED)
+        self.prefetch()  # already running for this rank's own shard (``_reshard``)
         for index in sorted(wanted, key=lambda i: int(self.arrays[i][0])):
             offset, nbytes = self._bounds(index, position)
             position = self._pass(offset - position, hasher)

@@ -19,15 +19,16 @@ verify on every rank, resharded by DCP when the world size or the sharding chang
                    "step": step, "rng": torch.get_rng_state()}, step)
     ckpt.wait()                                       # before exiting
 
-The shard is written through the page cache (``direct_io=False``, the default) and so stays
-cached after the save: when one rank dies and the group is restarted on the same machine (what
-``rgt run`` does with a retryable rank failure), ``load_latest`` reads memory, not the disk,
-as ``dcp.load`` does after ``dcp.save``. The price, measured on a 2-core VM: the kernel's copy
-into the page cache, ~0.1-0.4 CPU-seconds per 500 MB on the writer thread against ~0.03 with
-``O_DIRECT``, and the page cache the shard occupies until the kernel needs it back.
-``direct_io=True`` (or ``RGT_CKPT_DIRECT_IO=1``) writes with ``O_DIRECT`` instead: for boxes
-with few cores per rank, or whose page cache should stay with the data set; a restart then
-reads the shard from disk (after a preemption, on a new machine, every load does).
+The shard is written with ``O_DIRECT`` (``direct_io=True``, the default): the disk DMAs from
+the staging arena and the writer costs the training cores ~0.1 CPU-seconds per 500 MB (hashing),
+but the shard is not in the page cache afterwards, so a load right after the save reads the
+disk (``_shardfile`` prefetches it so the reads overlap DCP's load planning). ``direct_io=False``
+(or ``RGT_CKPT_DIRECT_IO=0``) writes through the page cache, as ``dcp.save`` does: a restart on
+the same machine (a crashed rank, restarted in place) then reads memory. The price is the kernel's
+copy into freshly allocated page-cache pages: measured on the 2-core VM, 0.24-3.7 CPU-seconds
+per 528 MB save against 0.10-0.13 with ``O_DIRECT``, and a durable time of 0.4-6 s against
+0.4-0.6 s (BENCHMARKS.md), paid at every save for a gain at the rare same-machine restart.
+After a preemption, on a new machine, every load reads the disk whichever way it was written.
 
 Only the first save is collective (rank 0 broadcasts the session name of the step folders);
 saving and loading are otherwise free of collectives, except that ``load_latest`` agrees over
@@ -63,7 +64,8 @@ class ShardedCheckpointer(Cadence):
     ``world_size`` override the process group (or the launcher's environment); ``session``
     names this run's step folders (default: rank 0 draws one and broadcasts it at the first
     save; ranks that run without a process group must pass the same name). ``direct_io``:
-    write shards with ``O_DIRECT`` rather than through the page cache (see the module doc).
+    write shards with ``O_DIRECT`` (default) or, with False, through the page cache (see the
+    module doc).
     """
 
     def __init__(
@@ -79,7 +81,7 @@ class ShardedCheckpointer(Cadence):
         rank: int | None = None,
         world_size: int | None = None,
         session: str | None = None,
-        direct_io: bool = False,
+        direct_io: bool = True,
     ) -> None:
         if keep_last is not None and keep_last < 1:
             raise UsageError(
@@ -117,7 +119,7 @@ class ShardedCheckpointer(Cadence):
         cls, default_dir: str | os.PathLike[str] | None = None, **options: Any
     ) -> ShardedCheckpointer:
         """``RGT_CKPT_DIR`` (else ``default_dir`` or ``./checkpoints``); ``RGT_CKPT_ASYNC=1``,
-        ``RGT_CKPT_DIRECT_IO=1`` and ``RGT_MTBF_S`` apply unless passed here."""
+        ``RGT_CKPT_DIRECT_IO=0`` and ``RGT_MTBF_S`` apply unless passed here."""
         directory = os.environ.get("RGT_CKPT_DIR") or default_dir or "checkpoints"
         for option, name in (
             ("asynchronous", "RGT_CKPT_ASYNC"),
