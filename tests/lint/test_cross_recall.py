@@ -261,3 +261,13 @@ def test_a_model_run_through_a_method_by_a_helper_called_per_batch(tmp_path: Pat
     assert found(project(tmp_path / "bug", bug)) == [("score.py", "RGT201", 12)]
     fixed = {"metrics.py": FEATURES, "score.py": SCORE.format(mode="backbone.eval()")}
     assert found(project(tmp_path / "fixed", fixed)) == []
+
+
+def test_an_object_that_is_not_a_module_run_through_its_methods_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    plain = FEATURES.replace("class Backbone(nn.Module):", "class Backbone:").replace(
+        "super().__init__()", "pass"
+    )
+    files = {"metrics.py": plain, "score.py": SCORE.format(mode="pass")}
+    assert found(project(tmp_path, files)) == []

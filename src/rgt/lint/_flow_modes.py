@@ -19,7 +19,8 @@ from rgt.lint._nodes import dotted, method
 def runners(facts: Facts) -> dict[str, list[Any]]:
     """Evaluation functions (named like one, or running under ``no_grad``) that run a model
     passed to them in a loop and never put it in eval mode, never back-propagate:
-    ``qualname -> [line, [[position, name], ...]]`` (each parameter it runs like a model)."""
+    ``qualname -> [line, [[position, name], ...], looped, [name, ...]]`` (each parameter it
+    runs like a model; whether it loops itself; those it runs only through their methods)."""
     found = facts.memo.get("runners")
     if isinstance(found, dict):
         return found
@@ -52,8 +53,9 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
             and not modes.FUNCTION_NAME.search(target.id)
             and not target.id.startswith(FUNCTION_HEADS)
         }
-        # A model run through another of its methods (``i3d.extract_features(x)``).
-        run |= {
+        # A model run through another of its methods (``i3d.extract_features(x)``): any
+        # object's method looks the same, so the join asks that the object passed be a module.
+        by_method = {
             c.func.value.id  # type: ignore[attr-defined]
             for c in inside
             if isinstance(c.func, ast.Attribute)
@@ -61,7 +63,8 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
             and c.func.value.id in names
             and c.func.attr not in NOT_RUNS
             and not c.func.attr.startswith(("named_", "register_", "load_", "save_", "set_"))
-        }
+        } - run
+        run |= by_method
         # A model handed to a function the caller passed in (UDA's ``evaluate(model, batch)``
         # with ``evaluate`` a parameter): that function runs it.
         run |= {
@@ -87,7 +90,7 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
         if run or held:
             pairs = [[names.index(n), n] for n in sorted(run)]
             pairs += [[HELD, n] for n in sorted(n for n in held if n)]
-            out[qualname(facts, func)] = [func.lineno, pairs, looped]
+            out[qualname(facts, func)] = [func.lineno, pairs, looped, sorted(by_method & run)]
     return out
 
 
@@ -155,9 +158,11 @@ def runner_calls(facts: Facts) -> list[list[Any]]:
                 callee = ref(facts, call) if why else None
                 if callee:
                     looping = _evaluation_loop(facts, call)
-                    out.append(
-                        [call.lineno, call.col_offset, callee, index, None, arg.id, why, looping]
-                    )
+                    made = facts.last_value(facts.scope_of(call), arg.id, call.lineno)
+                    fresh = isinstance(made, ast.Call) and why.startswith(f"`{arg.id}` built")
+                    cls = built_from(facts, made) if fresh else None  # type: ignore[arg-type]
+                    entry = [call.lineno, call.col_offset, callee, index, None, arg.id, why]
+                    out.append([*entry, looping, cls])
     return out
 
 
@@ -243,7 +248,7 @@ def _held_calls(facts: Facts) -> list[list[Any]]:
     out: list[list[Any]] = []
     defined = {
         qual.rpartition(".")[2]
-        for qual, (_line, pairs, _looped) in runners(facts).items()
+        for qual, (_line, pairs, *_) in runners(facts).items()
         if any(position == HELD for position, _name in pairs)
     }
     own = {f.name for f in facts.functions}
@@ -276,7 +281,8 @@ def _held_calls(facts: Facts) -> list[list[Any]]:
             callee = ref(facts, call) if why else None
             if callee:
                 looping = _evaluation_loop(facts, call)
-                out.append([call.lineno, call.col_offset, callee, HELD, None, model, why, looping])
+                entry = [call.lineno, call.col_offset, callee, HELD, None, model, why, looping]
+                out.append([*entry, None])
     return out
 
 

@@ -196,7 +196,7 @@ def _evaluations(
     calls = summary.get("runner_calls", ())
     if not calls or not layers(path):
         return
-    for line, col, ref, index, _keyword, model, why, looping in calls:
+    for line, col, ref, index, _keyword, model, why, looping, built in calls:
         target = _callee(project, path, ref)
         runner = (
             project.summaries.get(target[0], {}).get("runners", {}).get(target[1])
@@ -208,6 +208,9 @@ def _evaluations(
         if runner is not None and not (runner[2] or looping):
             continue  # run once, not batch by batch: not an evaluation seen here
         ran = [n for p, n in runner[1] if p == index and (p >= 0 or n == model)] if runner else []
+        through_methods = ran and runner is not None and ran[0] in runner[3]
+        if through_methods and built and not _module_class(project, path, built):
+            continue  # run through its methods: only a module's count
         if runner is not None and ran and target is not None:
             at = show(target[0], runner[0], path)
             detail = (f"`{target[1]}` ({at}) runs `{ran[0]}` in a loop and never calls "
@@ -240,6 +243,19 @@ def _left_in_eval(
             detail = (f"`{qual}` ({show(where, at, path)}) leaves `{model}` in eval mode, and "
                       "nothing in this training loop puts it back in training mode")  # fmt: skip
             yield path, line, col, "RGT202", detail
+
+
+def _module_class(project: Project, path: str, spelled: str, depth: int = 0) -> bool:
+    """Is the class spelled ``spelled`` in ``path`` a project class that derives from
+    ``nn.Module`` (through its bases, a few levels)? A class from outside: not known, so no."""
+    found = _class(project, path, spelled)
+    if found is None or depth > 4:
+        return False
+    where, _name, entry = found
+    for base in entry.get("bases", ()):
+        if base.rpartition(".")[2] == "Module" or _module_class(project, where, base, depth + 1):
+            return True
+    return False
 
 
 def _inherited(
