@@ -46,6 +46,8 @@ BATCH7 = Path(__file__).parent / "xcorpus" / "batch7"  # 33 repositories whose o
 BATCHES["batch7"] = BATCH7
 BATCH9 = Path(__file__).parent / "xcorpus" / "batch9"  # reports whose bug spans files, any owner
 BATCHES["batch9"] = BATCH9
+BATCH10 = Path(__file__).parent / "xcorpus" / "batch10"  # loss kept across steps, mode, order
+BATCHES["batch10"] = BATCH10
 Found = tuple[str, str, int]  # path (relative), code, line
 
 
