@@ -23,18 +23,24 @@ def modes_left(facts: Facts) -> dict[str, list[list[Any]]]:
     """``qualname -> [[position, name, mode, line], ...]``: each parameter whose mode the
     function sets last (``"eval"``/``"train"``; ``line``: the ``.eval()``/``.train()`` that
     does it), itself or through functions of this module it passes the parameter to."""
-    if not (facts.methods_called("eval") or facts.methods_called("train")):
+    switches = [*facts.methods_called("eval"), *facts.methods_called("train")]
+    setting = {id(f) for c in switches for f in facts.functions_around(c)}
+    functions = [f for f in facts.functions if id(f) in setting and params(f)]
+    if not functions:
         return {}
-    functions = [f for f in facts.functions if params(f)]
-    local = {f.name: f for f in facts.functions}
     left: dict[int, dict[str, tuple[str, int]]] = {id(f): _own_modes(facts, f) for f in functions}
     for _ in range(DEPTH):
         grown = False
-        for func in functions:
-            for call in facts.calls_in(func):
-                callee = local.get(dotted(call.func) or "")
-                if callee is None or callee is func or id(callee) not in left:
+        known = [f for f in functions if left[id(f)]]
+        for callee in known:
+            for call in facts.callers(callee.name):
+                around = facts.functions_around(call)
+                func = around[0] if around else None
+                if not isinstance(call.func, ast.Name) or func is None or func is callee:
                     continue
+                if id(func) not in left:
+                    left[id(func)] = {}
+                    functions.append(func)
                 for name, mode in _passed_modes(call, callee, left[id(callee)]).items():
                     if name in params(func) and _last_after(facts, func, call, name, mode, left):
                         grown = True
@@ -108,7 +114,7 @@ def handed_models(facts: Facts) -> list[list[Any]]:
         for c in facts.methods_called("train")
         if isinstance(c.func.value, ast.Name) and not train_false(c)  # type: ignore[attr-defined]
     }
-    if not trained or freezes(facts):  # a probe on a frozen model keeps it in eval mode
+    if not trained:
         return []
     local = {f.name: f for f in facts.functions}
     stepping = facts.loops_calling("backward")
@@ -129,7 +135,8 @@ def handed_models(facts: Facts) -> list[list[Any]]:
             handed = _handed(facts, inside, model)
             if handed:
                 out.append([model, handed])
-    return out
+    # A probe on a frozen model keeps it in eval mode on purpose (walked only here: rare).
+    return [] if out and freezes(facts) else out
 
 
 def _handed(facts: Facts, calls: list[ast.Call], model: str) -> list[list[Any]]:

@@ -225,7 +225,7 @@ def _left_in_eval(
 ) -> Iterator[Site]:
     """A training loop that hands its model to a function in another file which leaves it in
     eval mode, and that no function it calls puts back in training mode (``_flow_leaves``)."""
-    for model, handed in summary.get("handed_models", ()) if layers(path) else ():
+    for model, handed in summary.get("handed_models", ()):
         left: list[tuple[str, int, int, str, str, int]] = []
         for line, col, ref, index, keyword in handed:
             target = _callee(project, path, ref)
@@ -238,8 +238,8 @@ def _left_in_eval(
         if any(mode == "train" for mode, *_ in left):
             continue
         for _mode, line, col, where, qual, at in left[:1]:
-            if where == path:
-                continue  # the single-file rule's (``left_in_eval``)
+            if where == path or not layers(path):
+                continue  # the single-file rule's (``left_in_eval``); or no layer switches
             detail = (f"`{qual}` ({show(where, at, path)}) leaves `{model}` in eval mode, and "
                       "nothing in this training loop puts it back in training mode")  # fmt: skip
             yield path, line, col, "RGT202", detail

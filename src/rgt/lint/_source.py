@@ -255,19 +255,29 @@ def _imports(text: Text, tops: tuple[str, ...] = ()) -> tuple[list[str], list[st
 def _above(here: str, name: str, tops: tuple[str, ...]) -> str | None:
     """``name`` found in a folder above ``here``, within the deepest of ``tops`` (absolute
     folders) that holds ``here``."""
+    head = name.split(".")[0]
+    for folder in _folders_above(here, tops):
+        entries = _listing(folder)
+        if head in entries or f"{head}.py" in entries:
+            module = _module(folder, name)
+            if module is not None:
+                return module
+    return None
+
+
+@lru_cache(maxsize=1024)  # a folder's scripts climb the same folders
+def _folders_above(here: str, tops: tuple[str, ...]) -> tuple[str, ...]:
     full = os.path.abspath(here)
     within = [t for t in tops if full.startswith(t + os.sep)]
     if not within:
-        return None
-    top, folder = max(within, key=len), here
+        return ()
+    top, folder, found = max(within, key=len), here, []
     for _ in range(MAX_CLIMB):
         folder = os.path.normpath(os.path.join(folder, os.pardir))
         if not (os.path.abspath(folder) + os.sep).startswith(top + os.sep):
-            return None
-        module = _module(folder, name)
-        if module is not None:
-            return module
-    return None
+            break
+        found.append(folder)
+    return tuple(found)
 
 
 SYS_PATH = re.compile(r"sys\.path\.(?:insert|append)\(([^\n]*)\)")
@@ -290,6 +300,7 @@ def forget_folders() -> None:
     """Forget what was seen of folders (a new run sees them as they are now)."""
     _listing.cache_clear()
     _module.cache_clear()
+    _folders_above.cache_clear()
     project_root.cache_clear()
 
 
