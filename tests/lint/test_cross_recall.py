@@ -155,7 +155,9 @@ def test_a_script_in_a_subfolder_reaches_the_models_at_the_projects_top(tmp_path
 
 
 def test_an_evaluation_that_sets_training_mode_itself_chose_it(tmp_path: Path) -> None:
-    code = RUN.format(mode="model.train()\n            ")
+    code = RUN.format(mode="").replace(
+        "    total = 0.0\n    with", "    model.train()\n    total = 0.0\n    with"
+    )
     root = project(
         tmp_path, {"models/__init__.py": "", "models/net.py": LAYERS, "run/train.py": code}
     )
@@ -271,3 +273,11 @@ def test_an_object_that_is_not_a_module_run_through_its_methods_is_left_alone(
     )
     files = {"metrics.py": plain, "score.py": SCORE.format(mode="pass")}
     assert found(project(tmp_path, files)) == []
+
+
+def test_a_train_call_after_the_evaluation_loop_only_restores_the_mode(tmp_path: Path) -> None:
+    restores = RUN.format(mode="").replace(
+        "    return total\n", "    model.train()\n    return total\n"
+    )
+    files = {"models/__init__.py": "", "models/net.py": LAYERS, "run/train.py": restores}
+    assert found(project(tmp_path, files)) == [("run/train.py", "RGT201", 13)]

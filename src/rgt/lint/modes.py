@@ -111,10 +111,14 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
 
 
 def _chooses_mode(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Does the evaluation put a model in training mode itself (``net.train()`` in
-    ``evaluate``)? Then its author chose the mode: DMS evaluates with batch-norm in training
-    mode on purpose (batch size 1, statistics too unstable to keep)."""
-    return any(not c.args for c in facts.calls_in(func) if method(c) == "train")
+    """Does the evaluation put a model in training mode itself before its loop (``net.train()``
+    first thing in ``evaluate``)? Then its author chose the mode: DMS evaluates with batch-norm
+    in training mode on purpose (batch size 1, statistics too unstable to keep). A ``.train()``
+    after the loop only restores the mode: the loop still ran in whatever mode it was."""
+    loops = facts.loops_in(func)
+    first = loops[0].lineno if loops else func.end_lineno or func.lineno
+    calls = facts.calls_in(func)
+    return any(method(c) == "train" and not c.args and c.lineno < first for c in calls)
 
 
 def _layers(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef, words: set[str]) -> bool:
