@@ -281,3 +281,45 @@ def test_a_train_call_after_the_evaluation_loop_only_restores_the_mode(tmp_path:
     )
     files = {"models/__init__.py": "", "models/net.py": LAYERS, "run/train.py": restores}
     assert found(project(tmp_path, files)) == [("run/train.py", "RGT201", 13)]
+
+
+TRANSFORM = """
+import numpy as np
+import torch
+
+
+class Cutout:
+    def __init__(self, length):
+        self.length = length{made}
+
+    def __call__(self, img):
+        y = {draw}(img.size(1))
+        img[:, max(y - self.length, 0): y + self.length] = 0
+        return img
+"""
+LOADER = """
+import torch
+from torchvision import datasets, transforms
+from aug import Cutout
+
+augment = transforms.Compose([transforms.RandomCrop(32, padding=4), transforms.ToTensor()])
+augment.transforms.append(Cutout(8))
+train = datasets.CIFAR10(root="data", train=True, transform=augment)
+loader = torch.utils.data.DataLoader(train, batch_size=128, shuffle=True, num_workers=4)
+"""
+
+
+def test_a_transform_appended_to_compose_is_followed_to_the_loader(tmp_path: Path) -> None:
+    held = TRANSFORM.format(
+        made="\n        self.rng = np.random.RandomState(0)", draw="self.rng.randint"
+    )
+    root = project(tmp_path / "held", {"aug.py": held, "train.py": LOADER})
+    assert found(root) == [("train.py", "RGT305", 8)]
+    # NumPy's global RNG: reseeded per worker since torch 1.9, so only with an older pin.
+    plain = {"aug.py": TRANSFORM.format(made="", draw="np.random.randint"), "train.py": LOADER}
+    assert found(project(tmp_path / "global", plain)) == []
+    pinned = {**plain, "requirements.txt": "torch==1.4.0\n"}
+    assert found(project(tmp_path / "pinned", pinned)) == [("train.py", "RGT305", 8)]
+    only_torchvision = LOADER.replace("augment.transforms.append(Cutout(8))\n", "")
+    files = {**pinned, "train.py": only_torchvision}
+    assert found(project(tmp_path / "torchvision", files)) == []

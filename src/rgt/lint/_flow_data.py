@@ -23,7 +23,8 @@ NOT_DRAWS = {
     "seed", "RandomState", "default_rng", "Generator", "get_state", "set_state",
     "SeedSequence", "PCG64", "MT19937", "BitGenerator", "Philox", "SFC64",
 }  # fmt: skip
-DRAWS_IN = ("__getitem__", "__iter__")  # what a DataLoader worker runs
+# What a DataLoader worker runs: a Dataset's item or iterator, a transform's call.
+DRAWS_IN = ("__getitem__", "__iter__", "__call__")
 # Methods a training loop calls once per batch (``trainer.train_step(batch)``).
 STEP_NAME = re.compile(r"(?i)step|train|update|batch|optimi|iteration")
 
@@ -184,11 +185,56 @@ def loaders_over_classes(facts: Facts) -> list[list[Any]]:
             continue
         dataset = call.args[0] if call.args else keyword(call, "dataset")
         cls = class_of(facts, dataset)
+        given = keyword(call, "num_workers")
+        text = ast.unparse(given) if given is not None else "num_workers"
         if cls:
-            given = keyword(call, "num_workers")
-            text = ast.unparse(given) if given is not None else "num_workers"
             out.append([call.lineno, call.col_offset, cls, text])
+        for applied in transforms_of(facts, dataset):
+            out.append([call.lineno, call.col_offset, applied, text, "transform"])
     return out
+
+
+TRANSFORM_KEYWORDS = ("transform", "transforms", "target_transform", "joint_transform")
+
+
+def transforms_of(facts: Facts, dataset: ast.AST | None) -> list[str]:
+    """The classes (as spelled) of the transforms a Dataset is built with, each worker running
+    them: ``CIFAR10(transform=t)`` with ``t = Compose([RandomCrop(32), Cutout(8)])``, or
+    ``t.transforms.append(Cutout(...))`` (Cutout's ``train.py``)."""
+    if isinstance(dataset, ast.Name):
+        dataset = facts.last_value(facts.scope_of(dataset), dataset.id, dataset.lineno)
+    if not isinstance(dataset, ast.Call):
+        return []
+    found: list[str] = []
+    for kw in dataset.keywords:
+        if kw.arg in TRANSFORM_KEYWORDS:
+            found += _composed(facts, kw.value, 0)
+    return sorted(set(found))
+
+
+def _composed(facts: Facts, node: ast.AST, depth: int) -> list[str]:
+    if depth > 3:
+        return []
+    if isinstance(node, ast.Name):
+        value = facts.last_value(facts.scope_of(node), node.id, node.lineno)
+        appended = [
+            a
+            for c in facts.methods_called("append")
+            if dotted(c.func.value) == f"{node.id}.transforms"  # type: ignore[attr-defined]
+            for a in c.args
+        ]
+        parts = [value] if value is not None else []
+        return [n for part in [*parts, *appended] for n in _composed(facts, part, depth + 1)]
+    if isinstance(node, ast.List | ast.Tuple):
+        return [n for e in node.elts for n in _composed(facts, e, depth + 1)]
+    if isinstance(node, ast.Call):
+        name = dotted(node.func) or ""
+        if name.rpartition(".")[2] == "Compose" and node.args:
+            return _composed(facts, node.args[0], depth + 1)
+        last = name.rpartition(".")[2]
+        if last[:1].isupper() and name.split(".")[0] not in ("transforms", "T", "torchvision"):
+            return [name]
+    return []
 
 
 EVALUATION = re.compile(r"(?i)(^|_)(test|val|valid|validation|eval|evaluation|inference)(_|$)")

@@ -322,13 +322,14 @@ def _held_rng(project: Project, path: str, spelled: str) -> str | None:
 
 
 def _worker_rng(project: Project, path: str, summary: Summary) -> Iterator[Site]:
-    for line, col, spelled, workers in summary.get("loaders", ()):
+    for line, col, spelled, workers, *via in summary.get("loaders", ()):
         found = _dataset(project, path, spelled)
         if found is None:
             continue
         where, name, rng = found
         defined = project.summaries[where]["classes"][name]["line"]
-        head = f"Dataset `{name}` ({show(where, defined, path)})"
+        kind = "Transform" if via else "Dataset"  # a transform the loader's Dataset applies
+        head = f"{kind} `{name}` ({show(where, defined, path)})"
         tail = f"; the DataLoader here has {workers} workers and no worker_init_fn"
         shared = sorted(set(rng["made"]) & rng["used"])
         if shared:
