@@ -65,3 +65,35 @@ def test_one_module_writes_job_state_to_the_local_cache() -> None:
 def test_the_writer_check_sees_a_second_writer() -> None:
     assert _writes_state(ast.parse("store.add_job(spec, JobState.QUEUED)").body[0].value)  # type: ignore[attr-defined]
     assert not _writes_state(ast.parse("store.add_job(spec)").body[0].value)  # type: ignore[attr-defined]
+
+
+# rgt's own timestamps (``2026-12-01T10:00:00.123456Z``: the agent's files, the state DB) are
+# read by one parser, ``rgt.agent.jobfiles.parse_time``. Times written by someone else are read
+# where they arrive: a user's ``--at`` (autostop's policy) and a tracker's own files.
+TIME_PARSERS = ("strptime", "fromisoformat")
+FOREIGN_TIMES = {"autostop/policy.py", "verify/tracker/_trackio.py"}
+
+
+def time_parses(tree: ast.AST) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in TIME_PARSERS
+    ]
+
+
+def test_rgts_timestamps_have_one_parser() -> None:
+    parsing = {
+        f"{path.relative_to(SRC)}:{line}"
+        for path in SRC.rglob("*.py")
+        if path.relative_to(SRC).as_posix() not in FOREIGN_TIMES
+        for line in time_parses(ast.parse(path.read_text(), str(path)))
+    }
+    assert {entry.split(":")[0] for entry in parsing} == {"agent/jobfiles.py"}, parsing
+
+
+def test_the_time_check_sees_a_second_parser() -> None:
+    source = "import time\nt = time.strptime(s, '%Y')\nd = datetime.fromisoformat(s)\n"
+    assert time_parses(ast.parse(source)) == [2, 3]

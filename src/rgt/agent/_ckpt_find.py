@@ -20,15 +20,15 @@ anything older came with the code snapshot and is not this job's checkpoint.
 
 from __future__ import annotations
 
-import calendar
 import fnmatch
 import glob
 import json
 import os
 import re
-import time
 import zipfile
 from typing import List, Optional, Tuple
+
+from rgt.agent import jobfiles
 
 IN_FLIGHT = (".tmp-*", "tmp-*", "*.part", "*.tmp", "*.partial")
 TRAINER_STATE = "trainer_state.json"
@@ -49,13 +49,8 @@ class Found(object):
 
 def epoch(stamp: Optional[str]) -> Optional[float]:
     """Seconds since the epoch of an agent timestamp (``2026-12-01T10:00:00.123Z``)."""
-    if not stamp:
-        return None
-    try:
-        parsed = time.strptime(str(stamp)[:19], "%Y-%m-%dT%H:%M:%S")
-    except ValueError:
-        return None
-    return calendar.timegm(parsed) - START_SLACK_S
+    parsed = jobfiles.parse_time(stamp)
+    return None if parsed is None else parsed.timestamp() - START_SLACK_S
 
 
 def newest(pattern: Optional[str], dirs: List[Tuple[str, str]], since: Optional[float]) -> Found:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from typing import Any
 
+from rgt.agent.jobfiles import parse_time
 from rgt.models import JobRecord, JobState, Machine
 from rgt.state.store import Store
 
@@ -66,10 +66,8 @@ def durations(store: Store, command: tuple[str, ...], kind: str) -> list[float]:
 
 
 def _seconds(job: JobRecord) -> float | None:
-    try:
-        start = datetime.fromisoformat(job.created.replace("Z", "+00:00"))
-        end = datetime.fromisoformat(str(job.ended).replace("Z", "+00:00"))
-    except ValueError:
+    start, end = parse_time(job.created), parse_time(job.ended)
+    if start is None or end is None:
         return None
     return max(0.0, (end - start).total_seconds())
 
