@@ -48,6 +48,11 @@ BATCH9 = Path(__file__).parent / "xcorpus" / "batch9"  # reports whose bug spans
 BATCHES["batch9"] = BATCH9
 BATCH10 = Path(__file__).parent / "xcorpus" / "batch10"  # loss kept across steps, mode, order
 BATCHES["batch10"] = BATCH10
+# After batches 7-10 were measured blind (each whole, once), they are split by repository like
+# the first corpus: rules are changed on their tune half only ("late-tune"), and their test half
+# ("late-test") is never opened while writing rules, then measured (FROZEN.md: its digest).
+LATE = ("batch7", "batch8", "batch9", "batch10")
+SPLITS = ("late-tune", "late-test")
 Found = tuple[str, str, int]  # path (relative), code, line
 
 
@@ -143,13 +148,22 @@ def _lint_or_crash(files: dict[str, str], name: str, variant: str, tally: Tally)
         return []
 
 
+def case_files(which: str) -> list[Path]:
+    """The case files of ``which``: a half of the first corpus, a blind batch whole, or a half
+    (by repository) of the late batches."""
+    if which in SPLITS:
+        wanted = which.split("-")[1]
+        files = [p for b in LATE for p in sorted(BATCHES[b].glob("*.txt"))]
+        return [p for p in files if half(parse(p).repo) == wanted]
+    folder = BATCHES.get(which, CASES)
+    files = sorted(folder.glob("*.txt"))
+    return files if folder is not CASES else [p for p in files if half(parse(p).repo) == which]
+
+
 def measure(which: str) -> Tally:
     tally = Tally()
-    folder = BATCHES.get(which, CASES)
-    for path in sorted(folder.glob("*.txt")):
+    for path in case_files(which):
         case = parse(path)
-        if folder is CASES and half(case.repo) != which:
-            continue
         variants = [("reported", case.files)] + ([("fixed", case.fixed)] if case.fixed else [])
         for variant, files in variants:
             hit = False
@@ -186,24 +200,23 @@ def report(which: str, tally: Tally) -> list[str]:
     return lines
 
 
-def frozen_digest(folder: Path = CASES) -> str:
-    """SHA-256 over the test half's case files (or all of a blind batch's), sorted by name
-    (FROZEN.md records both)."""
+def frozen_digest(which: str = "test") -> str:
+    """SHA-256 over the case files of ``which`` (the test half, a blind batch whole, or the late
+    batches' test half), sorted by name (FROZEN.md records each)."""
     digest = hashlib.sha256()
-    for path in sorted(folder.glob("*.txt")):
-        if folder is not CASES or half(parse(path).repo) == "test":
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(case_files(which), key=lambda p: p.name):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    halves = ("tune", "test", "both", *BATCHES)
+    halves = ("tune", "test", "both", *BATCHES, *SPLITS)
     parser.add_argument("--half", choices=halves, default="tune")
     parser.add_argument("--frozen", action="store_true", help="print the test half's SHA-256")
     args = parser.parse_args()
     if args.frozen:
-        print(frozen_digest(BATCHES.get(args.half, CASES)))
+        print(frozen_digest("test" if args.half in ("tune", "both") else args.half))
         return 0
     halves = ("tune", "test") if args.half == "both" else (args.half,)
     for which in halves:
