@@ -27,7 +27,7 @@ def runners(facts: Facts) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     facts.memo["runners"] = out
     guarded = {
-        id(f) for w in facts.withs if modes._mentions_head(w) for f in facts.functions_around(w)
+        id(f) for w in facts.withs if modes.mentions_head(w) for f in facts.functions_around(w)
     }
     kept = trained_attributes(facts)
     for func in facts.functions:
@@ -103,7 +103,7 @@ NOT_RUNS = frozenset({"parameters", "buffers", "state_dict", "modules", "childre
 
 
 def _no_grad_decorated(func: Function) -> bool:
-    return any(modes._mentions(d, modes.NO_GRAD) for d in func.decorator_list)
+    return any(modes.mentions(d, modes.NO_GRAD) for d in func.decorator_list)
 
 
 HELD = -2  # the "position" of a model an evaluation method keeps on ``self``
@@ -125,7 +125,7 @@ def _evaluates(func: Function) -> bool:
     """Named like an evaluation, or decorated with ``no_grad``/``inference_mode`` (a ``with``
     of those inside it counts too: ``runners``)."""
     return bool(modes.EVAL_NAME.search(func.name)) or any(
-        modes._mentions(d, modes.NO_GRAD) for d in func.decorator_list
+        modes.mentions(d, modes.NO_GRAD) for d in func.decorator_list
     )
 
 

@@ -11,6 +11,9 @@ import re
 from collections.abc import Iterator
 
 from rgt.lint._facts import Facts
+from rgt.lint._mode_grads import NO_GRAD as NO_GRAD  # re-exported: ``_flow_modes``
+from rgt.lint._mode_grads import eval_loops_with_grad, guarded, mentions
+from rgt.lint._mode_grads import mentions_head as mentions_head
 from rgt.lint._mode_loops import (
     BUILTINS,
     Function,
@@ -68,15 +71,19 @@ RULES = (
 )
 _EVAL_HEAD = "evaluate|evaluation|eval|validate|validation|valid|val|test"
 _EVAL_TAIL = "eval|evaluate|evaluation|validate|validation|val|test"
+# A word inside a longer name (dnnbrain's ``dnn_test_model``); not ``val``/``valid``, which
+# name data as often as a step (``get_val_loader``).
+_EVAL_MID = "eval|evaluate|evaluation|validate|validation|test"
 # A private method's leading underscores are not part of its name (FCGF's ``_valid_epoch``).
-EVAL_NAME = re.compile(rf"(?i)^_*({_EVAL_HEAD})(_|$)|_({_EVAL_TAIL})$")
+EVAL_NAME = re.compile(rf"(?i)^_*({_EVAL_HEAD})(_|$)|_({_EVAL_TAIL})$|_({_EVAL_MID})_")
 # The definition of a function EVAL_NAME matches, as it reads in the source.
-EVAL_DEF = re.compile(rf"def[\s\\]+_*(?i:({_EVAL_HEAD})(_|(?!\w))|\w*_({_EVAL_TAIL})(?!\w))")
+EVAL_DEF = re.compile(
+    rf"def[\s\\]+_*(?i:({_EVAL_HEAD})(_|(?!\w))|\w*_({_EVAL_TAIL})(?!\w)|\w*_({_EVAL_MID})_)"
+)
 # Layers whose behaviour the mode switches (mode-bound).
 LAYER_WORDS = frozenset({"Dropout", "dropout", "Dropout1d", "Dropout2d", "Dropout3d",
                          "AlphaDropout", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
                          "SyncBatchNorm"})  # fmt: skip
-NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
 FUNCTION_NAME = re.compile(r"(?i)(^|_)(fn|func|function|callback|hook|metric)s?$")
 
 
@@ -99,6 +106,10 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
         if not _under_no_grad(facts, func):
             yield Hit("RGT203", func, func.name)
     yield from _graphs_after_eval(facts, evals)
+    for hit in eval_loops_with_grad(facts, evals):
+        around = facts.functions_around(hit.node)
+        if not (around and _under_no_grad(facts, around[0])):
+            yield hit
     for hit in (*train_after_eval(facts), *left_in_eval(facts)):
         if may_change(facts, hit.node, words):
             yield hit
@@ -169,7 +180,8 @@ def _runs_a_model(facts: Facts, call: ast.Call, params: set[str]) -> bool:
     if method(call) == "forward":
         return True
     if isinstance(call.func, ast.Attribute):
-        return held_module(facts, dotted(call.func) or "")
+        key = dotted(call.func) or ""
+        return held_module(facts, key) or _forward_helper(facts, key)
     if not isinstance(call.func, ast.Name) or call.func.id in BUILTINS:
         return False
     name = call.func.id
@@ -191,7 +203,7 @@ def _graphs_after_eval(
     bodies = {f.name: f for f in facts.functions if f not in evals}
     for switch in facts.methods_called("eval") if bodies else ():
         model = dotted(switch.func.value) if not switch.args else None  # type: ignore[attr-defined]
-        if model is None or _guarded(facts, switch):
+        if model is None or guarded(facts, switch):
             continue
         scope = facts.scope_of(switch)
         for call in facts.calls_in(scope):
@@ -206,17 +218,10 @@ def _graphs_after_eval(
                 break
 
 
-def _guarded(facts: Facts, node: ast.AST) -> bool:
-    """Is ``node`` under a ``with torch.no_grad()`` (or in a function decorated so)?"""
-    return any(
-        isinstance(o, ast.With | ast.FunctionDef) and _mentions_head(o) for o in facts.around(node)
-    )
-
-
 def _runs_passed(facts: Facts, func: Function, call: ast.Call, model: str) -> bool:
     """Does ``func``, called as ``call``, run ``model`` (passed to it) in a loop, with no
     ``no_grad`` of its own and no optimizer step or backward pass in its own body?"""
-    if _guarded(facts, call) or _mentions(func, NO_GRAD) or not facts.loops_in(func):
+    if guarded(facts, call) or mentions(func, NO_GRAD) or not facts.loops_in(func):
         return False
     names = [a.arg for a in func.args.posonlyargs + func.args.args]
     passed = [i for i, a in enumerate(call.args) if dotted(a) == model]
@@ -229,6 +234,22 @@ def _runs_passed(facts: Facts, func: Function, call: ast.Call, model: str) -> bo
         or (method(c) == "forward" and dotted(c.func.value) in params)  # type: ignore[attr-defined,operator]
         for c in body
     )
+
+
+def _forward_helper(facts: Facts, key: str) -> bool:
+    """Is ``self.name`` a method of this module that runs a model kept on ``self``, with no
+    ``no_grad`` of its own (fairchem's ``validate`` calls ``self._forward(batch)``, which runs
+    ``self.model``)?"""
+    owner, _, name = key.partition(".")
+    if owner != "self" or "." in name:
+        return False
+    for func in (f for f in facts.functions if f.name == name):
+        calls = facts.calls_in(func)
+        if mentions(func, NO_GRAD) or any(method(c) == "backward" for c in calls):
+            continue
+        if any(held_module(facts, dotted(c.func) or "") for c in calls):
+            return True
+    return False
 
 
 def held_module(facts: Facts, key: str) -> bool:
@@ -250,30 +271,15 @@ def _under_no_grad(
     """Does ``func`` run under ``no_grad``: its own, or one around a call of it, or around a
     call of the function that calls it, a few calls up (KAIR's ``test`` wraps ``_test_video``,
     which calls ``_test_clip``)?"""
-    if _mentions(func, NO_GRAD):
+    if mentions(func, NO_GRAD):
         return True
     for call in facts.callers(func.name):
         for outer in facts.around(call):
-            if isinstance(outer, ast.With | ast.FunctionDef) and _mentions_head(outer):
+            if isinstance(outer, ast.With | ast.FunctionDef) and mentions_head(outer):
                 return True
         caller = facts.functions_around(call)
         up = depth < 3 and caller and caller[0] is not func
         if up and _under_no_grad(facts, caller[0], depth + 1):
-            return True
-    return False
-
-
-def _mentions_head(node: ast.With | ast.FunctionDef) -> bool:
-    heads: list[ast.AST] = []
-    heads.extend(node.items if isinstance(node, ast.With) else node.decorator_list)
-    return any(_mentions(h, NO_GRAD) for h in heads)
-
-
-def _mentions(node: ast.AST, names: tuple[str, ...]) -> bool:
-    for child in walk(node):
-        if isinstance(child, ast.Attribute) and child.attr in names:
-            return True
-        if isinstance(child, ast.Name) and child.id in names:
             return True
     return False
 

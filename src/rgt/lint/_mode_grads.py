@@ -1,0 +1,109 @@
+"""Autograd left on where a model only predicts (``RGT203``, ``modes``): a loop that runs a
+model over batches right after ``model.eval()``, in the same function, with no ``no_grad``.
+
+``model.eval()`` says the author is evaluating; if the batch loop that follows never calls
+``backward`` or asks for a gradient, every forward pass still records its graph and keeps the
+activations alive until the outputs are dropped (end2end-asr's validation inside ``train``,
+spvnas's ``evaluate.py``: both ran out of GPU memory before ``no_grad`` was added).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from rgt.lint._facts import LOOPS, Facts
+from rgt.lint._model import Hit
+from rgt.lint._nodes import dotted, method
+from rgt.lint._tree import walk
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled", "enable_grad")
+# Calls that show the loop wants gradients: a backward pass, a step, ``autograd.grad``, or
+# inputs that ask for them (adversarial attacks and saliency maps run in eval mode on purpose).
+WANTS_GRAD = ("backward", "step", "grad", "requires_grad_", "retain_grad")
+
+
+def eval_loops_with_grad(facts: Facts, checked: list[Function]) -> Iterator[Hit]:
+    """Each ``model.eval()`` (outside ``no_grad``, not in a function ``checked`` already as an
+    evaluation) followed, before any ``model.train()`` and within the loop around it, by a loop
+    that runs ``model`` and nothing in it wants gradients."""
+    skip = {id(f) for f in checked}
+    for switch in facts.methods_called("eval"):
+        model = None if switch.args else dotted(switch.func.value)  # type: ignore[attr-defined]
+        scope = facts.scope_of(switch)
+        if model is None or id(scope) in skip or guarded(facts, switch):
+            continue
+        if isinstance(scope, Function) and mentions(scope, NO_GRAD):
+            continue  # a ``no_grad`` somewhere in the function: its author chose where
+        run = _first_run(facts, switch, scope, model)
+        if run is not None:
+            yield Hit(
+                "RGT203",
+                run,
+                f"`{model}` runs over batches after `{model}.eval()` at line {switch.lineno}, "
+                "with autograd on",
+            )
+
+
+def _first_run(facts: Facts, switch: ast.Call, scope: ast.AST, model: str) -> ast.Call | None:
+    """The first call of ``model`` in a loop that starts after ``switch`` (in the same function
+    and the same pass of the loop around it), unless the loop wants gradients or ``model`` is
+    put back in training mode first."""
+    outer = next((o for o in facts.around(switch) if isinstance(o, LOOPS)), None)
+    for call in facts.calls_in(scope):
+        if call.lineno <= switch.lineno or (outer is not None and not _inside(call, outer)):
+            continue
+        if method(call) == "train" and dotted(call.func.value) == model:  # type: ignore[attr-defined]
+            return None
+        if not _runs(call, model) or facts.scope_of(call) is not scope:
+            continue
+        loop = _loop_after(facts, call, switch)
+        if loop is None or guarded(facts, call):
+            continue
+        inside = facts.calls_in(loop)
+        if any(method(c) in WANTS_GRAD or dotted(c.func) == "grad" for c in inside):
+            return None
+        if any(k.arg == "volatile" for c in inside for k in c.keywords):
+            return None  # ``Variable(x, volatile=True)``: torch < 0.4's no_grad, chosen then
+        return None if mentions(loop, ("requires_grad",)) else call
+    return None
+
+
+def _runs(call: ast.Call, model: str) -> bool:
+    if dotted(call.func) == model:
+        return True
+    return method(call) == "forward" and dotted(call.func.value) == model  # type: ignore[attr-defined]
+
+
+def _loop_after(facts: Facts, call: ast.Call, switch: ast.Call) -> ast.AST | None:
+    """The outermost loop around ``call`` that starts after ``switch``."""
+    loops = [o for o in facts.around(call) if isinstance(o, LOOPS) and o.lineno > switch.lineno]
+    return loops[-1] if loops else None
+
+
+def _inside(node: ast.AST, outer: ast.AST) -> bool:
+    end = getattr(outer, "end_lineno", 0) or 0
+    return getattr(outer, "lineno", 0) <= getattr(node, "lineno", -1) <= end
+
+
+def guarded(facts: Facts, node: ast.AST) -> bool:
+    """Is ``node`` under a ``with torch.no_grad()`` (or in a function decorated so)?"""
+    return any(
+        isinstance(o, ast.With | ast.FunctionDef) and mentions_head(o) for o in facts.around(node)
+    )
+
+
+def mentions_head(node: ast.With | ast.FunctionDef) -> bool:
+    heads: list[ast.AST] = []
+    heads.extend(node.items if isinstance(node, ast.With) else node.decorator_list)
+    return any(mentions(h, NO_GRAD) for h in heads)
+
+
+def mentions(node: ast.AST, names: tuple[str, ...]) -> bool:
+    for child in walk(node):
+        if isinstance(child, ast.Attribute) and child.attr in names:
+            return True
+        if isinstance(child, ast.Name) and child.id in names:
+            return True
+    return False

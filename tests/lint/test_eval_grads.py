@@ -1,0 +1,154 @@
+"""RGT203 where an evaluation is not a function named like one: a batch loop right after
+``model.eval()`` with autograd on, a method that runs the model through a helper method, and
+an evaluation word inside a longer name (``score_test_set``)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from rgt.lint import lint_paths
+
+
+def project(root: Path, files: dict[str, str]) -> Path:
+    for name, code in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(code).lstrip("\n"))
+    return root
+
+
+def found(root: Path) -> list[tuple[str, str, int]]:
+    report = lint_paths([str(root)], cache=False)
+    return [(str(Path(f.path).relative_to(root)), f.code, f.line) for f in report.findings]
+
+
+FIT = """
+import torch
+import torch.nn as nn
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.2), nn.Linear(8, 3))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def fit(model, batches, held_out, epochs):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(epochs):
+        model.train()
+        for x, y in batches:
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+        model.eval()
+        hits = 0
+        for x, y in held_out:
+{guard}            scores = model(x)
+{body}            hits += (scores.argmax(1) == y).sum().item()
+        print(epoch, hits)
+"""
+
+
+def _fit(guard: str = "", body: str = "") -> str:
+    return FIT.format(guard=guard, body=body)
+
+
+def test_a_loop_after_eval_that_only_predicts_is_flagged(tmp_path: Path) -> None:
+    assert found(project(tmp_path, {"fit.py": _fit()})) == [("fit.py", "RGT203", 26)]
+
+
+def test_the_same_loop_under_no_grad_is_clean(tmp_path: Path) -> None:
+    code = _fit().replace(
+        "        hits = 0\n", "        hits = 0\n        torch.set_grad_enabled(False)\n"
+    )
+    assert found(project(tmp_path, {"fit.py": code})) == []
+    wrapped = _fit().replace(
+        "        for x, y in held_out:",
+        "        with torch.no_grad():\n         for x, y in held_out:",
+    )
+    assert found(project(tmp_path / "w", {"fit.py": wrapped})) == []
+
+
+def test_a_loop_after_eval_that_wants_gradients_is_left_alone(tmp_path: Path) -> None:
+    """Saliency maps and adversarial examples run in eval mode with autograd on, on purpose."""
+    saliency = _fit(
+        guard="            x.requires_grad_()\n", body="            scores.max().backward()\n"
+    )
+    assert found(project(tmp_path, {"fit.py": saliency})) == []
+    old = _fit().replace(
+        "scores = model(x)", "scores = model(torch.autograd.Variable(x, volatile=True))"
+    )
+    assert found(project(tmp_path / "old", {"fit.py": old})) == []
+
+
+def test_a_caller_under_no_grad_covers_the_loop(tmp_path: Path) -> None:
+    code = (
+        _fit()
+        + "\n\ndef main(model, a, b):\n    with torch.no_grad():\n        fit(model, a, b, 3)\n"
+    )
+    assert found(project(tmp_path, {"fit.py": code})) == []
+
+
+def test_model_back_in_training_before_the_loop_is_not_an_evaluation(tmp_path: Path) -> None:
+    code = _fit().replace("        hits = 0\n", "        hits = 0\n        model.train()\n")
+    assert ("fit.py", "RGT203", 26) not in found(project(tmp_path, {"fit.py": code}))
+
+
+RUNNER = """
+import torch
+
+
+class Runner:
+    def __init__(self, model, loader):
+        self.model = model
+        self.loader = loader
+        self.opt = torch.optim.Adam(self.model.parameters())
+
+    def _predict(self, batch):
+        return self.model(batch["x"]).view(-1)
+
+    def check_{name}(self):
+        self.model.eval()
+        total = 0.0
+        for batch in self.loader:
+            total += (self._predict(batch) - batch["y"]).abs().sum().item()
+        return total
+"""
+
+
+def test_an_evaluation_method_running_the_model_through_a_helper(tmp_path: Path) -> None:
+    root = project(tmp_path, {"runner.py": RUNNER.replace("check_{name}", "validate")})
+    assert found(root) == [("runner.py", "RGT203", 13)]
+
+
+def test_a_helper_under_no_grad_keeps_the_method_clean(tmp_path: Path) -> None:
+    code = RUNNER.replace("check_{name}", "validate").replace(
+        "    def _predict", "    @torch.no_grad()\n    def _predict"
+    )
+    assert found(project(tmp_path, {"runner.py": code})) == []
+
+
+def test_an_evaluation_word_inside_a_longer_name(tmp_path: Path) -> None:
+    code = """
+    import torch
+
+
+    def score_test_set(loader, model):
+        labels = []
+        for x, y in loader:
+            labels.append(model(x).argmax(1))
+        return torch.cat(labels)
+
+
+    def get_val_batches(loader, model):
+        return [model(x) for x, _ in loader]
+    """
+    assert found(project(tmp_path, {"scoring.py": code})) == [("scoring.py", "RGT203", 4)]
+    named = RUNNER.replace("check_{name}", "run_test_pass")
+    assert found(project(tmp_path / "r", {"runner.py": named})) == [("runner.py", "RGT203", 13)]
