@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 from rgt.lint._facts import Facts
 from rgt.lint._mode_grads import NO_GRAD as NO_GRAD  # re-exported: ``_flow_modes``
-from rgt.lint._mode_grads import eval_loops_with_grad, guarded, mentions
+from rgt.lint._mode_grads import eval_loops_with_grad, guarded
+from rgt.lint._mode_grads import mentions as mentions
 from rgt.lint._mode_grads import mentions_head as mentions_head
 from rgt.lint._mode_loops import (
     BUILTINS,
