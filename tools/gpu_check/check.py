@@ -1,0 +1,152 @@
+"""The device check of issue 35, run by ``tools/gpu_check/run.sh`` (read its header first).
+
+Steps, each timed, each with its own time budget and a PASS/FAIL line with the evidence:
+
+1. GPU assignment by the agent on this machine's nvidia-smi (``step_assign``);
+2. FSDP2 training with rgt's sharded saves under torchrun (``step_train.direct``);
+3. ``kill -9`` of a rank under the real agent, the verdict and an exact resume
+   (``step_train.killed``);
+4. for information: the save's blocking time, rgt vs ``dcp.async_save`` (``step_bench``).
+
+``--cpu``: the dry run that keeps this script from rotting (gloo, CPU tensors, FSDP2 on the
+CPU, two ranks, a tiny model, a recorded nvidia-smi answer on PATH). The human log is this
+process's output (run.sh copies it to ``$OUT/gpu_check.log``); ``$OUT/summary.json`` holds the
+same verdicts and numbers. Exit code 0 only if every step passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from _core import ROOT, Context, Step, say
+
+sys.path.insert(0, str(ROOT / "src"))
+
+import step_assign  # noqa: E402
+import step_bench  # noqa: E402
+import step_train  # noqa: E402
+from _agentjob import fake_nvidia_smi  # noqa: E402
+from rgt.agent import _gpus  # noqa: E402
+from rgt.agent.build import build_agent  # noqa: E402
+
+RECORDED_SMI = ROOT / "tests" / "golden" / "nvidia-smi" / "query-2xrtx4090.csv"
+STEPS: list[tuple[str, float, Callable[[Context, Step], None]]] = [
+    ("GPU assignment by the agent on nvidia-smi", 75, step_assign.run),
+    ("FSDP2 training with sharded saves under torchrun", 120, step_train.direct),
+    ("kill -9 of a rank under the agent, verdict and exact resume", 180, step_train.killed),
+    ("for information: save blocking time, rgt vs dcp.async_save", 100, step_bench.run),
+]
+SIZES = {False: {"GC_DIM": "512", "GC_BLOCKS": "4", "GC_BATCH": "64"},
+         True: {"GC_DIM": "64", "GC_BLOCKS": "2", "GC_BATCH": "16"}}  # fmt: skip
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu", action="store_true", help="the dry run: gloo, CPU, fake smi")
+    parser.add_argument("--out", default=os.environ.get("OUT") or "gpu_check_out")
+    parser.add_argument("--work", default=os.environ.get("GC_WORK"), help="scratch directory")
+    parser.add_argument("--steps", default="1,2,3,4", help="which steps, e.g. 1,2")
+    return parser.parse_args(argv)
+
+
+def context(args: argparse.Namespace) -> Context:
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work or tempfile.mkdtemp(prefix="gpu_check-")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    src = str(ROOT / "src")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", CUBLAS_WORKSPACE_CONFIG=":4096:8")
+    env.update(SIZES[args.cpu], OMP_NUM_THREADS="1", RGT_HOME=str(work / "home"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
+    env["GC_DEVICE"] = "cpu" if args.cpu else "cuda"
+    if args.cpu:
+        fake_nvidia_smi(work / "bin")
+        env["PATH"] = f"{work / 'bin'}{os.pathsep}{env['PATH']}"
+        env["FAKE_NVIDIA_SMI_OUTPUT"] = str(RECORDED_SMI)
+    os.environ["RGT_HOME"] = env["RGT_HOME"]  # build_agent reads the user's learned rules
+    pyz = build_agent(work / "agent")
+    return Context(args.cpu, out, work, env, pyz, world=2 if args.cpu else gpu_world(env))
+
+
+def gpu_world(env: dict[str, str]) -> int:
+    """Two ranks where the machine has two free GPUs (NCCL takes one GPU per rank), else one."""
+    os.environ["PATH"] = env["PATH"]
+    gpus = _gpus.query_gpus() or []
+    return 2 if sum(g.used_mib <= _gpus.BUSY_MIB for g in gpus) >= 2 else 1
+
+
+def header(ctx: Context) -> dict[str, object]:
+    facts: dict[str, object] = {
+        "mode": "cpu dry run (gloo, CPU tensors, recorded nvidia-smi)" if ctx.cpu else "gpu",
+        "world": ctx.world,
+        "python": f"{sys.executable} {platform.python_version()}",
+        "torch": _version("torch"),
+        "xxhash": _version("xxhash"),
+        "host": f"{platform.node()} {platform.release()}",
+        "agent": ctx.pyz.name,
+        "work": str(ctx.work),
+        "out": str(ctx.out),
+    }
+    say("=== rgt GPU check (issue 35) " + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    for key, value in facts.items():
+        say(f"    {key:7} {value}")
+    return facts
+
+
+def _version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def run_step(ctx: Context, number: int, title: str, budget: float, body: Callable) -> Step:
+    step = Step(number, title, budget)
+    say(f"\n[{number}/{len(STEPS)}] {title} (budget {budget:.0f} s)")
+    try:
+        body(ctx, step)
+    except Exception:  # a step's crash is its FAIL, with the traceback as evidence
+        step.check(False, "the step raised", traceback.format_exc(limit=6).rstrip())
+    finally:
+        for job in ctx.jobs:
+            job.cleanup()
+        ctx.jobs.clear()
+    say(f"[{number}/{len(STEPS)}] {'PASS' if step.ok else 'FAIL'}  {title}  ({step.seconds():.1f} s)")
+    return step
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    started = time.monotonic()
+    ctx = context(args)
+    facts = header(ctx)
+    chosen = {int(n) for n in args.steps.split(",")}
+    steps = [
+        run_step(ctx, n, title, budget, body)
+        for n, (title, budget, body) in enumerate(STEPS, start=1)
+        if n in chosen
+    ]
+    ok = bool(steps) and all(step.ok for step in steps)
+    summary = dict(facts, ok=ok, seconds=round(time.monotonic() - started, 1))
+    summary["steps"] = [step.to_json() for step in steps]
+    (ctx.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    say(f"\n=== RESULT: {'PASS' if ok else 'FAIL'}  "
+        f"({sum(s.ok for s in steps)}/{len(steps)} steps, {summary['seconds']} s)")
+    for step in steps:
+        say(f"    step {step.number}: {'PASS' if step.ok else 'FAIL'}  {step.title}")
+    say(f"    files in {ctx.out}: {', '.join(sorted(p.name for p in ctx.out.iterdir()))}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
