@@ -17,7 +17,7 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from rgt.lint import _flow, _flow_data, _flow_leaves, _flow_modes, _flow_paths
+from rgt.lint import _flow, _flow_data, _flow_leaves, _flow_modes, _flow_paths, _wrappers
 from rgt.lint._facts import Facts
 from rgt.lint._nodes import dotted
 
@@ -36,6 +36,7 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
     offers: tuple[tuple[str, Callable[[Facts], Any]], ...] = (
         ("classes", _flow.classes),
         ("loss_params", _flow.loss_params),
+        ("loss_wrappers", _offered_wrappers),
         ("runners", _flow_modes.runners),
         ("modes_left", _flow_leaves.modes_left),
         ("steppers", _flow_data.steppers),
@@ -52,6 +53,7 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
         ("step_calls", _flow_data.step_calls, "steppers"),
         ("loaders", _flow_data.loaders_over_classes, "classes"),
         ("model_losses", _flow.model_losses, None),
+        ("wrapper_calls", _wrappers.wrapper_calls, None),
         ("samplers", _flow_data.samplers, None),
         ("repeats", _flow_data.repeats, None),
         ("paths", _flow_paths.sys_paths, None),
@@ -64,6 +66,16 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
     if noqa:
         out["noqa"] = {str(line): sorted(codes) for line, codes in noqa.items()}
     return out
+
+
+def _offered_wrappers(facts: Facts) -> dict[str, list[Any]]:
+    """The loss wrappers (``_wrappers``) other files can import: module-level functions and
+    classes (``losses``' memo, or found again when the rules did not run here)."""
+    wraps = facts.memo.get("loss_wrappers")
+    if not isinstance(wraps, dict):
+        wraps = _wrappers.wrappers(facts, _flow._loss_calls(facts))
+    top = {n.name for n in facts.tree.body if isinstance(n, ast.FunctionDef)}
+    return {k: v for k, v in wraps.items() if k.startswith("class:") or k in top}
 
 
 def _imports(tree: ast.Module) -> list[list[Any]]:

@@ -55,8 +55,7 @@ def classes(facts: Facts) -> dict[str, dict[str, Any]]:
 def origin(facts: Facts, node: ast.AST, depth: int = 0) -> ast.Call | None:
     """The call a value comes from, through names bound once and shape methods:
     ``loss(y_pred.resize(1, J), y)`` with ``y_pred = model(x)`` is ``model(x)``."""
-    while isinstance(node, ast.Call) and method(node) in losses.SHAPES:
-        node = node.func.value  # type: ignore[attr-defined]  # a method: an Attribute
+    node = losses.unshaped(node)
     if isinstance(node, ast.Name) and depth < 3:
         value = facts.last_value(facts.scope_of(node), node.id, node.lineno)
         return None if value is None else origin(facts, value, depth + 1)
@@ -74,7 +73,7 @@ def _loss_calls(facts: Facts) -> list[tuple[ast.Call, str]]:
     bound = {key.rpartition(".")[2] for key in facts.bindings}
     out = []
     for call in facts.calls_ending(lambda last: last in losses.LOSS_NAMES or last in bound):
-        if call.args and (
+        if losses.first_arg(call) is not None and (
             losses._is_loss(facts, facts.call_name(call) or "")
             or facts.bindings.get(dotted(call.func) or "")
         ):
@@ -91,7 +90,7 @@ def loss_params(facts: Facts) -> dict[str, list[list[Any]]]:
     passes the parameter on to a function here that does."""
     out: dict[str, list[list[Any]]] = {}
     for call, kind in _loss_calls(facts):
-        source = origin(facts, call.args[0])
+        source = origin(facts, losses.first_arg(call))  # type: ignore[arg-type]
         target = None if source is None else _callee(source)
         if not isinstance(target, ast.Name):
             continue
@@ -155,7 +154,7 @@ def model_losses(facts: Facts) -> list[list[Any]]:
     local = {c.name for c in facts.classes}
     out = []
     for call, kind in _loss_calls(facts):
-        source, position = origin_part(facts, call.args[0])
+        source, position = origin_part(facts, losses.first_arg(call))  # type: ignore[arg-type]
         if source is None or in_suite_test(facts, call):
             continue
         cls = built_from(facts, _callee(source), loose=True)
@@ -186,6 +185,7 @@ def _criterion_pairs(facts: Facts) -> list[list[Any]]:
 def origin_part(facts: Facts, node: ast.AST, depth: int = 0) -> tuple[ast.Call | None, int]:
     """``origin``, and which part of a returned tuple the value is: ``probs`` after
     ``probs, classes = model(x)`` is part 0 of ``model(x)`` (``losses.WHOLE``: all of it)."""
+    node = losses.unshaped(node)
     if isinstance(node, ast.Name) and depth < 3:
         value = facts.last_value(facts.scope_of(node), node.id, node.lineno)
         if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call):

@@ -14,19 +14,13 @@ from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from rgt.lint import _join_losses
 from rgt.lint._flow_modes import HELD
+from rgt.lint._join_base import Site, callee, lookup_class, show
 from rgt.lint._model import Finding, Rule, detail_of, lint_finding
 from rgt.lint._project import Project, Summary, old_torch
-from rgt.lint._source import Text, project_root
-from rgt.lint.losses import WHOLE
+from rgt.lint._source import Text
 from rgt.lint.modes import LAYER_WORDS, TORCHVISION_NORMED
-
-Site = tuple[str, int, int, str, str]  # path, line, col, code, detail
-LOSS_CODES = {
-    "ce": ("RGT101", "softmax"),
-    "nll": ("RGT102", "softmax"),
-    "bce": ("RGT103", "sigmoid"),
-}
 
 
 def findings(
@@ -67,7 +61,7 @@ def withheld(
     uses: dict[tuple[str, str], list[bool]] = {}
     for path, summary in project.summaries.items():
         for _line, ref, evaluating in summary.get("eval_uses", ()):
-            target = _callee(project, path, ref)
+            target = callee(project, path, ref)
             if target is not None:
                 uses.setdefault(target, []).append(evaluating and target[0] != path)
     covered = set(reached)
@@ -108,82 +102,13 @@ def _sites(
         return _layers(project, texts, words, path)
 
     for path, summary in project.summaries.items():
-        yield from _model_losses(project, path, summary)
-        yield from _passed_models(project, path, summary)
+        yield from _join_losses.sites(project, path, summary)
         yield from _evaluations(project, path, summary, layers, reached)
         yield from _left_in_eval(project, path, summary, layers)
         yield from _worker_rng(project, path, summary)
         yield from _steppers(project, path, summary)
     if not any("set_epoch" in words(p) for p in list(project.summaries)[:1]):
         yield from _samplers(project)
-
-
-def show(path: str, line: int, near: str) -> str:
-    """``utils/datasets.py:22``: a path as seen from the project's root."""
-    root = project_root(os.path.dirname(os.path.abspath(near)))
-    full = os.path.abspath(path)
-    if not full.startswith(root + os.sep):  # no project marker: from the folder they share
-        root = os.path.commonpath([os.path.dirname(full), os.path.dirname(os.path.abspath(near))])
-    shown = os.path.relpath(full, root)
-    return f"{shown}:{line}"
-
-
-def _class(project: Project, path: str, spelled: str) -> tuple[str, str, dict[str, Any]] | None:
-    found = project.lookup(path, spelled)
-    if found is None:
-        return None
-    where, name = found
-    entry = project.summaries.get(where, {}).get("classes", {}).get(name)
-    return (where, name, entry) if entry is not None else None
-
-
-def _model_losses(project: Project, path: str, summary: Summary) -> Iterator[Site]:
-    for line, col, kind, spelled, position in summary.get("model_losses", ()):
-        code, output = LOSS_CODES[kind]
-        found = _class(project, path, spelled)
-        if not found:
-            continue
-        where, name, entry = found
-        at = show(where, entry["line"], path)
-        if position == WHOLE and entry.get("probs") == output:
-            detail = f"`{name}.forward` ({at}) ends in {output}; this loss is applied to its output"
-            yield path, line, col, code, detail
-        elif position != WHOLE and position in entry.get("probs_at", {}).get(output, ()):
-            detail = (f"`{name}.forward` ({at}) returns {output} output as part {position} of a "
-                      f"tuple; this loss is applied to that part")  # fmt: skip
-            yield path, line, col, code, detail
-
-
-def _callee(project: Project, path: str, ref: str) -> tuple[str, str] | None:
-    """A call's target as (file, qualified name there): ``name:train.source_only``,
-    ``local:Trainer.train_step``, ``class:SupervisedTrainer:train``."""
-    kind, _, rest = ref.partition(":")
-    if kind == "local":
-        return path, rest
-    if kind == "class":
-        cls, _, name = rest.partition(":")
-        found = project.lookup(path, cls)
-        return (found[0], f"{found[1]}.{name}") if found else None
-    return project.lookup(path, rest)
-
-
-def _passed_models(project: Project, path: str, summary: Summary) -> Iterator[Site]:
-    for line, _col, ref, index, keyword, spelled in summary.get("passes", ()):
-        target = _callee(project, path, ref)
-        found = _class(project, path, spelled) if target else None
-        if target is None or found is None or "probs" not in found[2]:
-            continue
-        where, qual = target
-        for position, name, loss_line, loss_col, kind in (
-            project.summaries.get(where, {}).get("loss_params", {}).get(qual, ())
-        ):
-            code, output = LOSS_CODES[kind]
-            if (position == index or name == keyword) and found[2]["probs"] == output:
-                model = show(found[0], found[2]["line"], where)
-                detail = (f"`{found[1]}.forward` ({model}) ends in "
-                          f"{output}; {show(path, line, where)} passes that model to `{qual}` as "
-                          f"`{name}`, whose output reaches this loss")  # fmt: skip
-                yield where, loss_line, loss_col, code, detail
 
 
 def _evaluations(
@@ -197,7 +122,7 @@ def _evaluations(
     if not calls or not layers(path):
         return
     for line, col, ref, index, _keyword, model, why, looping, built in calls:
-        target = _callee(project, path, ref)
+        target = callee(project, path, ref)
         runner = (
             project.summaries.get(target[0], {}).get("runners", {}).get(target[1])
             if target
@@ -228,7 +153,7 @@ def _left_in_eval(
     for model, handed in summary.get("handed_models", ()):
         left: list[tuple[str, int, int, str, str, int]] = []
         for line, col, ref, index, keyword in handed:
-            target = _callee(project, path, ref)
+            target = callee(project, path, ref)
             if target is None:
                 continue
             modes = project.summaries.get(target[0], {}).get("modes_left", {})
@@ -248,7 +173,7 @@ def _left_in_eval(
 def _module_class(project: Project, path: str, spelled: str, depth: int = 0) -> bool:
     """Is the class spelled ``spelled`` in ``path`` a project class that derives from
     ``nn.Module`` (through its bases, a few levels)? A class from outside: not known, so no."""
-    found = _class(project, path, spelled)
+    found = lookup_class(project, path, spelled)
     if found is None or depth > 4:
         return False
     where, _name, entry = found
@@ -283,7 +208,7 @@ def _inherited(
 
 def _dataset(project: Project, path: str, spelled: str) -> tuple[str, str, dict[str, Any]] | None:
     """The class's RNG facts merged over its bases (defined here or imported), 3 levels."""
-    found = _class(project, path, spelled)
+    found = lookup_class(project, path, spelled)
     if found is None:
         return None
     merged: dict[str, Any] = {"made": {}, "used": set(), "global": None, "where": {}}
@@ -301,7 +226,7 @@ def _dataset(project: Project, path: str, spelled: str) -> tuple[str, str, dict[
         if entry.get("global") and merged["global"] is None:
             merged["global"] = [where, *entry["global"], name]
         for base in entry.get("bases", ()):
-            more = _class(project, where, base)
+            more = lookup_class(project, where, base)
             if more is not None:
                 todo.append(more)
     return found[0], found[1], merged
@@ -309,7 +234,7 @@ def _dataset(project: Project, path: str, spelled: str) -> tuple[str, str, dict[
 
 def _held_rng(project: Project, path: str, spelled: str) -> str | None:
     """An object's class (or a base of it) that makes an RNG in ``__init__``: what to say."""
-    found = _class(project, path, spelled)
+    found = lookup_class(project, path, spelled)
     todo, depth = [found] if found else [], 0
     while todo and depth < 6:
         where, _name, entry = todo.pop(0)
@@ -317,7 +242,7 @@ def _held_rng(project: Project, path: str, spelled: str) -> str | None:
         for attr, (line, what) in entry.get("made", {}).items():
             shown = show(where, line, path)
             return f"a `{found[1]}` whose `self.{attr}` is {what} ({shown})"  # type: ignore[index]
-        todo += [c for c in (_class(project, where, b) for b in entry.get("bases", ())) if c]
+        todo += [c for c in (lookup_class(project, where, b) for b in entry.get("bases", ())) if c]
     return None
 
 
@@ -364,7 +289,7 @@ def _worker_rng(project: Project, path: str, summary: Summary) -> Iterator[Site]
 
 def _steppers(project: Project, path: str, summary: Summary) -> Iterator[Site]:
     for line, _col, ref in summary.get("step_calls", ()):
-        target = _callee(project, path, ref)
+        target = callee(project, path, ref)
         step = (
             project.summaries.get(target[0], {}).get("steppers", {}).get(target[1])
             if target

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from rgt.lint import _clearing
+from rgt.lint import _clearing, _wrappers
 from rgt.lint._clearing import OPTIMIZERS
 from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
@@ -99,7 +99,7 @@ def check(facts: Facts) -> Iterator[Hit]:
         lambda last: last in LOSS_NAMES or last == "Adam" or last in bound
     ):
         name = facts.call_name(call) or ""
-        if _is_loss(facts, name) and call.args:
+        if _is_loss(facts, name) and first_arg(call) is not None:
             kind = _loss_kind(facts, call)
             if kind is not None:
                 kinds.append((call, kind))
@@ -109,7 +109,15 @@ def check(facts: Facts) -> Iterator[Hit]:
             if isinstance(decay, int | float) and decay > 0:
                 yield Hit("RGT104", call)
     facts.memo["loss_calls"] = kinds  # the summary's (``_flow``)
+    wraps = _wrappers.wrappers(facts, kinds) if kinds else {}
+    facts.memo["loss_wrappers"] = wraps
+    yield from _wrappers.hits(facts, probs, wraps)
     yield from _update_order(facts)
+
+
+def first_arg(call: ast.Call) -> ast.expr | None:
+    """What a loss is applied to: its first argument, or ``input=``."""
+    return call.args[0] if call.args else keyword(call, "input")
 
 
 def _log_softmax_of_probabilities(facts: Facts, probs: _Probabilities, node: ast.AST) -> bool:
@@ -138,18 +146,27 @@ def _is_adam(name: str) -> bool:
 
 # Methods that reshape or move a tensor and keep what it holds (``y_pred.view(-1, n)``).
 SHAPES = {"view", "reshape", "resize", "squeeze", "unsqueeze", "flatten", "contiguous",
-          "transpose", "permute", "float", "double", "to", "cuda", "cpu"}  # fmt: skip
+          "transpose", "permute", "float", "double", "to", "cuda", "cpu", "type"}  # fmt: skip
+# The same as functions: ``torch.squeeze(pred)``.
+SHAPE_FUNCTIONS = {f"torch.{name}" for name in ("squeeze", "unsqueeze", "flatten", "reshape")}
 
 
 def unshaped(node: ast.AST) -> ast.AST:
-    """``y_pred.resize(1, n).float()`` is ``y_pred``."""
-    while isinstance(node, ast.Call) and method(node) in SHAPES:
-        node = node.func.value  # type: ignore[attr-defined]  # a method: an Attribute
+    """``y_pred.resize(1, n).float()`` and ``torch.squeeze(y_pred)`` are ``y_pred``."""
+    while isinstance(node, ast.Call):
+        if dotted(node.func) in SHAPE_FUNCTIONS:
+            if not node.args:
+                break
+            node = node.args[0]
+        elif method(node) in SHAPES:
+            node = node.func.value  # type: ignore[attr-defined]  # a method: an Attribute
+        else:
+            break
     return node
 
 
 def _loss_input(facts: Facts, probs: _Probabilities, call: ast.Call, kind: str) -> Iterator[Hit]:
-    first = unshaped(call.args[0])
+    first = unshaped(first_arg(call))  # type: ignore[arg-type]  # a loss call has one
     if kind in ("ce", "nll") and probs.of(first, "softmax"):
         yield Hit("RGT101" if kind == "ce" else "RGT102", call)
     elif kind == "nll" and _log_softmax_of_probabilities(facts, probs, first):
@@ -161,7 +178,22 @@ def _loss_input(facts: Facts, probs: _Probabilities, call: ast.Call, kind: str) 
 
 def _loss_kind(facts: Facts, call: ast.Call) -> str | None:
     kind = _named_kind(facts, call)
+    if kind is None:
+        kind = _referenced_kind(facts, call)
     return kind if kind is not None else _default_kind(facts, call)
+
+
+def _referenced_kind(facts: Facts, call: ast.Call) -> str | None:
+    """A loss function kept by reference: ``self.loss_func = F.binary_cross_entropy_with_logits``
+    then ``self.loss_func(input=logits, target=y)`` (every binding the same kind)."""
+    values = facts.bindings.get(dotted(call.func) or "", [])
+    kinds = set()
+    for value in values:
+        name = (facts.qualname(value) or "") if isinstance(value, ast.Attribute | ast.Name) else ""
+        head, _, last = name.rpartition(".")
+        found = [k for k, (_c, f) in (("ce", CE), ("nll", NLL), ("bce", BCE_LOGITS)) if f == last]
+        kinds.add(found[0] if found and head.startswith("torch") else None)
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _default_kind(facts: Facts, call: ast.Call) -> str | None:
@@ -278,6 +310,7 @@ class _Probabilities:
     def _plain(self, node: ast.AST, kind: str) -> bool:
         if isinstance(node, ast.Name):
             node = self.facts.last_value(self.facts.scope_of(node), node.id, node.lineno) or node
+        node = unshaped(node)  # ``self.sigmoid(logits).squeeze()``
         return isinstance(node, ast.Call) and self._direct(node, kind)
 
 

@@ -1,0 +1,159 @@
+"""A sigmoid (softmax) output handed to a loss wrapper: a helper function, a method around a
+loss kept by reference, or a loss class of another file whose ``forward`` calls
+``binary_cross_entropy_with_logits`` (``cross_entropy``) on its argument."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from rgt.lint import lint_paths
+
+
+def project(root: Path, files: dict[str, str]) -> Path:
+    for name, code in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(code).lstrip("\n"))
+    return root
+
+
+def found(root: Path) -> list[tuple[str, str, int]]:
+    report = lint_paths([str(root)], cache=False)
+    return [(str(Path(f.path).relative_to(root)), f.code, f.line) for f in report.findings]
+
+
+HELPER = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Scorer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(16, 1)
+        self.act = nn.Sigmoid()
+
+    def forward(self, x):
+        score = self.head(x)
+        score = {last}
+        return score
+
+
+def objective(scores, targets):
+    per_item = F.binary_cross_entropy_with_logits(scores, targets, reduction="none")
+    return per_item.mean()
+
+
+model = Scorer()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in [(torch.rand(4, 16), torch.rand(4))]:
+    opt.zero_grad()
+    loss = objective(model(x), y)
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_sigmoid_output_into_a_helper_that_applies_bce_with_logits(tmp_path: Path) -> None:
+    code = HELPER.format(last="self.act(score).squeeze(-1)")
+    assert found(project(tmp_path, {"train.py": code})) == [("train.py", "RGT103", 27)]
+
+
+def test_raw_scores_into_the_same_helper_are_clean(tmp_path: Path) -> None:
+    code = HELPER.format(last="score.squeeze(-1)")
+    assert found(project(tmp_path, {"train.py": code})) == []
+
+
+METHOD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Detector(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(16, 1)
+        self.criterion = F.binary_cross_entropy_with_logits
+
+    def forward(self, x):
+        return {out}
+
+    def compute_loss(self, predicted, wanted):
+        return self.criterion(input=predicted, target=wanted)
+
+    def fit_batch(self, x, y, opt):
+        opt.zero_grad()
+        loss = self.compute_loss(self.forward(x), y)
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_method_around_a_loss_function_kept_by_reference(tmp_path: Path) -> None:
+    code = METHOD.format(out="torch.sigmoid(self.body(x))")
+    assert found(project(tmp_path, {"detector.py": code})) == [("detector.py", "RGT103", 20)]
+    clean = METHOD.format(out="self.body(x)")
+    assert found(project(tmp_path / "clean", {"detector.py": clean})) == []
+
+
+ACROSS = {
+    "setup.py": "",
+    "nets/__init__.py": "",
+    "nets/ranker.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class Ranker(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 5)
+
+            def forward(self, x):
+                logits = self.fc(x)
+                return {first}, logits.argmax(1)
+    """,
+    "objectives.py": """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class SmoothedCE(nn.Module):
+            def __init__(self, eps=0.1):
+                super().__init__()
+                self.eps = eps
+
+            def forward(self, scores, labels):
+                return F.cross_entropy(scores, labels, label_smoothing=self.eps)
+    """,
+    "train.py": """
+        import torch
+        from nets.ranker import Ranker
+        from objectives import SmoothedCE
+
+
+        net = Ranker()
+        crit = SmoothedCE(eps=0.05).cuda()
+        opt = torch.optim.Adam(net.parameters())
+        for x, y in [(torch.rand(2, 8), torch.tensor([0, 1]))]:
+            probs, _ = net(x)
+            probs = torch.squeeze(probs)
+            loss = crit(probs.type(torch.float32), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """,
+}
+
+
+def test_a_softmax_tuple_part_into_another_files_loss_class(tmp_path: Path) -> None:
+    files = {**ACROSS, "nets/ranker.py": ACROSS["nets/ranker.py"].format(first="logits.softmax(1)")}
+    assert found(project(tmp_path, files)) == [("train.py", "RGT101", 12)]
+
+
+def test_logits_into_another_files_loss_class_are_clean(tmp_path: Path) -> None:
+    files = {**ACROSS, "nets/ranker.py": ACROSS["nets/ranker.py"].format(first="logits")}
+    assert found(project(tmp_path, files)) == []
