@@ -94,7 +94,9 @@ class AgentJob:
         found = [json.loads(line) for line in lines if line.strip()]
         return [e for e in found if kind is None or e.get("kind") == kind]
 
-    def wait_for(self, what: str, ok: Callable[[dict[str, Any]], bool], deadline: float) -> dict:
+    def wait_for(
+        self, what: str, ok: Callable[[dict[str, Any]], bool], deadline: float
+    ) -> dict[str, Any]:
         while time.monotonic() < deadline:
             status = self.status()
             if status and ok(status):

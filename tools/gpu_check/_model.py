@@ -33,7 +33,8 @@ class Block(nn.Module):
         self.down = nn.Linear(4 * dim, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.down(nn.functional.gelu(self.up(self.norm(x))))
+        out: torch.Tensor = x + self.down(nn.functional.gelu(self.up(self.norm(x))))
+        return out
 
 
 def device() -> torch.device:
@@ -86,7 +87,7 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer, step: int) -> float
     x, y = batch(step, dist.get_rank())
     loss = nn.functional.mse_loss(model(x), y)
     opt.zero_grad()
-    loss.backward()
+    loss.backward()  # type: ignore[no-untyped-call]
     opt.step()
     return float(loss)
 

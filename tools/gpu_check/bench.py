@@ -19,12 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _model
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+from torch.distributed.checkpoint.state_dict_saver import async_save, save
 
-import _model
 from rgt.ckpt import ShardedCheckpointer
 
 OUT = Path(os.environ["RGT_OUTPUT_DIR"])
@@ -50,10 +50,17 @@ def timed(group: Any, start: Callable[[], Any], finish: Callable[[Any], Any]) ->
     return [float(x) for x in both]
 
 
+def staged(response: Any) -> Any:
+    """``async_save`` returns a Future, or (with an asynchronous stager) a response whose
+    ``staging_completion`` says when the state may change again: the loop waits for that."""
+    staging = getattr(response, "staging_completion", None)
+    if staging is not None:
+        staging.result()
+    return response
+
+
 def settle(response: Any) -> None:
-    """``async_save`` returns a Future, or (with an asynchronous stager) a response holding one."""
-    future = getattr(response, "upload_completion", response)
-    future.result()
+    getattr(response, "upload_completion", response).result()
 
 
 def one_repeat(ckpt: ShardedCheckpointer, state: Any, group: Any, i: int) -> dict[str, Any]:
@@ -62,10 +69,12 @@ def one_repeat(ckpt: ShardedCheckpointer, state: Any, group: Any, i: int) -> dic
         "rgt async": timed(group, lambda: ckpt.save(state, i + 1), lambda _: ckpt.wait()),
         "dcp.async_save": timed(
             group,
-            lambda: dcp.async_save(state, checkpoint_id=where["dcp-async"], process_group=group),
+            lambda: staged(
+                async_save(state, checkpoint_id=where["dcp-async"], process_group=group)
+            ),
             settle,
         ),
-        "dcp.save": timed(group, lambda: dcp.save(state, checkpoint_id=where["dcp-save"]), _none),
+        "dcp.save": timed(group, lambda: save(state, checkpoint_id=where["dcp-save"]), _none),
     }
     dist.barrier(group=group)
     if dist.get_rank() == 0:

@@ -21,6 +21,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -32,15 +33,18 @@ from _core import ROOT, Context, Step, say
 
 sys.path.insert(0, str(ROOT / "src"))
 
-import step_assign  # noqa: E402
-import step_bench  # noqa: E402
-import step_train  # noqa: E402
-from _agentjob import fake_nvidia_smi  # noqa: E402
-from rgt.agent import _gpus  # noqa: E402
-from rgt.agent.build import build_agent  # noqa: E402
+import step_assign
+import step_bench
+import step_train
+from _agentjob import fake_nvidia_smi
 
+from rgt.agent import _gpus
+from rgt.agent.build import build_agent
+
+SMI_DIRS = ("/usr/local/nvidia/bin", "/usr/bin", "/usr/local/bin", "/opt/nvidia/bin")
 RECORDED_SMI = ROOT / "tests" / "golden" / "nvidia-smi" / "query-2xrtx4090.csv"
-STEPS: list[tuple[str, float, Callable[[Context, Step], None]]] = [
+Body = Callable[[Context, Step], None]
+STEPS: list[tuple[str, float, Body]] = [
     ("GPU assignment by the agent on nvidia-smi", 75, step_assign.run),
     ("FSDP2 training with sharded saves under torchrun", 120, step_train.direct),
     ("kill -9 of a rank under the agent, verdict and exact resume", 180, step_train.killed),
@@ -54,7 +58,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu", action="store_true", help="the dry run: gloo, CPU, fake smi")
     parser.add_argument("--out", default=os.environ.get("OUT") or "gpu_check_out")
-    parser.add_argument("--work", default=os.environ.get("GC_WORK"), help="scratch directory")
+    parser.add_argument(
+        "--work",
+        default=os.environ.get("GC_WORK"),
+        help="scratch directory (kept); default: "
+        "a new one under $TMPDIR, removed when every step passed",
+    )
     parser.add_argument("--steps", default="1,2,3,4", help="which steps, e.g. 1,2")
     return parser.parse_args(argv)
 
@@ -73,6 +82,9 @@ def context(args: argparse.Namespace) -> Context:
         fake_nvidia_smi(work / "bin")
         env["PATH"] = f"{work / 'bin'}{os.pathsep}{env['PATH']}"
         env["FAKE_NVIDIA_SMI_OUTPUT"] = str(RECORDED_SMI)
+    elif shutil.which("nvidia-smi", path=env["PATH"]) is None:
+        found = [d for d in SMI_DIRS if os.access(os.path.join(d, "nvidia-smi"), os.X_OK)]
+        env["PATH"] = os.pathsep.join([*found[:1], env["PATH"]])  # the agent looks on PATH
     os.environ["RGT_HOME"] = env["RGT_HOME"]  # build_agent reads the user's learned rules
     pyz = build_agent(work / "agent")
     return Context(args.cpu, out, work, env, pyz, world=2 if args.cpu else gpu_world(env))
@@ -110,7 +122,7 @@ def _version(name: str) -> str:
         return "not installed"
 
 
-def run_step(ctx: Context, number: int, title: str, budget: float, body: Callable) -> Step:
+def run_step(ctx: Context, number: int, title: str, budget: float, body: Body) -> Step:
     step = Step(number, title, budget)
     say(f"\n[{number}/{len(STEPS)}] {title} (budget {budget:.0f} s)")
     try:
@@ -121,7 +133,8 @@ def run_step(ctx: Context, number: int, title: str, budget: float, body: Callabl
         for job in ctx.jobs:
             job.cleanup()
         ctx.jobs.clear()
-    say(f"[{number}/{len(STEPS)}] {'PASS' if step.ok else 'FAIL'}  {title}  ({step.seconds():.1f} s)")
+    verdict = "PASS" if step.ok else "FAIL"
+    say(f"[{number}/{len(STEPS)}] {verdict}  {title}  ({step.seconds():.1f} s)")
     return step
 
 
@@ -140,11 +153,17 @@ def main(argv: list[str]) -> int:
     summary = dict(facts, ok=ok, seconds=round(time.monotonic() - started, 1))
     summary["steps"] = [step.to_json() for step in steps]
     (ctx.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    say(f"\n=== RESULT: {'PASS' if ok else 'FAIL'}  "
-        f"({sum(s.ok for s in steps)}/{len(steps)} steps, {summary['seconds']} s)")
+    say(
+        f"\n=== RESULT: {'PASS' if ok else 'FAIL'}  "
+        f"({sum(s.ok for s in steps)}/{len(steps)} steps, {summary['seconds']} s)"
+    )
     for step in steps:
         say(f"    step {step.number}: {'PASS' if step.ok else 'FAIL'}  {step.title}")
     say(f"    files in {ctx.out}: {', '.join(sorted(p.name for p in ctx.out.iterdir()))}")
+    if ok and not args.work:
+        shutil.rmtree(ctx.work, ignore_errors=True)
+    else:
+        say(f"    scratch kept: {ctx.work}")
     return 0 if ok else 1
 
 

@@ -38,7 +38,7 @@ def main() -> None:
     if os.environ.get("GC_TORCH_PROBE") == "1":
         publish("torch.json", json.dumps(probe()))
     given = os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
-    publish("cuda.txt", "%s|%s" % (given, os.environ.get("CUDA_DEVICE_ORDER", "")))
+    publish("cuda.txt", f"{given}|{os.environ.get('CUDA_DEVICE_ORDER', '')}")
     stop = os.path.join(os.environ["RGT_JOB_DIR"], "STOP")
     deadline = time.time() + 120
     while not os.path.exists(stop) and time.time() < deadline:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from _agentjob import AgentJob, process_gone
 from _core import Context, Step
+
 from rgt.agent import _gpus
 
 QUERY_ARGV = ["nvidia-smi", "--query-gpu=" + _gpus.QUERY, "--format=csv,noheader,nounits"]
@@ -62,7 +63,9 @@ def run(ctx: Context, step: Step) -> None:
     said = refused(ctx, step, "gc-all-b", str(len(free)), env)
     expect = f"{len(free) - 1} of this machine's {count} GPU(s) free"
     holds = f"job gc-hold-a holds GPU {first.index}"
-    step.check(expect in said and holds in said, f"c) --gpus {len(free)} refused, holder named", said)
+    step.check(
+        expect in said and holds in said, f"c) --gpus {len(free)} refused, holder named", said
+    )
     stale_lock(ctx, step, env, holder, free)
 
 
@@ -87,7 +90,9 @@ def one_gpu(ctx: Context, step: Step, env: dict[str, str], first: _gpus.Gpu) -> 
 def stale_lock(
     ctx: Context, step: Step, env: dict[str, str], holder: AgentJob, free: list[_gpus.Gpu]
 ) -> None:
-    trainer = int(holder.wait_for("a pid", lambda s: s.get("pid"), step.deadline)["pid"])
+    trainer = int(
+        holder.wait_for("a pid", lambda s: s.get("pid") is not None, step.deadline)["pid"]
+    )
     holder.kill_agent()
     step.check(not process_gone(trainer), "d) kill -9 of A's agent leaves A's job running")
     said = refused(ctx, step, "gc-all-c", str(len(free)), env)

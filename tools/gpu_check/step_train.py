@@ -25,6 +25,7 @@ from typing import Any
 
 from _agentjob import AgentJob
 from _core import Context, Step, gpu_list, torchrun
+
 from rgt.ckpt import _shards
 from rgt.models import RetryPolicy
 
@@ -106,12 +107,13 @@ def read_run(out: Path) -> dict[str, Any]:
 
 
 def killed(ctx: Context, step: Step) -> None:
-    reference = ctx.shared.get("reference")
-    if not step.check(reference is not None, "step 2's uninterrupted run is the reference"):
+    reference: dict[str, Any] | None = ctx.shared.get("reference")
+    if reference is None:
+        step.check(False, "step 2's uninterrupted run is the reference")
         return
-    job, pid = launch(ctx, step)
+    job, pid, killed_at = launch(ctx, step)
     status = job.ended(step.deadline)
-    step.numbers["kill_to_end_s"] = round(time.monotonic() - step.shared_kill_at, 2)  # type: ignore[attr-defined]
+    step.numbers["kill_to_end_s"] = round(time.monotonic() - killed_at, 2)
     keep_evidence(ctx, job)
     step.check(
         (status.get("state"), status.get("attempt")) == ("succeeded", 2),
@@ -120,11 +122,15 @@ def killed(ctx: Context, step: Step) -> None:
     )
     verdict(step, job, pid, ctx.world - 1)
     run = read_run(job.dir / "outputs")
-    step.check(run["resumes"] == [(2, KILL_AT, KILL_AT)], "attempt 2 loaded the killed step", run["resumes"])
+    step.check(
+        run["resumes"] == [(2, KILL_AT, KILL_AT)],
+        "attempt 2 loaded the killed step",
+        run["resumes"],
+    )
     same(step, run, reference, ctx.world)
 
 
-def launch(ctx: Context, step: Step) -> tuple[AgentJob, int]:
+def launch(ctx: Context, step: Step) -> tuple[AgentJob, int, float]:
     victim = ctx.world - 1
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     command += [f"--nproc_per_node={ctx.world}", "train.py"]
@@ -136,14 +142,14 @@ def launch(ctx: Context, step: Step) -> tuple[AgentJob, int]:
     job.write(FILES, command, gpus=str(ctx.world), env=spec_env, retry=retry)
     job.start(dict(ctx.env, RGT_GPU_LOCK_DIR=str(ctx.work / "locks-train")))
     pid = int(job.wait_file("outputs/victim-1.pid", step.deadline).read_text())
-    newest = _shards.list_committed(str(job.dir / "ckpt"))
-    step.check(newest[0].step == KILL_AT, f"step {KILL_AT} committed before the kill", newest[0].step)
+    newest = [info.step for info in _shards.list_committed(str(job.dir / "ckpt"))][:1]
+    step.check(newest == [KILL_AT], f"step {KILL_AT} committed before the kill", newest)
     os.kill(pid, signal.SIGKILL)
-    step.shared_kill_at = time.monotonic()  # type: ignore[attr-defined]
+    killed_at = time.monotonic()
     step.note(f"kill -9 of rank {victim} (pid {pid}) after committed step {KILL_AT}")
     assigned = [e["detail"].get("indices") for e in job.events("gpus_assigned")]
     step.check(assigned[:1] == [list(range(ctx.world))], "the agent assigned the GPUs", assigned)
-    return job, pid
+    return job, pid, killed_at
 
 
 def verdict(step: Step, job: AgentJob, pid: int, victim: int) -> None:
@@ -170,7 +176,8 @@ def same(step: Step, run: dict[str, Any], reference: dict[str, Any], world: int)
         got, want = run["losses"].get(rank, {}), reference["losses"].get(rank, {})
         attempts = {s: sorted({a for a, _ in rows}) for s, rows in got.items()}
         expect = {s: [1] if s <= KILL_AT else [2] for s in range(1, STEPS + 1)}
-        step.check(attempts == expect, f"rank {rank}: steps 1-{KILL_AT} in attempt 1, the rest in 2")
+        what = f"rank {rank}: steps 1-{KILL_AT} in attempt 1, the rest in 2"
+        step.check(attempts == expect, what, None if attempts == expect else attempts)
         diffs = [
             abs(float.fromhex(loss) - float.fromhex(want[s][0][1]))
             for s, rows in got.items()
@@ -179,7 +186,8 @@ def same(step: Step, run: dict[str, Any], reference: dict[str, Any], world: int)
         ]
         worst = max(diffs, default=float("nan"))
         step.numbers[f"loss_max_abs_diff_rank{rank}"] = worst
-        step.check(worst == 0.0, f"rank {rank}: per-step losses equal the reference's", f"max |diff| {worst}")
+        what = f"rank {rank}: per-step losses equal the reference's"
+        step.check(worst == 0.0, what, f"max |diff| {worst}")
     equal = bool(run["final"]) and run["final"] == reference["final"]
     detail = "SHA-256 equal" if equal else weight_diff(run["weights"], reference["weights"])
     step.check(equal, "final weights and optimizer state equal the reference's", detail)
@@ -191,8 +199,9 @@ def weight_diff(ours: Path, theirs: Path) -> str:
     import torch
 
     a, b = torch.load(ours), torch.load(theirs)
-    worst = max((float((a[k].double() - b[k].double()).abs().max()) for k in b if k in a), default=0)
-    return f"max |diff| {worst} over {len(b)} tensors (missing {sorted(set(b) - set(a))})"
+    diffs = [float((a[k].double() - b[k].double()).abs().max()) for k in b if k in a]
+    missing = sorted(set(b) - set(a))
+    return f"max |diff| {max(diffs, default=0.0)} over {len(b)} tensors (missing {missing})"
 
 
 def keep_evidence(ctx: Context, job: AgentJob) -> None:

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _model
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -33,7 +34,6 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-import _model
 from rgt.ckpt import ShardedCheckpointer
 
 OUT = Path(os.environ["RGT_OUTPUT_DIR"])
@@ -71,7 +71,7 @@ def resume(ckpt: ShardedCheckpointer, model: nn.Module, opt: torch.optim.Optimiz
         return 0
     if dist.get_rank() == 0:
         _append("resumes.txt", f"{_attempt()} {newest.step if newest else -1} {loaded[0].step}")
-    return loaded[1]
+    return int(loaded[1])
 
 
 def victim(ckpt: ShardedCheckpointer, step: int) -> None:
@@ -81,9 +81,7 @@ def victim(ckpt: ShardedCheckpointer, step: int) -> None:
         return
     ckpt.wait()  # this rank's shard is durable; rank 0 commits once every shard is
     deadline = time.monotonic() + 120
-    while (ckpt.latest_info() is None or ckpt.latest_info().step != step) and (
-        time.monotonic() < deadline
-    ):
+    while _newest(ckpt) != step and time.monotonic() < deadline:
         time.sleep(0.02)
     (OUT / f"victim-{_attempt()}.tmp").write_text(str(os.getpid()))
     os.replace(OUT / f"victim-{_attempt()}.tmp", OUT / f"victim-{_attempt()}.pid")
@@ -141,7 +139,8 @@ def main() -> None:
 def finish(final: dict[str, torch.Tensor], steps: int, params: int, report: Any) -> None:
     hasher = hashlib.sha256()
     for name, tensor in final.items():
-        hasher.update(name.encode() + tensor.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        raw = tensor.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        hasher.update(name.encode() + raw)
     _append("final.txt", hasher.hexdigest())
     torch.save(final, OUT / "final-weights.pt")
     info = {
@@ -161,6 +160,11 @@ def finish(final: dict[str, torch.Tensor], steps: int, params: int, report: Any)
 def _device_name() -> str:
     here = _model.device()
     return torch.cuda.get_device_name(here) if here.type == "cuda" else "cpu"
+
+
+def _newest(ckpt: ShardedCheckpointer) -> int | None:
+    info = ckpt.latest_info()
+    return None if info is None else info.step
 
 
 def _attempt() -> str:
