@@ -157,3 +157,29 @@ def test_a_softmax_tuple_part_into_another_files_loss_class(tmp_path: Path) -> N
 def test_logits_into_another_files_loss_class_are_clean(tmp_path: Path) -> None:
     files = {**ACROSS, "nets/ranker.py": ACROSS["nets/ranker.py"].format(first="logits")}
     assert found(project(tmp_path, files)) == []
+
+
+ROWS = """
+import torch
+import torch.nn as nn
+
+
+class PairLoss(nn.Module):
+    def __init__(self, loss=nn.CrossEntropyLoss()):
+        super().__init__()
+        self.loss = loss
+
+    def forward(self, similarity):
+        scores = {scores}
+        total = 0
+        for row in scores:
+            total = total + self.loss(row, torch.arange(row.shape[0]))
+        return total
+"""
+
+
+def test_rows_of_a_softmax_output_into_cross_entropy(tmp_path: Path) -> None:
+    code = ROWS.format(scores="torch.softmax(similarity, -1)")
+    assert found(project(tmp_path, {"pairs.py": code})) == [("pairs.py", "RGT101", 14)]
+    clean = ROWS.format(scores="similarity")
+    assert found(project(tmp_path / "clean", {"pairs.py": clean})) == []

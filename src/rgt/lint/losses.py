@@ -247,8 +247,18 @@ class _Probabilities:
             return isinstance(index, int) and self._model_output(node.value, index, kind)
         if isinstance(node, ast.Name) and depth < 3:
             value = self.facts.last_value(self.facts.scope_of(node), node.id, node.lineno)
-            return value is not None and self.of(value, kind, depth + 1)
+            value = value if value is not None else self._iterated(node)
+            return value is not None and self.of(unshaped(value), kind, depth + 1)
         return False
+
+    def _iterated(self, node: ast.Name) -> ast.AST | None:
+        """``out`` in ``for out in probs:``: a row of what the loop iterates over (a row of
+        softmax output is softmax output)."""
+        for loop in self.facts.around(node):
+            target = getattr(loop, "target", None)
+            if isinstance(loop, ast.For) and isinstance(target, ast.Name) and target.id == node.id:
+                return loop.iter
+        return None
 
     def _direct(self, node: ast.Call, kind: str) -> bool:
         name = self.facts.call_name(node) or ""

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator
 
 from rgt.lint._facts import Facts
+from rgt.lint._kept_losses import kept_losses
 from rgt.lint._mode_grads import NO_GRAD as NO_GRAD  # re-exported: ``_flow_modes``
 from rgt.lint._mode_grads import eval_loops_with_grad, guarded
 from rgt.lint._mode_grads import mentions as mentions
@@ -29,7 +30,6 @@ from rgt.lint._mode_models import TORCHVISION_NORMED as TORCHVISION_NORMED
 from rgt.lint._mode_models import framework_driven, may_change, zoo_model
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint._nodes import dotted, method
-from rgt.lint._tree import walk
 
 B, W = Severity.BUG, Severity.WARNING
 RULES = (
@@ -96,6 +96,7 @@ def may_find(text: str) -> bool:
 
 
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
+    yield from kept_losses(facts)  # a framework sets the modes, not what a loop keeps
     if framework_driven(facts):
         return
     evals = [f for f in facts.functions if _is_eval(facts, f)]
@@ -114,7 +115,6 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     for hit in (*train_after_eval(facts), *left_in_eval(facts)):
         if may_change(facts, hit.node, words):
             yield hit
-    yield from _accumulated(facts)
     # Layers the modes change, seen here or in the files around; or an ``.eval()`` here: its
     # author knows the model has some (MultiBench's encoders come from its callers).
     if words & LAYER_WORDS or facts.methods_called("eval"):
@@ -281,51 +281,5 @@ def _under_no_grad(
         caller = facts.functions_around(call)
         up = depth < 3 and caller and caller[0] is not func
         if up and _under_no_grad(facts, caller[0], depth + 1):
-            return True
-    return False
-
-
-def _accumulated(facts: Facts) -> Iterator[Hit]:
-    backward = facts.loops_calling("backward")
-    for loop in facts.loops:
-        if id(loop) not in backward:
-            continue
-        inside = facts.calls_in(loop)
-        backed = {
-            dotted(c.func.value)
-            for c in inside
-            if method(c) == "backward" and isinstance(c.func, ast.Attribute)
-        }
-        backed.discard(None)
-        if not backed:
-            continue
-        for node in [*facts.augmented_in(loop), *inside]:
-            target = _accumulator(node, backed)
-            if target and f"{target}" not in backed and not _is_backed_later(facts, target):
-                yield Hit("RGT204", node, target)
-
-
-def _accumulator(node: ast.AST, backed: set[str | None]) -> str | None:
-    """``total += loss`` or ``losses.append(loss)`` with a loss that had ``.backward()``."""
-    if (
-        isinstance(node, ast.AugAssign)
-        and isinstance(node.op, ast.Add)
-        and isinstance(node.value, ast.Name)
-        and node.value.id in backed
-    ):
-        return dotted(node.target)
-    if isinstance(node, ast.Call) and method(node) == "append" and len(node.args) == 1:
-        arg = node.args[0]
-        if isinstance(arg, ast.Name) and arg.id in backed:
-            assert isinstance(node.func, ast.Attribute)
-            return dotted(node.func.value)
-    return None
-
-
-def _is_backed_later(facts: Facts, target: str) -> bool:
-    """Is the total itself back-propagated (``sum(losses).backward()``): then it is meant."""
-    for call in facts.methods_called("backward"):
-        assert isinstance(call.func, ast.Attribute)
-        if any(dotted(n) == target for n in walk(call.func.value)):
             return True
     return False

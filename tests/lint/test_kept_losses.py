@@ -1,0 +1,94 @@
+"""RGT204 on the loss a backward pass ran on, however it is reached: through a dict that
+holds it, ``accelerator.backward(loss)``, or the list it was summed from; and not once the
+dict's entry is replaced by a detached copy."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from rgt.lint import lint_paths
+
+
+def project(root: Path, files: dict[str, str]) -> Path:
+    for name, code in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(code).lstrip("\n"))
+    return root
+
+
+def found(root: Path) -> list[tuple[str, str, int]]:
+    report = lint_paths([str(root)], cache=False)
+    return [(str(Path(f.path).relative_to(root)), f.code, f.line) for f in report.findings]
+
+
+DICT = """
+import torch
+
+
+def run_epoch(net, batches, opt):
+    history = []
+    for batch in batches:
+        opt.zero_grad()
+        result = net.step_outputs(batch)
+        result["objective"].backward()
+        opt.step()
+{detach}        history.append(result)
+    return torch.stack([h["objective"] for h in history]).mean().item()
+"""
+
+
+def test_a_dict_holding_the_loss_kept_every_step(tmp_path: Path) -> None:
+    code = DICT.format(detach="")
+    assert found(project(tmp_path, {"loop.py": code})) == [("loop.py", "RGT204", 11)]
+
+
+def test_the_dict_with_its_loss_detached_is_clean(tmp_path: Path) -> None:
+    detach = '        result["objective"] = result["objective"].detach()\n'
+    assert found(project(tmp_path, {"loop.py": DICT.format(detach=detach)})) == []
+
+
+ACCELERATED = """
+import torch
+from accelerate import Accelerator
+
+
+def fit(model, loader, opt):
+    accelerator = Accelerator()
+    model, opt, loader = accelerator.prepare(model, opt, loader)
+    running = 0.0
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        accelerator.backward(loss)
+        opt.step()
+        opt.zero_grad()
+        running += {kept}
+    return running
+"""
+
+
+def test_a_loss_back_propagated_by_accelerate_and_kept(tmp_path: Path) -> None:
+    code = ACCELERATED.format(kept="loss")
+    assert found(project(tmp_path, {"fit.py": code})) == [("fit.py", "RGT204", 14)]
+    clean = ACCELERATED.format(kept="loss.detach()")
+    assert found(project(tmp_path / "clean", {"fit.py": clean})) == []
+
+
+def test_the_parts_a_loss_was_summed_from_hold_its_graph(tmp_path: Path) -> None:
+    code = """
+    import torch
+
+
+    def train_epoch(model, loader, opt):
+        parts_seen = []
+        for batch in loader:
+            opt.zero_grad()
+            parts = model.loss_terms(batch)
+            total = sum(parts) if isinstance(parts, tuple) else parts
+            total.backward()
+            opt.step()
+            parts_seen.append(parts)
+        return parts_seen
+    """
+    assert found(project(tmp_path, {"epoch.py": code})) == [("epoch.py", "RGT204", 12)]
