@@ -115,7 +115,8 @@ def accumulator(node: ast.AST, backed: set[str]) -> str | None:
     if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
         held = node.value.value if isinstance(node.value, ast.Subscript) else node.value
         if isinstance(held, ast.Name) and held.id in backed:
-            return dotted(node.target) or dotted(getattr(node.target, "value", None))
+            target = node.target  # ``totals[key] += loss[key]``: ``totals`` keeps them
+            return dotted(target.value if isinstance(target, ast.Subscript) else target)
         return None
     if isinstance(node, ast.Call) and method(node) == "append" and len(node.args) == 1:
         arg = node.args[0]
