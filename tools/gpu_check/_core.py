@@ -12,7 +12,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-TAIL = 3000  # characters of a failed command's output put in the log
+FAILURES = "failures.log"  # in $OUT: the whole output of what failed (last 256 KiB of each)
 
 
 def say(line: str) -> None:
@@ -38,6 +38,14 @@ class Context:
         if source.exists():
             data = source.read_bytes()
             (self.out / name).write_bytes(data[-limit:])
+
+    def keep_failure(self, step: Step, what: str, log: Path) -> None:
+        """A failed command's output: its first traceback and its end in the log, all of it
+        (up to 256 KiB) appended to ``$OUT/failures.log``."""
+        text = log.read_text(errors="replace") if log.exists() else f"({log} was not written)"
+        step.note(f"{what} said (whole output in $OUT/{FAILURES}):\n{excerpt(text)}")
+        with open(self.out / FAILURES, "a", encoding="utf-8") as sink:
+            sink.write(f"===== step {step.number}: {what}: {log}\n{text[-(256 << 10) :]}\n")
 
 
 class Step:
@@ -80,11 +88,19 @@ class Step:
         }
 
 
+def excerpt(text: str) -> str:
+    """The first traceback (a rank's own error, printed before torchrun's summary of it) and
+    the end of the output."""
+    first = text.find("Traceback (most recent call last)")
+    head = text[first : first + 2500] + "\n    [...]\n" if first >= 0 else ""
+    return head + text[-1500:]
+
+
 def torchrun(
     step: Step, script: str, nproc: int, env: dict[str, str], cwd: Path
-) -> tuple[int, str]:
+) -> tuple[int, Path]:
     """``python3 -m torch.distributed.run --standalone`` of ``tools/gpu_check/<script>``;
-    (exit code, the output's tail). Killed at the step's deadline (exit code -9 then)."""
+    (exit code, its log). Killed at the step's deadline (exit code -9 then)."""
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     argv += [f"--nproc_per_node={nproc}", str(HERE / script)]
     log = cwd / f"{Path(script).stem}.log"
@@ -98,7 +114,7 @@ def torchrun(
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             code = proc.wait()
-    return code, log.read_text(errors="replace")[-TAIL:]
+    return code, log
 
 
 def gpu_list(world: int) -> str:

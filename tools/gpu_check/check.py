@@ -129,6 +129,8 @@ def run_step(ctx: Context, number: int, title: str, budget: float, body: Body) -
         body(ctx, step)
     except Exception:  # a step's crash is its FAIL, with the traceback as evidence
         step.check(False, "the step raised", traceback.format_exc(limit=6).rstrip())
+        for job in ctx.jobs:
+            ctx.keep_failure(step, f"the agent of {job.job_id}", job.dir / "agent.log")
     finally:
         for job in ctx.jobs:
             job.cleanup()

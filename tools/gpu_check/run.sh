@@ -16,7 +16,8 @@
 # If step 2 fails with "does not have a deterministic implementation", rerun with
 # `GC_DETERMINISTIC=warn bash tools/gpu_check/run.sh` and say so.
 #
-# WHAT COMES BACK in $OUT (./gpu_check_out when OUT is unset), 7 files, well under the limits:
+# WHAT COMES BACK in $OUT (./gpu_check_out when OUT is unset), at most 8 files, each well under
+# the tool's 16 MiB (the device returns 8 files at most, no deeper than 2 folders):
 #     gpu_check.log          this whole output: every check's ok/FAILED line and its evidence
 #     summary.json           the same verdicts, timings and numbers, machine-readable
 #     nvidia-smi-query.csv   the raw answer to the agent's query (a real recording: it can go to
@@ -25,6 +26,8 @@
 #     step3-events.jsonl     the killed job's events (attempt_ended with the evidence, resuming)
 #     step3-ranks.json       the launcher's per-rank failure record of attempt 1
 #     step3-agent.log        the agent's own log of that job (last 256 KiB)
+#     failures.log           only when something failed: the whole output of each failed command
+#                            (torchrun, the job's attempts, the agents; last 256 KiB of each)
 #
 # WHAT TO PASTE INTO THE CLOSING NOTE: the device the tool reported (H100 or H200), the block
 # from "=== RESULT" to the end of the output, each FAILED line with the lines under it, and

@@ -20,9 +20,9 @@ def run(ctx: Context, step: Step) -> None:
     if not ctx.cpu:
         env["CUDA_VISIBLE_DEVICES"] = gpu_list(ctx.world)
     (base / "outputs").mkdir(parents=True, exist_ok=True)
-    code, tail = torchrun(step, "bench.py", ctx.world, env, base)
+    code, log = torchrun(step, "bench.py", ctx.world, env, base)
     if not step.check(code == 0, f"torchrun of {ctx.world} rank(s) exits 0", code or None):
-        step.note(tail)
+        ctx.keep_failure(step, "torchrun", log)
         return
     doc = json.loads((base / "outputs" / "bench.json").read_text())
     step.numbers.update(doc)

@@ -44,9 +44,9 @@ def direct(ctx: Context, step: Step) -> None:
     if not ctx.cpu:
         env["CUDA_VISIBLE_DEVICES"] = gpu_list(ctx.world)
     (base / "outputs").mkdir(parents=True, exist_ok=True)
-    code, tail = torchrun(step, "train.py", ctx.world, env, base)
+    code, log = torchrun(step, "train.py", ctx.world, env, base)
     if not step.check(code == 0, f"torchrun of {ctx.world} rank(s) exits 0", code or None):
-        step.note(tail)
+        ctx.keep_failure(step, "torchrun", log)
         return
     run = read_run(base / "outputs")
     info = json.loads((base / "outputs" / "info.json").read_text())
@@ -108,13 +108,20 @@ def read_run(out: Path) -> dict[str, Any]:
 
 def killed(ctx: Context, step: Step) -> None:
     reference: dict[str, Any] | None = ctx.shared.get("reference")
-    if reference is None:
-        step.check(False, "step 2's uninterrupted run is the reference")
-        return
-    job, pid, killed_at = launch(ctx, step)
+    if reference is None:  # the kill, the verdict and the resume are still checked
+        step.check(False, "step 2's uninterrupted run is the reference (step 2 failed)")
+    job = AgentJob(ctx.pyz, ctx.work / "step3", "gc-fsdp-kill")
+    ctx.jobs.append(job)
+    try:
+        judge(ctx, step, job, reference)
+    finally:
+        keep_evidence(ctx, step, job)
+
+
+def judge(ctx: Context, step: Step, job: AgentJob, reference: dict[str, Any] | None) -> None:
+    pid, killed_at = launch(ctx, step, job)
     status = job.ended(step.deadline)
     step.numbers["kill_to_end_s"] = round(time.monotonic() - killed_at, 2)
-    keep_evidence(ctx, job)
     step.check(
         (status.get("state"), status.get("attempt")) == ("succeeded", 2),
         "the job succeeded in attempt 2",
@@ -127,17 +134,16 @@ def killed(ctx: Context, step: Step) -> None:
         "attempt 2 loaded the killed step",
         run["resumes"],
     )
-    same(step, run, reference, ctx.world)
+    if reference is not None:
+        same(step, run, reference, ctx.world)
 
 
-def launch(ctx: Context, step: Step) -> tuple[AgentJob, int, float]:
+def launch(ctx: Context, step: Step, job: AgentJob) -> tuple[int, float]:
     victim = ctx.world - 1
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     command += [f"--nproc_per_node={ctx.world}", "train.py"]
     spec_env = {"GC_STEPS": str(STEPS), "GC_SAVE_EVERY": str(SAVE_EVERY)}
     spec_env["GC_KILL"] = f"1:{KILL_AT}:{victim}"
-    job = AgentJob(ctx.pyz, ctx.work / "step3", "gc-fsdp-kill")
-    ctx.jobs.append(job)
     retry = RetryPolicy(max_retries=2, backoff_s=0.5)
     job.write(FILES, command, gpus=str(ctx.world), env=spec_env, retry=retry)
     job.start(dict(ctx.env, RGT_GPU_LOCK_DIR=str(ctx.work / "locks-train")))
@@ -149,7 +155,7 @@ def launch(ctx: Context, step: Step) -> tuple[AgentJob, int, float]:
     step.note(f"kill -9 of rank {victim} (pid {pid}) after committed step {KILL_AT}")
     assigned = [e["detail"].get("indices") for e in job.events("gpus_assigned")]
     step.check(assigned[:1] == [list(range(ctx.world))], "the agent assigned the GPUs", assigned)
-    return job, pid, killed_at
+    return pid, killed_at
 
 
 def verdict(step: Step, job: AgentJob, pid: int, victim: int) -> None:
@@ -204,7 +210,13 @@ def weight_diff(ours: Path, theirs: Path) -> str:
     return f"max |diff| {max(diffs, default=0.0)} over {len(b)} tensors (missing {missing})"
 
 
-def keep_evidence(ctx: Context, job: AgentJob) -> None:
+def keep_evidence(ctx: Context, step: Step, job: AgentJob) -> None:
+    """The job's events, rank record and agent log to $OUT; its attempts' logs too when the
+    step failed (or raised: ``ok`` is still True then, so an unfinished job counts too)."""
     ctx.copy_out(Path(job.paths.events), "step3-events.jsonl")
     ctx.copy_out(job.dir / "logs" / "attempt-1" / "ranks.json", "step3-ranks.json")
     ctx.copy_out(job.dir / "agent.log", "step3-agent.log", limit=256 << 10)
+    finished = job.status().get("state") == "succeeded"
+    if not (step.ok and finished):
+        for log in sorted((job.dir / "logs").glob("attempt-*.log")):
+            ctx.keep_failure(step, f"the job's {log.stem}", log)
