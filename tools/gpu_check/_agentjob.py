@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _core import kill_carrying
+
 from rgt import _fs
 from rgt.agent._system import process_belongs_to_job
 from rgt.agent.paths import RootPaths
@@ -131,12 +133,15 @@ class AgentJob:
         return path.read_text(errors="replace")[-limit:] if path.exists() else ""
 
     def cleanup(self) -> None:
-        """Whatever of this job still runs: the agent, then the job's process group."""
+        """Whatever of this job still runs: the agent, then every process the agent started
+        for it (they carry ``RGT_JOB_DIR``; torchrun's ranks each run in a session of their
+        own, so the job's process group alone would miss them)."""
         self.kill_agent()
         pid = self.status().get("pid")
         if isinstance(pid, int) and process_belongs_to_job(pid, str(self.dir)):
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
+        kill_carrying(f"RGT_JOB_DIR={self.dir}")
 
 
 def process_gone(pid: int) -> bool:

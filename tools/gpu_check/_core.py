@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -105,16 +106,42 @@ def torchrun(
     argv += [f"--nproc_per_node={nproc}", str(HERE / script)]
     log = cwd / f"{Path(script).stem}.log"
     cwd.mkdir(parents=True, exist_ok=True)
+    marker = f"GC_RUN={cwd}"  # torchrun starts each rank in a session of its own
     with open(log, "wb") as sink:
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            cwd=cwd,
+            env=dict(env, GC_RUN=str(cwd)),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         try:
-            code = proc.wait(timeout=step.left())
+            return proc.wait(timeout=step.left()), log
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            code = proc.wait()
-    return code, log
+            return -9, log
+        finally:
+            kill_carrying(marker)
+            proc.wait()
+
+
+def kill_carrying(marker: str) -> list[int]:
+    """SIGKILL every process whose environment holds ``marker`` (a variable only the check's
+    own processes carry): a timed-out torchrun's ranks, a job's ranks after its agent."""
+    needle = marker.encode("utf-8", "surrogateescape")
+    killed = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if needle not in handle.read().split(b"\0"):
+                    continue
+            os.kill(int(entry), signal.SIGKILL)
+            killed.append(int(entry))
+        except OSError:
+            continue
+    return killed
 
 
 def gpu_list(world: int) -> str:

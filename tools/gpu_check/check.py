@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -122,8 +123,18 @@ def _version(name: str) -> str:
         return "not installed"
 
 
-def run_step(ctx: Context, number: int, title: str, budget: float, body: Body) -> Step:
+class Stopped(BaseException):
+    """SIGTERM (run.sh's overall time limit): the running step's finally still cleans up."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Stopped(f"signal {signum}: the overall time limit (GC_TOTAL_S) ran out")
+
+
+def run_step(ctx: Context, steps: list[Step], number: int, title: str, budget: float) -> None:
+    body = STEPS[number - 1][2]
     step = Step(number, title, budget)
+    steps.append(step)
     say(f"\n[{number}/{len(STEPS)}] {title} (budget {budget:.0f} s)")
     try:
         body(ctx, step)
@@ -137,36 +148,40 @@ def run_step(ctx: Context, number: int, title: str, budget: float, body: Body) -
         ctx.jobs.clear()
     verdict = "PASS" if step.ok else "FAIL"
     say(f"[{number}/{len(STEPS)}] {verdict}  {title}  ({step.seconds():.1f} s)")
-    return step
 
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
     started = time.monotonic()
+    signal.signal(signal.SIGTERM, _stop)
     ctx = context(args)
     facts = header(ctx)
     chosen = {int(n) for n in args.steps.split(",")}
-    steps = [
-        run_step(ctx, n, title, budget, body)
-        for n, (title, budget, body) in enumerate(STEPS, start=1)
-        if n in chosen
-    ]
+    steps: list[Step] = []
+    try:
+        for number, (title, budget, _) in enumerate(STEPS, start=1):
+            if number in chosen:
+                run_step(ctx, steps, number, title, budget)
+    except Stopped as stop:
+        steps[-1].check(False, "STOPPED", str(stop))
     ok = bool(steps) and all(step.ok for step in steps)
-    summary = dict(facts, ok=ok, seconds=round(time.monotonic() - started, 1))
-    summary["steps"] = [step.to_json() for step in steps]
-    (ctx.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    say(
-        f"\n=== RESULT: {'PASS' if ok else 'FAIL'}  "
-        f"({sum(s.ok for s in steps)}/{len(steps)} steps, {summary['seconds']} s)"
-    )
-    for step in steps:
-        say(f"    step {step.number}: {'PASS' if step.ok else 'FAIL'}  {step.title}")
-    say(f"    files in {ctx.out}: {', '.join(sorted(p.name for p in ctx.out.iterdir()))}")
+    summarize(ctx, dict(facts, ok=ok, seconds=round(time.monotonic() - started, 1)), steps)
     if ok and not args.work:
         shutil.rmtree(ctx.work, ignore_errors=True)
     else:
         say(f"    scratch kept: {ctx.work}")
     return 0 if ok else 1
+
+
+def summarize(ctx: Context, summary: dict[str, object], steps: list[Step]) -> None:
+    summary["steps"] = [step.to_json() for step in steps]
+    (ctx.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    verdict = "PASS" if summary["ok"] else "FAIL"
+    passed = sum(s.ok for s in steps)
+    say(f"\n=== RESULT: {verdict}  ({passed}/{len(steps)} steps, {summary['seconds']} s)")
+    for step in steps:
+        say(f"    step {step.number}: {'PASS' if step.ok else 'FAIL'}  {step.title}")
+    say(f"    files in {ctx.out}: {', '.join(sorted(p.name for p in ctx.out.iterdir()))}")
 
 
 if __name__ == "__main__":
