@@ -92,3 +92,79 @@ def test_the_parts_a_loss_was_summed_from_hold_its_graph(tmp_path: Path) -> None
         return parts_seen
     """
     assert found(project(tmp_path, {"epoch.py": code})) == [("epoch.py", "RGT204", 12)]
+
+
+METER = """
+import torch
+
+
+class RunningMean:
+    def __init__(self):
+        self.total, self.count = 0.0, 0
+
+    def add(self, value, n=1):
+        self.total += value * n
+        self.count += n
+
+
+def train(model, loader, opt):
+    meter = RunningMean()
+    for x, y in loader:
+        opt.zero_grad()
+        loss = torch.nn.functional.l1_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        meter.add({given}, x.size(0))
+    return meter.total / meter.count
+"""
+
+
+def test_a_loss_handed_to_a_running_mean_that_keeps_it(tmp_path: Path) -> None:
+    code = METER.format(given="loss")
+    assert found(project(tmp_path, {"meter.py": code})) == [("meter.py", "RGT204", 20)]
+    clean = METER.format(given="loss.item()")
+    assert found(project(tmp_path / "clean", {"meter.py": clean})) == []
+
+
+TRACKER = {
+    "setup.py": "",
+    "tools/__init__.py": "",
+    "tools/tracking.py": """
+        import torch
+
+
+        class LossBook:
+            def __init__(self, keys):
+                self.sums = dict.fromkeys(keys, 0)
+
+            def record(self, losses):
+                for key in losses:
+                    self.sums[key] += {kept}
+    """,
+    "train.py": """
+        import torch
+        from tools.tracking import LossBook
+
+
+        def fit(model, loader, opt):
+            book = LossBook(["total", "l1"])
+            for batch in loader:
+                opt.zero_grad()
+                losses = model.losses(batch)
+                losses["total"].backward()
+                opt.step()
+                book.record(losses)
+            return {k: torch.as_tensor(v) for k, v in book.sums.items()}
+    """,
+}
+
+
+def test_a_loss_dict_handed_to_another_files_tracker(tmp_path: Path) -> None:
+    files = {
+        **TRACKER,
+        "tools/tracking.py": TRACKER["tools/tracking.py"].format(kept="losses[key]"),
+    }
+    assert found(project(tmp_path, files)) == [("train.py", "RGT204", 12)]
+    kept = "losses[key].item()"
+    clean = {**TRACKER, "tools/tracking.py": TRACKER["tools/tracking.py"].format(kept=kept)}
+    assert found(project(tmp_path / "clean", clean)) == []

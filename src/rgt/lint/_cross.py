@@ -19,6 +19,7 @@ from typing import Any
 
 from rgt.lint import _flow, _flow_data, _flow_leaves, _flow_modes, _flow_paths, _wrappers
 from rgt.lint._facts import Facts
+from rgt.lint._kept_losses import accumulators, kept_calls
 from rgt.lint._nodes import dotted
 
 Summary = dict[str, Any]
@@ -37,6 +38,7 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
         ("classes", _flow.classes),
         ("loss_params", _flow.loss_params),
         ("loss_wrappers", _offered_wrappers),
+        ("accumulators", accumulators),
         ("runners", _flow_modes.runners),
         ("modes_left", _flow_leaves.modes_left),
         ("steppers", _flow_data.steppers),
@@ -54,6 +56,7 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
         ("loaders", _flow_data.loaders_over_classes, "classes"),
         ("model_losses", _flow.model_losses, None),
         ("wrapper_calls", _wrappers.wrapper_calls, None),
+        ("kept_calls", kept_calls, None),
         ("samplers", _flow_data.samplers, None),
         ("repeats", _flow_data.repeats, None),
         ("paths", _flow_paths.sys_paths, None),

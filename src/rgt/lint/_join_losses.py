@@ -22,6 +22,7 @@ def sites(project: Project, path: str, summary: Summary) -> Iterator[Site]:
     yield from _model_losses(project, path, summary)
     yield from _passed_models(project, path, summary)
     yield from _wrapped(project, path, summary)
+    yield from _kept(project, path, summary)
 
 
 def _model_losses(project: Project, path: str, summary: Summary) -> Iterator[Site]:
@@ -100,3 +101,17 @@ def _probabilities(
     if part != WHOLE and part in entry.get("probs_at", {}).get(output, ()):
         return f"`{name}.forward` ({at}) returns {output} output as part {part} of a tuple"
     return None
+
+
+def _kept(project: Project, path: str, summary: Summary) -> Iterator[Site]:
+    """A loss handed, every step, to a method of a file within two imports that adds it to a
+    total on ``self`` (SSA-SC's ``update_train_losses``): RGT204 at the call."""
+    calls = summary.get("kept_calls", ())
+    near = project.neighbours(path) if calls else []
+    for line, col, name, index in calls:
+        for other in near:
+            if index in project.summaries.get(other, {}).get("accumulators", {}).get(name, ()):
+                detail = (f"`{name}` ({show(other, 1, path).rpartition(':')[0]}) adds this "
+                          "argument to a total it keeps")  # fmt: skip
+                yield path, line, col, "RGT204", detail
+                break

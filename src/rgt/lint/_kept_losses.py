@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import Any
 
 from rgt.lint._facts import Facts
 from rgt.lint._model import Hit
@@ -28,6 +29,19 @@ REDUCE = {"mean", "sum", "squeeze", "view", "reshape", "float", "double"}
 
 
 def kept_losses(facts: Facts) -> Iterator[Hit]:
+    own = accumulators(facts)
+    for loop, inside, backed in _backed_loops(facts):
+        for node in [*facts.augmented_in(loop), *inside]:
+            target = accumulator(node, backed)
+            if target and target not in backed and not _is_backed_later(facts, target):
+                yield Hit("RGT204", node, target)
+        for call, index, name in _handed(inside, backed):
+            if index in own.get(name, ()):
+                yield Hit("RGT204", call, f"`{name}` adds its argument to a running total")
+
+
+def _backed_loops(facts: Facts) -> Iterator[tuple[ast.AST, list[ast.Call], set[str]]]:
+    """Each loop that runs a backward pass, its calls, and the names holding that loss."""
     backward = facts.loops_calling("backward") | facts.loops_calling("manual_backward")
     for loop in facts.loops:
         if id(loop) not in backward:
@@ -38,12 +52,66 @@ def kept_losses(facts: Facts) -> Iterator[Hit]:
             if method(call) in ("backward", "manual_backward"):
                 backed |= _made_from(facts, _loss_of(call), call)
         backed -= _detached(loop, backed)
-        if not backed:
+        if backed:
+            yield loop, inside, backed
+
+
+def _handed(inside: list[ast.Call], backed: set[str]) -> Iterator[tuple[ast.Call, int, str]]:
+    """Method calls handed a loss: ``tracker.update_losses(loss)`` -> (call, 0, name)."""
+    for call in inside:
+        name = method(call)
+        if name is None or name in ("backward", "append", "manual_backward"):
             continue
-        for node in [*facts.augmented_in(loop), *inside]:
-            target = accumulator(node, backed)
-            if target and target not in backed and not _is_backed_later(facts, target):
-                yield Hit("RGT204", node, target)
+        for index, arg in enumerate(call.args):
+            if isinstance(arg, ast.Name) and arg.id in backed:
+                yield call, index, name
+
+
+def kept_calls(facts: Facts) -> list[list[Any]]:
+    """The summary's: ``[line, col, method, argument index]`` of each method call a loss is
+    handed to in a loop that back-propagates it (``_join`` asks the files around whether that
+    method keeps it)."""
+    return [
+        [call.lineno, call.col_offset, name, index]
+        for _loop, inside, backed in _backed_loops(facts)
+        for call, index, name in _handed(inside, backed)
+    ]
+
+
+def accumulators(facts: Facts) -> dict[str, list[int]]:
+    """Methods of the classes here that add an argument itself to a total kept on ``self``
+    (``self.sum += val * n``, ``self.totals[key] += losses[key]``, ``self.seen.append(x)``):
+    ``name -> [argument positions, without self]``."""
+    out: dict[str, list[int]] = {}
+    for node in [*facts.augmented, *facts.methods_called("append")]:
+        around = facts.functions_around(node)
+        func = around[0] if around else None
+        if func is None or func.name.startswith("__"):
+            continue
+        names = [a.arg for a in func.args.args]
+        if names[:1] != ["self"]:
+            continue
+        kept = _kept_argument(node, names[1:])
+        if kept is not None and names[1:].index(kept) not in out.get(func.name, []):
+            out.setdefault(func.name, []).append(names[1:].index(kept))
+    return out
+
+
+def _kept_argument(node: ast.AST, names: list[str]) -> str | None:
+    """The argument ``node`` adds to ``self``'s state, if it does."""
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+        target = node.target.value if isinstance(node.target, ast.Subscript) else node.target
+        if not (dotted(target) or "").startswith("self."):
+            return None
+        value = node.value.left if isinstance(node.value, ast.BinOp) else node.value
+        value = value.value if isinstance(value, ast.Subscript) else value
+        return value.id if isinstance(value, ast.Name) and value.id in names else None
+    if isinstance(node, ast.Call) and method(node) == "append" and len(node.args) == 1:
+        owner = dotted(node.func.value) or ""  # type: ignore[attr-defined]
+        arg = node.args[0]
+        if owner.startswith("self.") and isinstance(arg, ast.Name) and arg.id in names:
+            return arg.id
+    return None
 
 
 def _loss_of(call: ast.Call) -> str | None:

@@ -43,6 +43,9 @@ CROSS_WORDS = ("oftmax", "igmoid", "random", "Generator", "DistributedSampler", 
 
 
 RNG_MAKER = re.compile(r"random\.(RandomState|default_rng|Generator|Random)\b")
+# A running total kept on ``self`` from a name (``self.sum += val * n``): a method another
+# file may hand a loss tensor to (``_kept_losses.accumulators``); counters (``+= 1``) are not.
+ACCUMULATES = re.compile(r"self\.[\w.]+(?:\[[^\]\n]*\])?\s*\+=\s*[A-Za-z_]")
 
 
 def summarised(text: str, imported: bool, path: str = "") -> bool:
@@ -57,7 +60,9 @@ def summarised(text: str, imported: bool, path: str = "") -> bool:
     if "class " in text and RNG_MAKER.search(text):  # an RNG kept by a class, torch or not
         return True
     return "torch" in text and (
-        any(w in text for w in CROSS_WORDS) or modes.EVAL_DEF.search(text) is not None
+        any(w in text for w in CROSS_WORDS)
+        or modes.EVAL_DEF.search(text) is not None
+        or ACCUMULATES.search(text) is not None
     )
 
 
