@@ -4,8 +4,8 @@
 
 An FSDP2 MLP (1024x1024 Linear layers, fully_shard per layer) plus its Adam moments,
 ``--mb`` MB in all (each rank holds half), after one training step. Each repeat runs the
-methods interleaved (dcp.save, dcp.async_save, rgt asynchronous with its default ``O_DIRECT``
-writes, rgt asynchronous with ``direct_io=False``: buffered writes), each into a fresh step,
+methods interleaved (dcp.save, dcp.async_save, rgt asynchronous with its default buffered
+writes over recycled files, rgt asynchronous with ``direct_io=True``), each into a fresh step,
 then loads the same step with dcp.load and rgt's load_latest into the same state (which loads
 first alternates from repeat to repeat). Times are the slowest rank's (all_reduce MAX), medians
 over the repeats after one warm-up save of each method:
@@ -21,9 +21,9 @@ over the repeats after one warm-up save of each method:
   the memory copy any snapshot of these bytes costs, measured beside the saves;
 - load: ``dcp.load`` vs ``load_latest`` (shards verified by hash) of the newest step, with the
   page cache in three states, the same for both sides: "as saved" (whatever each save left
-  there: ``dcp.save`` and rgt's ``direct_io=False`` write through the page cache, so their
-  files are cached; rgt's default ``O_DIRECT`` writes leave none of its shard there; the
-  buffered variant's load is shown as saved only), "cold" (every file of both steps evicted with
+  there: ``dcp.save`` and rgt's default write through the page cache, so their files are
+  cached; ``direct_io=True`` leaves none of its shard there, and its load is shown as saved
+  only), "cold" (every file of both steps evicted with
   ``POSIX_FADV_DONTNEED`` just before the loads) and "warm" (every file of both steps read once
   just before the loads, so both are fully cached).
 
@@ -58,17 +58,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from rgt.ckpt import ShardedCheckpointer
 
-METHODS = ("dcp.save", "dcp.async_save", "rgt async", "rgt async buffered")
+METHODS = ("dcp.save", "dcp.async_save", "rgt async", "rgt async direct")
 CACHES = ("as saved", "cold", "warm")
 LOADERS = ("dcp.load", "rgt load_latest")
-BUFFERED_LOAD = "rgt load_latest buffered as saved"
+DIRECT_LOAD = "rgt load_latest direct as saved"
 GOALS = (
     ("blocking", "rgt async", "dcp.async_save", 0.3),
     ("durable", "rgt async", "dcp.save", 1.0),
     *((f"load {c}", f"rgt load_latest {c}", f"dcp.load {c}", 1.1) for c in CACHES),
-    ("blocking", "rgt async buffered", "dcp.async_save", 0.3),
-    ("durable", "rgt async buffered", "dcp.save", 1.0),
-    ("load as saved", BUFFERED_LOAD, "dcp.load as saved", 1.1),
+    ("blocking", "rgt async direct", "dcp.async_save", 0.3),
+    ("durable", "rgt async direct", "dcp.save", 1.0),
+    ("load as saved", DIRECT_LOAD, "dcp.load as saved", 1.1),
     ("blocking", "floor: memcpy", "dcp.async_save", 0.3),
 )
 
@@ -141,7 +141,7 @@ def loads(
     ckpts: dict[str, ShardedCheckpointer], state: Any, dcp_step: str, step: int
 ) -> dict[str, float]:
     """Every load of one step, by page-cache state; which side loads first alternates."""
-    rgt, buffered = ckpts["rgt async"], ckpts["rgt async buffered"]
+    rgt, direct = ckpts["rgt async"], ckpts["rgt async direct"]
     actions = {
         "dcp.load": lambda: dcp.load(state, checkpoint_id=dcp_step),
         "rgt load_latest": lambda: rgt.load_latest(state),
@@ -153,8 +153,8 @@ def loads(
         for method in order:
             row[f"{method} {cache}"] = reduced(timed(actions[method])[0])
         if cache == "as saved":
-            row[BUFFERED_LOAD] = reduced(timed(lambda: buffered.load_latest(state))[0])
-            assert buffered.loaded is not None and buffered.loaded.step == step
+            row[DIRECT_LOAD] = reduced(timed(lambda: direct.load_latest(state))[0])
+            assert direct.loaded is not None and direct.loaded.step == step
         assert rgt.loaded is not None and rgt.loaded.step == step
     return row
 
@@ -206,7 +206,7 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace) -> Non
             os.path.join(args.dir, method.replace(" ", "-")),
             asynchronous=True,
             keep_last=1,
-            direct_io=not method.endswith("buffered"),
+            direct_io=method.endswith("direct"),
         )
         for method in METHODS[2:]
     }
@@ -236,7 +236,7 @@ def report(first: dict[str, Any], rows: list[dict[str, Any]], nbytes: float) -> 
         for method in (f"dcp.load {cache}", f"rgt load_latest {cache}"):
             print(f"{method:31} load {_cell([r[method] for r in rows])}")
         if cache == "as saved":
-            print(f"{BUFFERED_LOAD:31} load {_cell([r[BUFFERED_LOAD] for r in rows])}")
+            print(f"{DIRECT_LOAD:31} load {_cell([r[DIRECT_LOAD] for r in rows])}")
     for what, ours, theirs, goal in GOALS:
         ratio = statistics.median(_pick(r, ours, what) / _pick(r, theirs, what) for r in rows)
         verdict = "met" if ratio <= goal else "NOT met"

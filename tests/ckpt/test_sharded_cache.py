@@ -1,6 +1,7 @@
-"""Where a sharded save leaves its shard: not in the page cache by default (``O_DIRECT``); in it
-with ``direct_io=False`` (buffered writes), so a restart on the same machine reads memory. Both
-write the same bytes, hash and load alike; the load reads an uncached shard ahead of its pass."""
+"""Where a sharded save leaves its shard: in the page cache by default (buffered writes), so a
+restart on the same machine reads memory; not there with ``direct_io=True`` (``O_DIRECT``).
+Both write the same bytes, hash and load alike; the load reads an uncached shard ahead of its
+pass; rotation keeps removed shards as spares the next save writes over, unless one is open."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def saved(directory: Path, direct_io: bool) -> tuple[ShardedCheckpointer, str, s
 
 
 @pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="O_DIRECT is Linux's")
-def test_buffered_writes_keep_the_shard_cached_and_the_default_does_not(tmp_path: Path) -> None:
+def test_the_default_keeps_the_shard_cached_and_direct_io_does_not(tmp_path: Path) -> None:
     if not takes_direct_io(tmp_path):
         pytest.skip("this filesystem refuses O_DIRECT (tmpfs?): both ways are buffered here")
     _, cached, cached_hash = saved(tmp_path / "buffered", direct_io=False)
@@ -80,7 +81,7 @@ def test_buffered_writes_keep_the_shard_cached_and_the_default_does_not(tmp_path
     assert resident_fraction(cached) > 0.9
     assert resident_fraction(direct) < 0.1
     assert cached_hash == direct_hash  # the same bytes either way
-    assert ShardedCheckpointer(tmp_path).direct_io is True
+    assert ShardedCheckpointer(tmp_path).direct_io is False
 
 
 @pytest.mark.parametrize("direct_io", [False, True])
@@ -92,18 +93,18 @@ def test_either_way_the_shard_loads_back_verified(tmp_path: Path, direct_io: boo
     assert torch.equal(target["model"]["w"], torch.arange(2 << 20, dtype=torch.float32))
 
 
-def test_the_environment_picks_buffered_writes(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert ShardedCheckpointer.from_env().direct_io is True
-    monkeypatch.setenv("RGT_CKPT_DIRECT_IO", "0")
+def test_the_environment_picks_direct_io(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ShardedCheckpointer.from_env().direct_io is False
-    assert ShardedCheckpointer.from_env(direct_io=True).direct_io is True
+    monkeypatch.setenv("RGT_CKPT_DIRECT_IO", "1")
+    assert ShardedCheckpointer.from_env().direct_io is True
+    assert ShardedCheckpointer.from_env(direct_io=False).direct_io is False
 
 
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise (macOS)")
 def test_the_prefetch_brings_a_whole_uncached_shard_into_the_page_cache(tmp_path: Path) -> None:
     if not takes_direct_io(tmp_path):
         pytest.skip("this filesystem refuses O_DIRECT (tmpfs?): the shard is cached anyway")
-    ckpt = ShardedCheckpointer(tmp_path, rank=0, world_size=1, session=SESSION)
+    ckpt = ShardedCheckpointer(tmp_path, rank=0, world_size=1, session=SESSION, direct_io=True)
     ckpt.save({"model": {"w": torch.ones(8 << 20, dtype=torch.float32)}}, 1)  # 32 MB
     (shard,) = ckpt.latest_info().shards  # type: ignore[union-attr]
     assert resident_fraction(shard.path) < 0.1
@@ -124,3 +125,66 @@ def test_closing_a_shard_stops_its_prefetch(tmp_path: Path) -> None:
     opened.prefetch()
     opened.close()  # joins the prefetch thread before the descriptor goes
     assert not [t for t in threading.enumerate() if t.name == "rgt-ckpt-prefetch"]
+
+
+def spares(directory: Path) -> list[Path]:
+    return sorted(directory.glob(".tmp-spare-*.part"))
+
+
+@pytest.mark.parametrize("direct_io", [False, True])
+def test_rotation_keeps_a_spare_and_the_next_save_writes_over_it(
+    tmp_path: Path, direct_io: bool
+) -> None:
+    ckpt = ShardedCheckpointer(
+        tmp_path, rank=0, world_size=1, session=SESSION, keep_last=1, direct_io=direct_io
+    )
+    ckpt.save({"model": {"w": torch.full((1 << 20,), 1.0)}, "step": 1}, 1)
+    ckpt.save({"model": {"w": torch.full((1 << 20,), 2.0)}, "step": 2}, 2)  # rotates step 1
+    (spare,) = spares(tmp_path)
+    inode = spare.stat().st_ino
+    smaller = torch.full((1000,), 3.0)  # a shorter file: nothing of the spare's tail may remain
+    ckpt.save({"model": {"w": smaller}, "step": 3}, 3)
+    info = ckpt.latest_info()
+    assert info is not None
+    (shard,) = info.shards
+    assert os.stat(shard.path).st_ino == inode and os.path.getsize(shard.path) == shard.bytes
+    assert len(spares(tmp_path)) == 1  # step 2's shard, rotated out by step 3's commit
+    target = {"model": {"w": torch.zeros(1000)}, "step": 0}
+    assert ShardedCheckpointer(tmp_path, rank=0, world_size=1).load_latest(target) is not None
+    assert torch.equal(target["model"]["w"], smaller) and target["step"] == 3
+
+
+def test_a_spare_someone_has_open_keeps_its_bytes_and_is_not_written_over(tmp_path: Path) -> None:
+    ckpt = ShardedCheckpointer(tmp_path, rank=0, world_size=1, session=SESSION, keep_last=1)
+    ckpt.save({"model": {"w": torch.full((1 << 20,), 1.0)}}, 1)
+    ckpt.save({"model": {"w": torch.full((1 << 20,), 2.0)}}, 2)
+    (spare,) = spares(tmp_path)
+    with open(spare, "rb") as reader:  # a pull still copying the old step
+        before = reader.read()
+        ckpt.save({"model": {"w": torch.full((1 << 20,), 3.0)}}, 3)
+        reader.seek(0)
+        assert reader.read() == before
+        (shard,) = ckpt.latest_info().shards  # type: ignore[union-attr]
+        assert os.stat(shard.path).st_ino != os.fstat(reader.fileno()).st_ino
+
+
+def test_spares_are_at_most_one_per_rank(tmp_path: Path) -> None:
+    ranks = [
+        ShardedCheckpointer(tmp_path, rank=r, world_size=2, session=SESSION, keep_last=1)
+        for r in (0, 1)
+    ]
+    for step in range(1, 6):
+        for rank in (1, 0):  # rank 0 last: it commits and rotates
+            ranks[rank].save({"model": {"w": torch.full((1000,), float(step + rank))}}, step)
+    assert len(spares(tmp_path)) == 2
+
+
+def test_a_file_past_the_spare_limit_is_deleted(tmp_path: Path) -> None:
+    from rgt.ckpt import _spares
+
+    for index in range(3):
+        data = tmp_path / f"ckpt-{index}.rgt"
+        data.write_bytes(b"x" * 10)
+        _spares.keep(str(data), str(tmp_path), limit=2)
+        assert not data.exists()
+    assert len(spares(tmp_path)) == 2

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rgt._fs import fsync_dir
-from rgt.ckpt import _hash
+from rgt.ckpt import _hash, _spares
 from rgt.ckpt._arena import Arena, round_up
 from rgt.ckpt._budget import FULL_ERRNOS, full_disk_error
 from rgt.ckpt._format import Layout
@@ -65,17 +65,25 @@ class Persisted:
 
 
 def persist(
-    directory: str, step: int, arena: Arena, layout: Layout, *, direct: bool = True
+    directory: str,
+    step: int,
+    arena: Arena,
+    layout: Layout,
+    *,
+    direct: bool = True,
+    spares: str | None = None,
 ) -> Persisted:
     """Write the staged snapshot to its final name durably; a failure leaves no file behind.
-    ``direct``: with ``O_DIRECT`` where the filesystem takes it; else through the page cache."""
+    ``direct``: with ``O_DIRECT`` where the filesystem takes it; else through the page cache.
+    ``spares``: a directory whose spare files (``_spares``) may be written over, not a new one."""
     token = f"{time.time_ns():x}{os.getpid():x}"
     temp = os.path.join(directory, f"{TEMP_PREFIX}{token}.part")
     final = os.path.join(directory, f"{DATA_PREFIX}{step:012d}-{token}{DATA_SUFFIX}")
     _hold("open")
     fd = -1
     try:
-        fd, direct = _open(temp, direct)
+        recycled = spares is not None and _spares.take(spares, temp)
+        fd, direct = _open(temp, direct, recycled)
         file_hash, digest, direct = _write(fd, direct, arena, layout)
         os.ftruncate(fd, layout.total)
         os.fsync(fd)
@@ -90,8 +98,10 @@ def persist(
     return Persisted(final, file_hash, digest, layout.total, direct)
 
 
-def _open(path: str, direct: bool) -> tuple[int, bool]:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+def _open(path: str, direct: bool, recycled: bool = False) -> tuple[int, bool]:
+    """Every byte up to the new length is written and the rest cut off, so a recycled file
+    holds nothing of its old content once written."""
+    flags = os.O_WRONLY if recycled else os.O_WRONLY | os.O_CREAT | os.O_EXCL
     if O_DIRECT and direct:
         try:
             return os.open(path, flags | O_DIRECT, 0o644), True

@@ -5,10 +5,12 @@ rank writes its own shard. One step is one folder, the unit the agent, ``pull`` 
 
     <dir>/step-000000001200-<session>/
         ckpt-<step>-<token>.rgt        rank r's shard: an ordinary rgt.ckpt data file (atomic,
-                                       O_DIRECT, hashed in the one write pass), one per rank
+                                       fsynced, hashed in the one write pass), one per rank
         ckpt-rank-00001.json           rank r's shard record: file, bytes, hash, state_digest;
                                        written after its data file is durable
         manifest.json                  the step's ONE manifest, written LAST by rank 0
+    <dir>/.tmp-spare-<token>.part      a rotated-out shard kept for the next save to write over
+                                       (``_spares``; an in-flight name every reader ignores)
 
 The commit point is the rename of ``manifest.json``. Rank 0 writes it only once every rank's
 shard record of this step and session exists and names a data file of the recorded size, i.e.
@@ -33,6 +35,8 @@ import time
 from dataclasses import dataclass
 
 from rgt._fs import atomic_write_json, fsync_dir
+from rgt.ckpt import _spares
+from rgt.ckpt._persist import DATA_PREFIX, DATA_SUFFIX
 from rgt.ckpt._store import warn
 from rgt.errors import CheckpointError
 
@@ -239,22 +243,29 @@ def list_committed(directory: str) -> list[ShardedInfo]:
     return sorted(committed, key=lambda info: (info.step, info.time), reverse=True)
 
 
-def rotate(directory: str, newest: ShardedInfo, keep_last: int | None) -> None:
+def rotate(directory: str, newest: ShardedInfo, keep_last: int | None, spares: int = 0) -> None:
     """Keep the ``keep_last`` newest committed steps (and ``newest``); remove older committed
     steps and uncommitted folders up to ``newest.step`` (leftovers of killed saves). Folders of
-    later steps are left alone: another rank may be writing its shard there right now."""
+    later steps are left alone: another rank may be writing its shard there right now. Up to
+    ``spares`` data files of removed steps are kept for the next saves to write over."""
     committed = list_committed(directory)
     keep = {info.folder for info in (committed if keep_last is None else committed[:keep_last])}
     keep.add(newest.folder)
     for step, folder in step_folders(directory):
         if folder not in keep and step <= newest.step:
-            remove(folder)
+            remove(folder, spares)
 
 
-def remove(folder: str) -> None:
+def remove(folder: str, spares: int = 0) -> None:
     """Uncommit (the manifest first, durably), then delete; a kill in between leaves only an
-    uncommitted folder, which the next rotation removes."""
+    uncommitted folder, which the next rotation removes. With ``spares``, the shard data files
+    go to the checkpoint directory's spares (``_spares``) rather than away."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(folder, MANIFEST))
         fsync_dir(folder)
+    if spares:
+        with contextlib.suppress(OSError):
+            for name in os.listdir(folder):
+                if name.startswith(DATA_PREFIX) and name.endswith(DATA_SUFFIX):
+                    _spares.keep(os.path.join(folder, name), os.path.dirname(folder), spares)
     shutil.rmtree(folder, ignore_errors=True)

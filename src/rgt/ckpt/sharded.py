@@ -19,16 +19,18 @@ verify on every rank, resharded by DCP when the world size or the sharding chang
                    "step": step, "rng": torch.get_rng_state()}, step)
     ckpt.wait()                                       # before exiting
 
-The shard is written with ``O_DIRECT`` (``direct_io=True``, the default): the disk DMAs from
-the staging arena and the writer costs the training cores ~0.1 CPU-seconds per 500 MB (hashing),
-but the shard is not in the page cache afterwards, so a load right after the save reads the
-disk (``_shardfile`` prefetches it so the reads overlap DCP's load planning). ``direct_io=False``
-(or ``RGT_CKPT_DIRECT_IO=0``) writes through the page cache, as ``dcp.save`` does: a restart on
-the same machine (a crashed rank, restarted in place) then reads memory. The price is the kernel's
-copy into freshly allocated page-cache pages: measured on the 2-core VM, 0.24-3.7 CPU-seconds
-per 528 MB save against 0.10-0.13 with ``O_DIRECT``, and a durable time of 0.4-6 s against
-0.4-0.6 s (BENCHMARKS.md), paid at every save for a gain at the rare same-machine restart.
-After a preemption, on a new machine, every load reads the disk whichever way it was written.
+The shard is written through the page cache (``direct_io=False``, the default), as ``dcp.save``
+writes, so it stays cached after the save: when a rank dies and the group is restarted on the
+same machine (``rgt run`` does that with a retryable rank failure), ``load_latest`` reads memory.
+A buffered write into a new file is expensive (every page of it a freshly allocated page-cache
+page: 0.24-3.7 CPU-seconds per 528 MB save on the 2-core VM, against 0.10-0.15 with
+``O_DIRECT``), so rotation keeps the shards it removes as spares and the next save writes over
+one (``_spares``): its pages are still cached, and the save costs 0.17-0.20 CPU-seconds. The
+first saves, before any rotation, and ``keep_last=None`` have no spares and pay the full cost.
+``direct_io=True`` (or ``RGT_CKPT_DIRECT_IO=1``) writes with ``O_DIRECT``: the cheapest write,
+and the page cache is left to the data set, but a restart then reads the shard from disk, as
+every load after a preemption (a new machine) does; ``_shardfile`` prefetches it so the reads
+overlap DCP's load planning.
 
 Only the first save is collective (rank 0 broadcasts the session name of the step folders);
 saving and loading are otherwise free of collectives, except that ``load_latest`` agrees over
@@ -64,8 +66,7 @@ class ShardedCheckpointer(Cadence):
     ``world_size`` override the process group (or the launcher's environment); ``session``
     names this run's step folders (default: rank 0 draws one and broadcasts it at the first
     save; ranks that run without a process group must pass the same name). ``direct_io``:
-    write shards with ``O_DIRECT`` (default) or, with False, through the page cache (see the
-    module doc).
+    write shards with ``O_DIRECT`` rather than through the page cache (see the module doc).
     """
 
     def __init__(
@@ -81,7 +82,7 @@ class ShardedCheckpointer(Cadence):
         rank: int | None = None,
         world_size: int | None = None,
         session: str | None = None,
-        direct_io: bool = True,
+        direct_io: bool = False,
     ) -> None:
         if keep_last is not None and keep_last < 1:
             raise UsageError(
@@ -119,7 +120,7 @@ class ShardedCheckpointer(Cadence):
         cls, default_dir: str | os.PathLike[str] | None = None, **options: Any
     ) -> ShardedCheckpointer:
         """``RGT_CKPT_DIR`` (else ``default_dir`` or ``./checkpoints``); ``RGT_CKPT_ASYNC=1``,
-        ``RGT_CKPT_DIRECT_IO=0`` and ``RGT_MTBF_S`` apply unless passed here."""
+        ``RGT_CKPT_DIRECT_IO=1`` and ``RGT_MTBF_S`` apply unless passed here."""
         directory = os.environ.get("RGT_CKPT_DIR") or default_dir or "checkpoints"
         for option, name in (
             ("asynchronous", "RGT_CKPT_ASYNC"),
@@ -229,7 +230,9 @@ class ShardedCheckpointer(Cadence):
         """This rank's shard and record; on rank 0 then the commit and the rotation."""
         folder, step, rank, world, metric = job
         session = self._session or ""
-        done = _persist.persist(folder, step, self._arena, layout, direct=self.direct_io)
+        done = _persist.persist(
+            folder, step, self._arena, layout, direct=self.direct_io, spares=self.directory
+        )
         own = Shard(rank, done.path, done.bytes, done.file_hash, done.state_digest)
         try:
             _shards.write_shard_record(folder, step, session, world, own)
@@ -248,7 +251,7 @@ class ShardedCheckpointer(Cadence):
             raise _persist.translate(exc, folder, 0) from exc
         self.last_durable_at = time.perf_counter()
         _persist._hold("committed")
-        _shards.rotate(self.directory, info, self.keep_last)  # only after the commit
+        _shards.rotate(self.directory, info, self.keep_last, world)  # only after the commit
         return info
 
 
