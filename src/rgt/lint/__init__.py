@@ -40,7 +40,7 @@ def lint_paths(
     tops = tuple(os.path.abspath(p) for p in paths if os.path.isdir(p))
     texts, skipped, links = _read(expand(paths), tops)
     words = _words.Words(texts, links)
-    relevant = [t for t in texts if "torch" in t.text or _reexports(t)]  # the rest: not hashed
+    relevant = [t for t in texts if "torch" in t.text or _reexports(t) or _drives(t)]
     imported = _project.linked(relevant)
     findings, notes, summaries = _run.analyse(relevant, words, frozenset(wanted), cache, imported)
     found = {t.path: t for t in relevant}
@@ -50,6 +50,13 @@ def lint_paths(
     findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.col, f.code))
     notes.sort(key=lambda n: n.path)  # workers and the cache finish in any order
     return LintReport(tuple(findings), tuple(skipped + notes), len(texts) + len(skipped))
+
+
+def _drives(text: Text) -> bool:
+    """A script that trains through an object's learning-rate method (``_run.LR_METHOD``),
+    torch or not (pytorch-CycleGAN-and-pix2pix's ``train.py``); other files without torch
+    are not hashed."""
+    return _run.LR_METHOD.search(text.text) is not None
 
 
 def _reexports(text: Text) -> bool:

@@ -17,7 +17,15 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from rgt.lint import _flow, _flow_data, _flow_leaves, _flow_modes, _flow_paths, _wrappers
+from rgt.lint import (
+    _flow,
+    _flow_data,
+    _flow_leaves,
+    _flow_modes,
+    _flow_order,
+    _flow_paths,
+    _wrappers,
+)
 from rgt.lint._facts import Facts
 from rgt.lint._kept_losses import accumulators, kept_calls
 from rgt.lint._nodes import dotted
@@ -39,6 +47,8 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
         ("loss_params", _flow.loss_params),
         ("loss_wrappers", _offered_wrappers),
         ("accumulators", accumulators),
+        ("sched_methods", _flow_order.sched_methods),
+        ("opt_methods", _flow_order.opt_methods),
         ("runners", _flow_modes.runners),
         ("modes_left", _flow_leaves.modes_left),
         ("steppers", _flow_data.steppers),
@@ -57,6 +67,7 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
         ("model_losses", _flow.model_losses, None),
         ("wrapper_calls", _wrappers.wrapper_calls, None),
         ("kept_calls", kept_calls, None),
+        ("method_orders", _flow_order.method_orders, "sched_methods"),
         ("samplers", _flow_data.samplers, None),
         ("repeats", _flow_data.repeats, None),
         ("paths", _flow_paths.sys_paths, None),

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from rgt.lint import _join_losses
+from rgt.lint import _join_losses, _join_order
 from rgt.lint._flow_modes import HELD
 from rgt.lint._join_base import Site, callee, lookup_class, show
 from rgt.lint._model import Finding, Rule, detail_of, lint_finding
@@ -101,8 +101,10 @@ def _sites(
     def layers(path: str) -> bool:
         return _layers(project, texts, words, path)
 
+    stepping = _join_order.stepping_methods(project)
     for path, summary in project.summaries.items():
         yield from _join_losses.sites(project, path, summary)
+        yield from _join_order.sites(project, path, summary, stepping)
         yield from _evaluations(project, path, summary, layers, reached)
         yield from _left_in_eval(project, path, summary, layers)
         yield from _worker_rng(project, path, summary)

@@ -48,10 +48,17 @@ RNG_MAKER = re.compile(r"random\.(RandomState|default_rng|Generator|Random)\b")
 ACCUMULATES = re.compile(r"self\.[\w.]+(?:\[[^\]\n]*\])?\s*\+=\s*[A-Za-z_]")
 
 
+# A method named for the learning rate, called with no arguments (``model.update_learning_rate()``,
+# ``trainer.adjust_lr()``): a script that drives its training through an object's methods may
+# never mention torch, and the order of those calls is what ``_flow_order`` looks at.
+LR_METHOD = re.compile(r"\.\w*(?:learning_rate|_lr|lr_|schedul)\w*\(\)")
+
+
 def summarised(text: str, imported: bool, path: str = "") -> bool:
-    """Is a summary of this code wanted (``_cross``): every file parsed anyway, and a module
-    another file imports that mentions what the cross-file rules follow."""
-    if worth_parsing(text):
+    """Is a summary of this code wanted (``_cross``): every file parsed anyway, a module
+    another file imports that mentions what the cross-file rules follow, and a script calling
+    a learning-rate method (``LR_METHOD``)."""
+    if worth_parsing(text) or LR_METHOD.search(text):
         return True
     if not imported:
         return False

@@ -8,6 +8,7 @@ returns one (followed across ``__init__`` and methods through ``self.attr`` bind
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from rgt.lint import _clearing, _wrappers
@@ -385,5 +386,10 @@ def _is_scheduler(facts: Facts, call: ast.Call) -> bool:
     key = dotted(call.func.value) or ""
     made = facts.bound_calls(key)
     if made:
-        return all("lr_scheduler" in n for n in made)
+        return all("lr_scheduler" in n or SCHEDULE.search(n.rpartition(".")[2]) for n in made)
     return key.split(".")[-1] in ("scheduler", "lr_scheduler", "sched")
+
+
+# A scheduler made outside ``torch.optim.lr_scheduler``: ``get_linear_schedule_with_warmup``,
+# pytorch-transformers' ``WarmupLinearSchedule``, a project's ``WarmupLR``.
+SCHEDULE = re.compile(r"(?i)schedul|^\w*LR$")

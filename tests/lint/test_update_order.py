@@ -1,0 +1,112 @@
+"""RGT106 when the scheduler comes from outside ``torch.optim.lr_scheduler`` (a warm-up schedule
+of a transformers library), and when a loop calls, on one object, a method that steps the
+schedulers before the method that steps the optimizers, both defined in other files."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from rgt.lint import lint_paths
+
+
+def project(root: Path, files: dict[str, str]) -> Path:
+    for name, code in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(code).lstrip("\n"))
+    return root
+
+
+def found(root: Path) -> list[tuple[str, str, int]]:
+    report = lint_paths([str(root)], cache=False)
+    return [(str(Path(f.path).relative_to(root)), f.code, f.line) for f in report.findings]
+
+
+WARMUP = """
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+
+def fine_tune(model, loader, steps):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+    scheduler = get_linear_schedule_with_warmup(optimizer, 100, steps)
+    for batch in loader:
+        loss = model(**batch).loss
+        loss.backward()
+{first}
+{second}
+        optimizer.zero_grad()
+"""
+
+
+def test_a_warmup_schedule_stepped_before_the_optimizer(tmp_path: Path) -> None:
+    code = WARMUP.format(first="        scheduler.step()", second="        optimizer.step()")
+    assert found(project(tmp_path, {"tune.py": code})) == [("tune.py", "RGT106", 11)]
+    clean = WARMUP.format(first="        optimizer.step()", second="        scheduler.step()")
+    assert found(project(tmp_path / "clean", {"tune.py": clean})) == []
+
+
+GAN = {
+    "setup.py": "",
+    "nets/__init__.py": "from nets.base import Base\n",
+    "nets/base.py": """
+        import torch
+
+
+        class Base:
+            def __init__(self, lr):
+                self.optimizers, self.schedulers = [], []
+                self.lr = lr
+
+            def attach(self):
+                self.schedulers = [torch.optim.lr_scheduler.StepLR(o, 10) for o in self.optimizers]
+
+            def update_learning_rate(self):
+                for scheduler in self.schedulers:
+                    scheduler.step()
+    """,
+    "nets/pair.py": """
+        import torch
+        from nets.base import Base
+
+
+        class Pair(Base):
+            def __init__(self, gen, disc, lr):
+                super().__init__(lr)
+                self.gen, self.disc = gen, disc
+                self.optimizer_g = torch.optim.Adam(gen.parameters(), lr=lr)
+                self.optimizers.append(self.optimizer_g)
+
+            def optimize_parameters(self, batch):
+                self.optimizer_g.zero_grad()
+                self.disc(self.gen(batch)).mean().backward()
+                self.optimizer_g.step()
+    """,
+    "train.py": """
+        from nets import Base
+
+
+        def run(model, data, epochs):
+            model.attach()
+            for epoch in range(epochs):
+        {first}
+                for batch in data:
+                    model.optimize_parameters(batch)
+        {last}
+    """,
+}
+
+
+def _gan(first: str, last: str) -> dict[str, str]:
+    return {**GAN, "train.py": GAN["train.py"].format(first=first, last=last)}
+
+
+def test_a_scheduler_method_called_before_the_optimizer_method(tmp_path: Path) -> None:
+    files = _gan("        model.update_learning_rate()", "")
+    assert found(project(tmp_path, files)) == [("train.py", "RGT106", 7)]
+
+
+def test_the_scheduler_method_at_the_end_of_the_epoch_is_clean(tmp_path: Path) -> None:
+    files = _gan("", "        model.update_learning_rate()")
+    assert found(project(tmp_path, files)) == []
