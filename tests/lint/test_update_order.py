@@ -110,3 +110,33 @@ def test_a_scheduler_method_called_before_the_optimizer_method(tmp_path: Path) -
 def test_the_scheduler_method_at_the_end_of_the_epoch_is_clean(tmp_path: Path) -> None:
     files = _gan("", "        model.update_learning_rate()")
     assert found(project(tmp_path, files)) == []
+
+
+BRANCHES = """
+import torch
+
+
+def train_epoch(model, loader, optimizer, use_amp):
+    scaler = torch.cuda.amp.GradScaler(enabled=use_amp)
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        if use_amp:
+            optimizer.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+{plain}
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_zero_grad_only_in_the_amp_branch(tmp_path: Path) -> None:
+    code = BRANCHES.format(plain="            pass")
+    assert found(project(tmp_path, {"epoch.py": code})) == [("epoch.py", "RGT105", 16)]
+
+
+def test_zero_grad_in_both_branches_is_clean(tmp_path: Path) -> None:
+    code = BRANCHES.format(plain="            optimizer.zero_grad()")
+    assert found(project(tmp_path, {"epoch.py": code})) == []

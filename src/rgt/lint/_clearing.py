@@ -184,3 +184,34 @@ def _block_of(loop: ast.AST, node: ast.AST) -> list[ast.stmt] | None:
         if child is None:
             return block
         block = child
+
+
+def cleared_in_other_branch(facts: Facts, loop: ast.AST, step: ast.Call) -> Hit | None:
+    """``zero_grad`` only in one branch of an ``if``, the step in the other (DAB-DETR's
+    ``train_one_epoch``: only the ``--amp`` branch clears, the default branch's gradients add
+    up over the whole run); nothing else in the loop clears them or calls a function here that
+    does."""
+    innermost = next((o for o in facts.around(step) if isinstance(o, LOOPS)), loop)
+    clears = [c for c in facts.calls_ending(lambda n: "zero_grad" in n) if _inside(c, innermost)]
+    if not clears or sets_grad_none(innermost):
+        return None
+    for branch in (i for i in facts.ifs if _inside(i, innermost) and _inside(step, i)):
+        here = branch.body if any(_inside(step, s) for s in branch.body) else branch.orelse
+        there = branch.orelse if here is branch.body else branch.body
+        if not there or not all(any(_inside(c, s) for s in there) for c in clears):
+            continue
+        clearing = {f.name for f in facts.functions if _clears_inside(facts, f)}
+        called = {(dotted(c.func) or "").rpartition(".")[2] for c in facts.calls_in(innermost)}
+        if called & clearing:
+            return None
+        return Hit(
+            "RGT105",
+            step,
+            f"zero_grad at line {clears[0].lineno} runs only in the other branch of the `if` "
+            f"at line {branch.lineno}",
+        )
+    return None
+
+
+def _clears_inside(facts: Facts, function: ast.AST) -> bool:
+    return any(method(c) == "zero_grad" for c in facts.calls_in(function))

@@ -358,6 +358,7 @@ def _update_order(facts: Facts) -> Iterator[Hit]:
                 _clearing.uncleared(facts, opt)
                 or _clearing.cleared_elsewhere(facts, loop, opt[0])
                 or _clearing.cleared_before_step(facts, loop, opt[-1])
+                or _clearing.cleared_in_other_branch(facts, loop, opt[0])
             )
             if uncleared is not None and not _clearing.accumulates(facts, loop, opt[0]):
                 yield uncleared
