@@ -140,3 +140,27 @@ def test_zero_grad_only_in_the_amp_branch(tmp_path: Path) -> None:
 def test_zero_grad_in_both_branches_is_clean(tmp_path: Path) -> None:
     code = BRANCHES.format(plain="            optimizer.zero_grad()")
     assert found(project(tmp_path, {"epoch.py": code})) == []
+
+
+MICRO = """
+import torch
+
+
+def critic_round(critic, opt, batches, steps, accumulations):
+    opt.zero_grad()
+    for step in range(steps):
+{clear}
+        for accumulation in range(accumulations):
+            loss = critic(next(batches)).mean() / accumulations
+            loss.backward()
+        opt.step()
+"""
+
+
+def test_micro_batches_do_not_excuse_uncleared_steps(tmp_path: Path) -> None:
+    """An inner loop of backward passes accumulates one step's gradients; the steps of the
+    loop around it still each need their own clear."""
+    code = MICRO.format(clear="        pass")
+    assert found(project(tmp_path, {"critic.py": code})) == [("critic.py", "RGT105", 11)]
+    clean = MICRO.format(clear="        opt.zero_grad()")
+    assert found(project(tmp_path / "clean", {"critic.py": clean})) == []

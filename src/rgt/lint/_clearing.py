@@ -109,7 +109,22 @@ def _counts(test: ast.AST) -> bool:
 
 
 def _mentions_accum(loop: ast.AST) -> bool:
-    return any(isinstance(n, ast.Name) and "accum" in n.id.lower() for n in walk(loop))
+    """An "accum" name in the loop, outside a nested loop of backward passes: BigGAN's
+    ``for accumulation_index in ...: D_loss.backward()`` accumulates micro-batches into one
+    step, and says nothing about whether the steps of the loop around it are cleared."""
+    todo = list(ast.iter_child_nodes(loop))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Name) and "accum" in node.id.lower():
+            return True
+        if isinstance(node, LOOPS) and _backward_in(node):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _backward_in(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and method(n) == "backward" for n in walk(node))
 
 
 def _counts_anywhere(loop: ast.AST) -> bool:
