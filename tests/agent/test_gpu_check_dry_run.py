@@ -1,8 +1,9 @@
 """The prepared device check of issue 35 (tools/gpu_check/run.sh) runs here, end to end, on
 the CPU: its ``--cpu`` dry run drives the same steps a GPU session runs (real agents and
 their GPU picker against a recorded nvidia-smi answer, FSDP2 with rgt's sharded saves under
-torchrun on two gloo ranks, a rank's ``kill -9`` and exact resume, the save timings), so the
-script cannot rot between the sessions that are lent a GPU."""
+torchrun on gloo, a rank's ``kill -9`` and exact resume, the save timings), so the script
+cannot rot between the sessions that are lent a GPU. Two shapes: the lent machine's (one H100,
+so one rank, and rank 0 is killed) and a two-GPU box's (two ranks, rank 1 killed)."""
 
 from __future__ import annotations
 
@@ -17,16 +18,23 @@ import pytest
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORDED = ROOT / "tests" / "golden" / "nvidia-smi" / "query-2xrtx4090.csv"
+GOLDEN = ROOT / "tests" / "golden" / "nvidia-smi"
+H100 = "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA H100 80GB HBM3, 0, 81559\n"
 
 
 @pytest.mark.slow
-@pytest.mark.early  # four torchrun groups and seven agents: ~100 s on a loaded 2-core box
-def test_the_gpu_check_passes_its_cpu_dry_run(tmp_path: Path) -> None:
+@pytest.mark.early  # four torchrun groups and seven agents: 30-180 s on a loaded 2-core box
+@pytest.mark.parametrize(
+    ("smi", "answer", "victim"),
+    [("1xh100", H100, 0), ("2xrtx4090", (GOLDEN / "query-2xrtx4090.csv").read_text(), 1)],
+)
+def test_the_gpu_check_passes_its_cpu_dry_run(
+    tmp_path: Path, smi: str, answer: str, victim: int
+) -> None:
     out, work = tmp_path / "out", tmp_path / "work"
     env = dict(os.environ, OUT=str(out), GC_WORK=str(work), PYTHON=sys.executable)
     done = subprocess.run(
-        ["bash", str(ROOT / "tools" / "gpu_check" / "run.sh"), "--cpu"],
+        ["bash", str(ROOT / "tools" / "gpu_check" / "run.sh"), "--cpu", "--smi", smi],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -41,9 +49,11 @@ def test_the_gpu_check_passes_its_cpu_dry_run(tmp_path: Path) -> None:
     failed = [line for s in summary["steps"] for line in s["evidence"] if line.startswith("FAIL")]
     assert failed == [] and all(s["ok"] for s in summary["steps"]), failed
     assert (out / "gpu_check.log").read_text() == done.stdout  # run.sh keeps the whole output
-    assert (out / "nvidia-smi-query.csv").read_text() == RECORDED.read_text()
+    assert (out / "nvidia-smi-query.csv").read_text() == answer  # what the agent's query read
+    assert summary["world"] == victim + 1
     kill = "\n".join(summary["steps"][2]["evidence"])
-    assert "ok      the evidence names the killed rank: ['torchrun: first failing rank 1" in kill
+    named = f"ok      the evidence names the killed rank: ['torchrun: first failing rank {victim}"
+    assert named in kill
     assert "final weights and optimizer state equal the reference's: SHA-256 equal" in kill
     names = sorted(p.name for p in out.iterdir())
     assert len(names) <= 8 and all(p.stat().st_size < 16 << 20 for p in out.iterdir()), names

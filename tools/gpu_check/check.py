@@ -23,6 +23,7 @@ import os
 import platform
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,7 +44,8 @@ from rgt.agent import _gpus
 from rgt.agent.build import build_agent
 
 SMI_DIRS = ("/usr/local/nvidia/bin", "/usr/bin", "/usr/local/bin", "/opt/nvidia/bin")
-RECORDED_SMI = ROOT / "tests" / "golden" / "nvidia-smi" / "query-2xrtx4090.csv"
+GOLDEN = ROOT / "tests" / "golden" / "nvidia-smi"
+RECORDINGS = ("2xrtx4090", "1xh100")  # the dry run's nvidia-smi: two cards, or the device's one
 Body = Callable[[Context, Step], None]
 STEPS: list[tuple[str, float, Body]] = [
     ("GPU assignment by the agent on nvidia-smi", 75, step_assign.run),
@@ -58,6 +60,9 @@ SIZES = {False: {"GC_DIM": "512", "GC_BLOCKS": "4", "GC_BATCH": "64"},
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu", action="store_true", help="the dry run: gloo, CPU, fake smi")
+    parser.add_argument(
+        "--smi", choices=RECORDINGS, default=RECORDINGS[0], help="the dry run's recorded GPUs"
+    )
     parser.add_argument("--out", default=os.environ.get("OUT") or "gpu_check_out")
     parser.add_argument(
         "--work",
@@ -74,34 +79,69 @@ def context(args: argparse.Namespace) -> Context:
     out.mkdir(parents=True, exist_ok=True)
     work = Path(args.work or tempfile.mkdtemp(prefix="gpu_check-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    src = str(ROOT / "src")
-    env = dict(os.environ, PYTHONUNBUFFERED="1", CUBLAS_WORKSPACE_CONFIG=":4096:8")
-    env.update(SIZES[args.cpu], OMP_NUM_THREADS="1", RGT_HOME=str(work / "home"))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
-    env["GC_DEVICE"] = "cpu" if args.cpu else "cuda"
+    env = environment(args.cpu, work)
     if args.cpu:
         fake_nvidia_smi(work / "bin")
         env["PATH"] = f"{work / 'bin'}{os.pathsep}{env['PATH']}"
-        env["FAKE_NVIDIA_SMI_OUTPUT"] = str(RECORDED_SMI)
-    elif shutil.which("nvidia-smi", path=env["PATH"]) is None:
-        found = [d for d in SMI_DIRS if os.access(os.path.join(d, "nvidia-smi"), os.X_OK)]
-        env["PATH"] = os.pathsep.join([*found[:1], env["PATH"]])  # the agent looks on PATH
+        env["FAKE_NVIDIA_SMI_OUTPUT"] = str(recording(args.smi, work / "bin"))
     os.environ["RGT_HOME"] = env["RGT_HOME"]  # build_agent reads the user's learned rules
     pyz = build_agent(work / "agent")
-    return Context(args.cpu, out, work, env, pyz, world=2 if args.cpu else gpu_world(env))
+    return Context(args.cpu, out, work, env, pyz, world=gpu_world(env))
+
+
+def recording(name: str, where: Path) -> Path:
+    """A recorded answer to the agent's query: the two RTX 4090s of query-2xrtx4090.csv, or the
+    one H100 of h100-idle.csv (a real capture with units and more columns) in the query's form."""
+    if name == "2xrtx4090":
+        return GOLDEN / "query-2xrtx4090.csv"
+    header, *rows = (GOLDEN / "h100-idle.csv").read_text().splitlines()
+    names = [cell.strip().split(" [")[0] for cell in header.split(",")]
+    wanted = _gpus.QUERY.split(",")
+    lines = []
+    for row in rows:
+        cells = dict(
+            zip(names, (c.strip().removesuffix(" MiB") for c in row.split(",")), strict=True)
+        )
+        lines.append(", ".join(cells[key] for key in wanted))
+    path = where / "query-1xh100.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def environment(cpu: bool, work: Path) -> dict[str, str]:
+    """What every process of the check gets: src/ on the path, cuBLAS's deterministic
+    workspace, the model's size, an RGT_HOME of its own, and nvidia-smi (or the recording)."""
+    src = str(ROOT / "src")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", CUBLAS_WORKSPACE_CONFIG=":4096:8")
+    env.update(SIZES[cpu], OMP_NUM_THREADS="1", RGT_HOME=str(work / "home"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
+    env["GC_DEVICE"] = "cpu" if cpu else "cuda"
+    if not cpu:  # nvidia-smi's numbering, as the agent gives its jobs: steps 2 and 4 use it too
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if not cpu and shutil.which("nvidia-smi", path=env["PATH"]) is None:
+        found = [d for d in SMI_DIRS if os.access(os.path.join(d, "nvidia-smi"), os.X_OK)]
+        env["PATH"] = os.pathsep.join([*found[:1], env["PATH"]])  # the agent looks on PATH
+    return env
 
 
 def gpu_world(env: dict[str, str]) -> int:
-    """Two ranks where the machine has two free GPUs (NCCL takes one GPU per rank), else one."""
-    os.environ["PATH"] = env["PATH"]
-    gpus = _gpus.query_gpus() or []
+    """Two ranks where the machine has two free GPUs (NCCL takes one GPU per rank), else one;
+    in the dry run, where the recording shows two."""
+    argv = ["nvidia-smi", "--query-gpu=" + _gpus.QUERY, "--format=csv,noheader,nounits"]
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return 1  # step 1 says what is wrong with nvidia-smi
+    gpus = _gpus.parse_smi(done.stdout) if done.returncode == 0 else []
     return 2 if sum(g.used_mib <= _gpus.BUSY_MIB for g in gpus) >= 2 else 1
 
 
 def header(ctx: Context) -> dict[str, object]:
     facts: dict[str, object] = {
-        "mode": "cpu dry run (gloo, CPU tensors, recorded nvidia-smi)" if ctx.cpu else "gpu",
+        "mode": "cpu dry run (gloo, CPU tensors, a recorded nvidia-smi)" if ctx.cpu else "gpu",
         "world": ctx.world,
+        "smi": ctx.env.get("FAKE_NVIDIA_SMI_OUTPUT")
+        or shutil.which("nvidia-smi", path=ctx.env["PATH"]),
         "python": f"{sys.executable} {platform.python_version()}",
         "torch": _version("torch"),
         "xxhash": _version("xxhash"),

@@ -36,8 +36,10 @@
 # "blocking rgt / async_save"). Say which world size ran (1 on a one-GPU machine: NCCL takes
 # one GPU per rank, so the two-rank paths were checked on CPU/gloo only).
 #
-# The CPU dry run (tested by tests/agent/test_gpu_check_dry_run.py):
-#     OUT=/tmp/gpucheck bash tools/gpu_check/run.sh --cpu
+# The CPU dry run (tested by tests/agent/test_gpu_check_dry_run.py): gloo, CPU tensors, FSDP2 on
+# the CPU, and a recorded nvidia-smi answer on PATH: two RTX 4090s (two ranks, rank 1 killed),
+# or with `--smi 1xh100` the lent machine's shape (one H100: one rank, rank 0 killed):
+#     OUT=/tmp/gpucheck bash tools/gpu_check/run.sh --cpu [--smi 1xh100]
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
