@@ -152,3 +152,32 @@ def test_an_evaluation_word_inside_a_longer_name(tmp_path: Path) -> None:
     assert found(project(tmp_path, {"scoring.py": code})) == [("scoring.py", "RGT203", 4)]
     named = RUNNER.replace("check_{name}", "run_test_pass")
     assert found(project(tmp_path / "r", {"runner.py": named})) == [("runner.py", "RGT203", 13)]
+
+
+SCRIPT = """
+import torch
+import torch.nn as nn
+
+net = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+train_batches = [(torch.rand(4, 8), torch.tensor([0, 1, 0, 1]))]
+test_batches = list(train_batches)
+
+for epoch in range(3):
+    for x, y in train_batches:
+        opt.zero_grad()
+        nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+{switch}
+with torch.no_grad():
+    right = sum((net(x).argmax(1) == y).sum().item() for x, y in test_batches)
+    for x, y in test_batches:
+        print(net(x).argmax(1))
+"""
+
+
+def test_a_test_loop_after_the_scripts_training_loop_in_training_mode(tmp_path: Path) -> None:
+    code = SCRIPT.format(switch="")
+    assert found(project(tmp_path, {"script.py": code})) == [("script.py", "RGT201", 18)]
+    clean = SCRIPT.format(switch="net.eval()")
+    assert found(project(tmp_path / "clean", {"script.py": clean})) == []

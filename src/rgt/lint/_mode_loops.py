@@ -73,8 +73,12 @@ def inline_evaluation(facts: Facts) -> Iterator[Hit]:
     a later inner loop with no ``.eval()`` in between: the validation of every epoch runs
     with dropout on and batch-norm updating (deepspeech.pytorch before its fix)."""
     stepping = facts.loops_calling("backward")
-    for loop in facts.loops:
-        inner = [n for n in facts.loops_in(loop) if _parent_loop(facts, n) is loop]
+    for loop in [*facts.loops, *_scopes(facts)]:
+        if isinstance(loop, LOOPS):
+            inner = [n for n in facts.loops_in(loop) if _parent_loop(facts, n) is loop]
+        else:  # a function's or the script's own loops: the test loop after the training one
+            inner = [n for n in facts.loops_in(loop) if _parent_loop(facts, n) is None]
+            inner = [n for n in inner if facts.scope_of(n) is loop]
         trains = [n for n in inner if id(n) in stepping]
         if not trains:
             continue
@@ -99,6 +103,14 @@ def inline_evaluation(facts: Facts) -> Iterator[Hit]:
                     f"{first.lineno}",
                 )
                 break
+
+
+def _scopes(facts: Facts) -> list[ast.AST]:
+    """The script and its functions that train in a loop of their own (yunjey's tutorials:
+    the test loop follows the epoch loop at the top level, with no ``.eval()`` between)."""
+    stepping = facts.loops_calling("backward")
+    found = {id(facts.scope_of(n)): facts.scope_of(n) for n in facts.loops if id(n) in stepping}
+    return list(found.values())
 
 
 def holds_model(facts: Facts, name: str) -> bool:
