@@ -174,7 +174,12 @@ def verdict(step: Step, job: AgentJob, pid: int, victim: int) -> None:
     step.check(ranks == (victim, "SIGKILL", True), "ranks[0] is the first failing rank", ranks)
     resuming = [e["detail"] for e in job.events("resuming")]
     at = resuming[0].get("step") if resuming else None
-    step.check(at == KILL_AT, "the agent's resuming event names the step", resuming[:1])
+    said = resuming[0].get("said") if resuming else None
+    step.check(at == KILL_AT, "the agent's resuming event names the step", said)
+    logs = job.dir / "logs" / "attempt-1"
+    found = sorted(p.name for p in logs.glob("rank-*.log"))
+    want = [f"rank-{rank}.log" for rank in range(victim + 1)]
+    step.check(found == want, "attempt 1 kept one log per rank", found)
 
 
 def same(step: Step, run: dict[str, Any], reference: dict[str, Any], world: int) -> None:
