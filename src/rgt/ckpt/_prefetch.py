@@ -7,7 +7,7 @@ load with the disk idle. A background thread that asks for the file in readahead
 (``POSIX_FADV_WILLNEED``: the kernel submits the reads and returns; the disk DMAs into the page
 cache, no CPU copy) keeps the disk queue full from the moment the shard is opened, and the pass
 then copies from memory. Measured on the 2-core VM, two processes each reading and hashing
-their own cold 264 MB shard: 0.46-0.93 s with the prefetch against 0.79-2.3 s without.
+their own cold 264 MB shard: 0.46-0.89 s with the prefetch against 0.79-2.3 s without.
 
 One ``WILLNEED`` call reads at most the larger of the device's readahead window and its largest
 request (``force_page_cache_ra``), which is 128 KiB on a default-configured disk, so the steps

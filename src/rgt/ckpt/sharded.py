@@ -23,10 +23,11 @@ The shard is written through the page cache (``direct_io=False``, the default), 
 writes, so it stays cached after the save: when a rank dies and the group is restarted on the
 same machine (``rgt run`` does that with a retryable rank failure), ``load_latest`` reads memory.
 A buffered write into a new file is expensive (every page of it a freshly allocated page-cache
-page: 0.24-3.7 CPU-seconds per 528 MB save on the 2-core VM, against 0.10-0.15 with
-``O_DIRECT``), so rotation keeps the shards it removes as spares and the next save writes over
-one (``_spares``): its pages are still cached, and the save costs 0.17-0.20 CPU-seconds. The
-first saves, before any rotation, and ``keep_last=None`` have no spares and pay the full cost.
+page), so rotation keeps the shards it removes as spares and the next save writes over one
+(``_spares``), whose pages are still cached. Measured on the 2-core VM, CPU-seconds per 528 MB
+save (both ranks): 0.24-3.7 into new files, 0.17-0.39 over recycled ones, 0.10-0.21 with
+``O_DIRECT`` (BENCHMARKS.md). The first saves, before any rotation, and ``keep_last=None``
+have no spares and pay the new-file cost.
 ``direct_io=True`` (or ``RGT_CKPT_DIRECT_IO=1``) writes with ``O_DIRECT``: the cheapest write,
 and the page cache is left to the data set, but a restart then reads the shard from disk, as
 every load after a preemption (a new machine) does; ``_shardfile`` prefetches it so the reads
