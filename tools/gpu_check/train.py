@@ -111,7 +111,8 @@ def verify(ckpt: ShardedCheckpointer, trained: dict[str, torch.Tensor]) -> dict[
     loaded = load(ckpt, model, opt)
     seconds = time.perf_counter() - started
     got = _model.full_tensors(model, get_optimizer_state_dict(model, opt))
-    diffs = {k: float((got[k].double() - v.double()).abs().max()) for k, v in trained.items()}
+    both = [k for k in trained if k in got]
+    diffs = {k: float((got[k].double() - trained[k].double()).abs().max()) for k in both}
     return {
         "loaded_step": None if loaded is None else loaded[0].step,
         "load_seconds": seconds,
