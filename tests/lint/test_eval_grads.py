@@ -181,3 +181,15 @@ def test_a_test_loop_after_the_scripts_training_loop_in_training_mode(tmp_path: 
     assert found(project(tmp_path, {"script.py": code})) == [("script.py", "RGT201", 18)]
     clean = SCRIPT.format(switch="net.eval()")
     assert found(project(tmp_path / "clean", {"script.py": clean})) == []
+
+
+def test_a_project_no_grad_decorator_or_frozen_parameters_cover_the_loop(tmp_path: Path) -> None:
+    decorated = (
+        _fit()
+        .replace("def fit(model,", "@smart_inference_mode()\ndef fit(model,")
+        .replace("import torch\n", "import torch\nfrom utils import smart_inference_mode\n", 1)
+    )
+    assert found(project(tmp_path, {"fit.py": decorated})) == []
+    freeze = "        for p in model.parameters():\n            p.requires_grad = False\n"
+    frozen = _fit().replace("        model.eval()\n", "        model.eval()\n" + freeze)
+    assert found(project(tmp_path / "frozen", {"fit.py": frozen})) == []

@@ -13,6 +13,7 @@ import ast
 from collections.abc import Iterator
 
 from rgt.lint._facts import LOOPS, Facts
+from rgt.lint._mode_loops import freezes
 from rgt.lint._model import Hit
 from rgt.lint._nodes import dotted, method
 from rgt.lint._tree import walk
@@ -28,13 +29,15 @@ def eval_loops_with_grad(facts: Facts, checked: list[Function]) -> Iterator[Hit]
     """Each ``model.eval()`` (outside ``no_grad``, not in a function ``checked`` already as an
     evaluation) followed, before any ``model.train()`` and within the loop around it, by a loop
     that runs ``model`` and nothing in it wants gradients."""
+    if freezes(facts):
+        return  # parameters frozen (``v.requires_grad = False``): no graph is recorded
     skip = {id(f) for f in checked}
     for switch in facts.methods_called("eval"):
         model = None if switch.args else dotted(switch.func.value)  # type: ignore[attr-defined]
         scope = facts.scope_of(switch)
         if model is None or id(scope) in skip or guarded(facts, switch):
             continue
-        if isinstance(scope, Function) and mentions(scope, NO_GRAD):
+        if isinstance(scope, Function) and mentions(scope, NO_GRAD, loose=True):
             continue  # a ``no_grad`` somewhere in the function: its author chose where
         run = _first_run(facts, switch, scope, model)
         if run is not None:
@@ -97,13 +100,19 @@ def guarded(facts: Facts, node: ast.AST) -> bool:
 def mentions_head(node: ast.With | ast.FunctionDef) -> bool:
     heads: list[ast.AST] = []
     heads.extend(node.items if isinstance(node, ast.With) else node.decorator_list)
-    return any(mentions(h, NO_GRAD) for h in heads)
+    return any(mentions(h, NO_GRAD, loose=True) for h in heads)
 
 
-def mentions(node: ast.AST, names: tuple[str, ...]) -> bool:
+def mentions(node: ast.AST, names: tuple[str, ...], loose: bool = False) -> bool:
+    """Does a name or attribute in ``node`` read one of ``names`` (``loose``: or contain one,
+    as yolov5's ``@smart_inference_mode()`` does)?"""
     for child in walk(node):
-        if isinstance(child, ast.Attribute) and child.attr in names:
-            return True
-        if isinstance(child, ast.Name) and child.id in names:
+        if isinstance(child, ast.Attribute):
+            word = child.attr
+        elif isinstance(child, ast.Name):
+            word = child.id
+        else:
+            continue
+        if word in names or (loose and any(n in word for n in names)):
             return True
     return False
