@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -188,3 +189,17 @@ def test_a_file_past_the_spare_limit_is_deleted(tmp_path: Path) -> None:
         _spares.keep(str(data), str(tmp_path), limit=2)
         assert not data.exists()
     assert len(spares(tmp_path)) == 2
+
+
+def test_a_short_disk_drops_the_spares_rather_than_refusing_the_save(small_tmpfs: Any) -> None:
+    point = small_tmpfs("24m", 256)
+    ckpt = ShardedCheckpointer(point / "ckpt", rank=0, world_size=1, session=SESSION, keep_last=1)
+    for step in (1, 2):  # step 1 becomes a 6 MB spare
+        ckpt.save({"model": {"w": torch.full((3 << 19,), float(step))}}, step)
+    assert len(spares(point / "ckpt")) == 1
+    free = os.statvfs(point).f_bavail * os.statvfs(point).f_frsize
+    (point / "filler").write_bytes(b"\0" * (free - (2 << 20)))  # 2 MB left: less than a shard
+    ckpt.save({"model": {"w": torch.full((3 << 19,), 3.0)}}, 3)  # refused if the spare counted
+    target = {"model": {"w": torch.zeros(3 << 19)}}
+    info = ShardedCheckpointer(point / "ckpt", rank=0, world_size=1).load_latest(target)
+    assert info is not None and info.step == 3 and float(target["model"]["w"][0]) == 3.0

@@ -14,7 +14,9 @@ the checkpoint directory (an in-flight name: every reader of checkpoint folders,
 agent ignore those), and a rank's next save renames one to its temp name and overwrites it. A
 file someone still has open (a pull copying an old step) is never recycled: that reader must
 keep the bytes it started on, as it does when the file is unlinked. The check is a write
-lease, which the kernel grants only when no other descriptor for the file is open.
+lease, which the kernel grants only when no other descriptor for the file is open. Spares hold
+disk space (one shard per rank) until the next save reuses it; a save whose disk-budget check
+fails drops them and checks again, so the budget is what it was without them.
 """
 
 from __future__ import annotations
@@ -51,6 +53,16 @@ def take(directory: str, temp: str) -> bool:
             return True
         os.unlink(temp)  # a reader has it open: it keeps its bytes, we start afresh
     return False
+
+
+def drop(directory: str) -> bool:
+    """Delete ``directory``'s spares (the disk is short: the space is the save's, as it was
+    before spares); whether there were any."""
+    found = _spares(directory)
+    for spare in found:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(spare)
+    return bool(found)
 
 
 def _spares(directory: str) -> list[str]:

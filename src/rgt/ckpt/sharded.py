@@ -47,7 +47,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from rgt.ckpt import _persist, _ranks, _shards, _store
+from rgt.ckpt import _persist, _ranks, _shards, _spares, _store
 from rgt.ckpt._arena import Arena, stage
 from rgt.ckpt._budget import check_budget
 from rgt.ckpt._cadence import Cadence
@@ -55,7 +55,7 @@ from rgt.ckpt._format import plan
 from rgt.ckpt._plan import IntervalPlanner
 from rgt.ckpt._shards import Shard, ShardedInfo
 from rgt.ckpt._signals import StopRequest
-from rgt.errors import CheckpointError, UsageError
+from rgt.errors import CheckpointError, DiskBudgetError, UsageError
 
 
 class ShardedCheckpointer(Cadence):
@@ -204,7 +204,7 @@ class ShardedCheckpointer(Cadence):
         os.makedirs(folder, exist_ok=True)
         self._chunks = self._chunks or ChunkCache()
         layout = plan(shard_state(state, rank, world, step, self._chunks))
-        check_budget(folder, layout.total)
+        self._check_budget(folder, layout.total)
         stage(self._arena, layout)
         job = (folder, step, rank, world, None if metric is None else float(metric))
         pending = ShardedInfo(step, folder, world, self._session or "", (), job[4], time.time())
@@ -217,6 +217,15 @@ class ShardedCheckpointer(Cadence):
             info = self._write(job, layout)
         self._count_save(started)
         return info
+
+    def _check_budget(self, folder: str, need: int) -> None:
+        """The disk-budget check, counting the spares' space as free (``_spares``)."""
+        try:
+            check_budget(folder, need)
+        except DiskBudgetError:
+            if not _spares.drop(self.directory):
+                raise
+            check_budget(folder, need)
 
     def wait(self) -> ShardedInfo | None:
         """Block until the last save is durable (and, on rank 0, committed); its record."""
