@@ -208,13 +208,15 @@ def cleared_in_other_branch(facts: Facts, loop: ast.AST, step: ast.Call) -> Hit 
     does."""
     innermost = next((o for o in facts.around(step) if isinstance(o, LOOPS)), loop)
     clears = [c for c in facts.calls_ending(lambda n: "zero_grad" in n) if _inside(c, innermost)]
-    if not clears or sets_grad_none(innermost):
+    if not clears:
         return None
     for branch in (i for i in facts.ifs if _inside(i, innermost) and _inside(step, i)):
         here = branch.body if any(_inside(step, s) for s in branch.body) else branch.orelse
         there = branch.orelse if here is branch.body else branch.body
         if not there or not all(any(_inside(c, s) for s in there) for c in clears):
             continue
+        if sets_grad_none(innermost):
+            return None
         clearing = {f.name for f in facts.functions if _clears_inside(facts, f)}
         called = {(dotted(c.func) or "").rpartition(".")[2] for c in facts.calls_in(innermost)}
         if called & clearing:

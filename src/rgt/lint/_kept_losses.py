@@ -29,14 +29,17 @@ REDUCE = {"mean", "sum", "squeeze", "view", "reshape", "float", "double"}
 
 
 def kept_losses(facts: Facts) -> Iterator[Hit]:
-    own = accumulators(facts)
+    own: dict[str, list[int]] | None = None  # worked out once, when a call is handed a loss
     for loop, inside, backed in _backed_loops(facts):
         for node in [*facts.augmented_in(loop), *inside]:
             target = accumulator(node, backed)
-            if target and target not in backed and not _is_backed_later(facts, target):
+            kept = target and target not in backed and not _is_backed_later(facts, target)
+            if target and kept and accumulator(node, backed - _detached(loop, backed)):
                 yield Hit("RGT204", node, target)
         for call, index, name in _handed(inside, backed):
-            if index in own.get(name, ()):
+            own = accumulators(facts) if own is None else own
+            held = call.args[index].id  # type: ignore[attr-defined]  # ``_handed``: a Name
+            if index in own.get(name, ()) and held not in _detached(loop, backed):
                 yield Hit("RGT204", call, f"`{name}` adds its argument to a running total")
 
 
@@ -51,7 +54,6 @@ def _backed_loops(facts: Facts) -> Iterator[tuple[ast.AST, list[ast.Call], set[s
         for call in inside:
             if method(call) in ("backward", "manual_backward"):
                 backed |= _made_from(facts, _loss_of(call), call)
-        backed -= _detached(loop, backed)
         if backed:
             yield loop, inside, backed
 

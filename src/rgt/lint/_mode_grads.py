@@ -29,18 +29,21 @@ def eval_loops_with_grad(facts: Facts, checked: list[Function]) -> Iterator[Hit]
     """Each ``model.eval()`` (outside ``no_grad``, not in a function ``checked`` already as an
     evaluation) followed, before any ``model.train()`` and within the loop around it, by a loop
     that runs ``model`` and nothing in it wants gradients."""
-    if freezes(facts):
-        return  # parameters frozen (``v.requires_grad = False``): no graph is recorded
     skip = {id(f) for f in checked}
+    frozen: bool | None = None  # asked once, and only when a loop is found (a whole walk)
     for switch in facts.methods_called("eval"):
         model = None if switch.args else dotted(switch.func.value)  # type: ignore[attr-defined]
         scope = facts.scope_of(switch)
         if model is None or id(scope) in skip or guarded(facts, switch):
             continue
-        if isinstance(scope, Function) and mentions(scope, NO_GRAD, loose=True):
-            continue  # a ``no_grad`` somewhere in the function: its author chose where
         run = _first_run(facts, switch, scope, model)
-        if run is not None:
+        if run is not None and isinstance(scope, Function):
+            # a ``no_grad`` anywhere in the function: its author chose where (one walk, so
+            # asked only of a function with such a loop)
+            run = None if mentions(scope, NO_GRAD, loose=True) else run
+        if run is not None and frozen is None:
+            frozen = freezes(facts)  # ``v.requires_grad = False``: no graph is recorded
+        if run is not None and not frozen:
             yield Hit(
                 "RGT203",
                 run,
