@@ -193,3 +193,48 @@ def test_a_project_no_grad_decorator_or_frozen_parameters_cover_the_loop(tmp_pat
     freeze = "        for p in model.parameters():\n            p.requires_grad = False\n"
     frozen = _fit().replace("        model.eval()\n", "        model.eval()\n" + freeze)
     assert found(project(tmp_path / "frozen", {"fit.py": frozen})) == []
+
+
+PHASES = """
+import torch
+import torch.nn as nn
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5), nn.Linear(8, 2))
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def fit(model, loaders, optimizer, epochs):
+    for epoch in range(epochs):
+        for phase in ("train", "val"):
+{mode}
+            for x, y in loaders[phase]:
+                out = model(x)
+                loss = nn.functional.cross_entropy(out, y)
+                if phase == "train":
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+
+fit(Small(), {{}}, None, 1)
+"""
+
+
+def test_a_phase_loop_that_validates_in_training_mode_with_autograd_on(tmp_path: Path) -> None:
+    code = PHASES.format(mode="            pass")
+    found_here = found(project(tmp_path, {"phases.py": code}))
+    assert found_here == [("phases.py", "RGT201", 19), ("phases.py", "RGT203", 19)]
+
+
+def test_the_tutorials_phase_loop_is_clean(tmp_path: Path) -> None:
+    mode = (
+        "            model.train() if phase == 'train' else model.eval()\n"
+        "            torch.set_grad_enabled(phase == 'train')"
+    )
+    assert found(project(tmp_path, {"phases.py": PHASES.format(mode=mode)})) == []

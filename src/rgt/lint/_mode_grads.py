@@ -10,6 +10,7 @@ spvnas's ``evaluate.py``: both ran out of GPU memory before ``no_grad`` was adde
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from rgt.lint._facts import LOOPS, Facts
@@ -119,3 +120,64 @@ def mentions(node: ast.AST, names: tuple[str, ...], loose: bool = False) -> bool
         if word in names or (loose and any(n in word for n in names)):
             return True
     return False
+
+
+def phase_loops(facts: Facts) -> Iterator[Hit]:
+    """``for phase in ("train", "val"):`` running the model with the same code for both
+    phases and stepping only ``if phase == "train"``: without a ``.eval()`` in the loop the
+    validation phase runs in training mode (RGT201), and without ``no_grad`` (or
+    ``set_grad_enabled(phase == "train")``) it records graphs (RGT203) (ZOO-Attack's ``fit``)."""
+    for loop in facts.loops:
+        phases = _phases(loop)
+        if phases is None:
+            continue
+        calls = facts.calls_in(loop)
+        steps = [c for c in calls if method(c) in ("backward", "step")]
+        runs = [c for c in calls if isinstance(c.func, ast.Name) and _model_like(facts, c, loop)]
+        guarded_steps = steps and all(_under_phase_test(facts, s, loop, phases) for s in steps)
+        runs = [r for r in runs if not _under_phase_test(facts, r, loop, phases)]
+        if not guarded_steps or not runs:
+            continue
+        model = runs[0].func.id  # type: ignore[attr-defined]
+        if not any(method(c) in ("eval", "train") for c in calls):
+            yield Hit("RGT201", runs[0], f"`{model}` runs the validation phase in training mode")
+        if not mentions(loop, NO_GRAD, loose=True):
+            yield Hit("RGT203", runs[0], f"`{model}` runs the validation phase with autograd on")
+
+
+def _model_like(facts: Facts, call: ast.Call, loop: ast.AST) -> bool:
+    """``model(x)``: a name holding a module here, or a parameter of the function around the
+    loop named like one (``model``, ``net``, ``classifier``)."""
+    from rgt.lint._mode_loops import holds_model
+
+    name = call.func.id  # type: ignore[attr-defined]  # the caller checked: a Name
+    if holds_model(facts, name):
+        return True
+    around = facts.functions_around(loop)
+    params = [a.arg for a in around[0].args.args] if around else []
+    return name in params and MODEL_NAME.search(name) is not None
+
+
+MODEL_NAME = re.compile(r"(?i)(model|net|classifier|encoder)$")
+
+
+def _phases(loop: ast.AST) -> str | None:
+    """The loop variable of ``for phase in ("train", "val")`` (a literal list of names, one of
+    them training, one evaluating)."""
+    target, items = getattr(loop, "target", None), getattr(loop, "iter", None)
+    if not isinstance(target, ast.Name) or not isinstance(items, ast.Tuple | ast.List):
+        return None
+    words: list[str] = [
+        e.value for e in items.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+    ]
+    if len(words) != len(items.elts):
+        return None
+    training = any(w.startswith("train") for w in words)
+    evaluating = any(w.startswith(("val", "test", "eval")) for w in words)
+    return target.id if training and evaluating else None
+
+
+def _under_phase_test(facts: Facts, node: ast.AST, loop: ast.AST, phase: str) -> bool:
+    return any(
+        _inside(i, loop) and _inside(node, i) and mentions(i.test, (phase,)) for i in facts.ifs
+    )

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from rgt.lint._facts import Facts
 from rgt.lint._kept_losses import kept_losses
 from rgt.lint._mode_grads import NO_GRAD as NO_GRAD  # re-exported: ``_flow_modes``
-from rgt.lint._mode_grads import eval_loops_with_grad, guarded
+from rgt.lint._mode_grads import eval_loops_with_grad, guarded, phase_loops
 from rgt.lint._mode_grads import mentions as mentions
 from rgt.lint._mode_grads import mentions_head as mentions_head
 from rgt.lint._mode_loops import (
@@ -108,6 +108,9 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
         if not _under_no_grad(facts, func):
             yield Hit("RGT203", func, func.name)
     yield from _graphs_after_eval(facts, evals)
+    for hit in phase_loops(facts):
+        if hit.code == "RGT203" or may_change(facts, hit.node, words):
+            yield hit
     for hit in eval_loops_with_grad(facts, evals):
         around = facts.functions_around(hit.node)
         if not (around and _under_no_grad(facts, around[0])):
