@@ -8,10 +8,11 @@ import ast
 import re
 from typing import Any
 
-from rgt.lint import _clearing, data, losses
+from rgt.lint import _clearing, data
 from rgt.lint._facts import LOOPS, MOVES, Facts
 from rgt.lint._nodes import dotted, keyword, method
 from rgt.lint._suite import in_suite_test
+from rgt.lint._update_order import is_optimizer
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 # An RNG object: made once, in the parent, it is copied into every worker with the same state.
@@ -260,7 +261,7 @@ def _optimizer_like(facts: Facts, call: ast.Call) -> bool:
     key = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
     if key is None:
         return False
-    return losses._is_optimizer(facts, call) or key.lower().endswith("optimizers")
+    return is_optimizer(facts, call) or key.lower().endswith("optimizers")
 
 
 def steppers(facts: Facts) -> dict[str, list[Any]]:

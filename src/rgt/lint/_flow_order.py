@@ -17,12 +17,11 @@ from typing import Any
 
 from rgt.lint._facts import Facts
 from rgt.lint._nodes import dotted, method
+from rgt.lint._update_order import is_optimizer, is_scheduler
 
 
 def _stepping_methods(facts: Facts, which: str) -> list[str]:
-    from rgt.lint import losses  # the rules module imports the summary's modules
-
-    test = losses._is_scheduler if which == "scheduler" else losses._is_optimizer
+    test = is_scheduler if which == "scheduler" else is_optimizer
     found: set[str] = set()
     for call in facts.methods_called("step"):
         around = facts.functions_around(call)
