@@ -183,3 +183,74 @@ def test_rows_of_a_softmax_output_into_cross_entropy(tmp_path: Path) -> None:
     assert found(project(tmp_path, {"pairs.py": code})) == [("pairs.py", "RGT101", 14)]
     clean = ROWS.format(scores="similarity")
     assert found(project(tmp_path / "clean", {"pairs.py": clean})) == []
+
+
+CHOICE = {
+    "setup.py": "",
+    "nets.py": """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Conv(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Conv2d(1, 4, 3)
+
+            def forward(self, x):
+                return F.log_softmax(self.body(x).flatten(1), dim=1)
+
+
+        class Dense(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(16, 4)
+
+            def forward(self, x):
+                return F.{last}(self.body(x.flatten(1)), dim=1)
+    """,
+    "client.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class Client:
+            def __init__(self, batches):
+                self.batches = batches
+                self.criterion = nn.NLLLoss()
+
+            def local_round(self, model):
+                opt = torch.optim.SGD(model.parameters(), lr=0.01)
+                for x, y in self.batches:
+                    opt.zero_grad()
+                    loss = self.criterion(model(x), y)
+                    loss.backward()
+                    opt.step()
+                return model.state_dict()
+    """,
+    "server.py": """
+        import copy
+        import sys
+
+        import torch
+        from client import Client
+        from nets import Conv, Dense
+
+        if sys.argv[1] == "conv":
+            shared = Conv()
+        else:
+            shared = Dense()
+        shared.train()
+        for round_ in range(10):
+            client = Client([])
+            state = client.local_round(model=copy.deepcopy(shared))
+            shared.load_state_dict(state)
+    """,
+}
+
+
+def test_a_softmax_model_among_the_choices_handed_as_a_copy(tmp_path: Path) -> None:
+    files = {**CHOICE, "nets.py": CHOICE["nets.py"].format(last="softmax")}
+    assert found(project(tmp_path, files)) == [("client.py", "RGT102", 14)]
+    clean = {**CHOICE, "nets.py": CHOICE["nets.py"].format(last="log_softmax")}
+    assert found(project(tmp_path / "clean", clean)) == []

@@ -204,23 +204,36 @@ def passes(facts: Facts) -> list[list[Any]]:
     built = models(facts)
     out = []
     for call in facts.calls:
-        if not any(isinstance(a, ast.Name) and a.id in built for a in call.args) and not any(
-            isinstance(k.value, ast.Name) and k.value.id in built for k in call.keywords
-        ):
-            continue
-        callee = ref(facts, call)
+        pairs: list[tuple[int, str | None, ast.expr]] = [
+            (i, None, _copied(a)) for i, a in enumerate(call.args)
+        ]
+        pairs += [(-1, k.arg, _copied(k.value)) for k in call.keywords if k.arg]
+        pairs = [p for p in pairs if isinstance(p[2], ast.Name) and p[2].id in built]
+        callee = ref(facts, call) if pairs else None
         if callee is None:
             continue
-        pairs: list[tuple[int, str | None, ast.expr]] = list(
-            (i, None, a) for i, a in enumerate(call.args)
-        )
-        pairs += [(-1, k.arg, k.value) for k in call.keywords if k.arg]
         for index, keyword, arg in pairs:
-            if isinstance(arg, ast.Name) and arg.id in built:
-                cls = built_from(facts, arg)
-                if cls:
-                    out.append([call.lineno, call.col_offset, callee, index, keyword, cls])
+            for cls in _classes_of(facts, arg):
+                out.append([call.lineno, call.col_offset, callee, index, keyword, cls])
     return out
+
+
+def _copied(node: ast.expr) -> ast.expr:
+    """``copy.deepcopy(global_model)`` hands over a copy of the same model."""
+    if isinstance(node, ast.Call) and dotted(node.func) in ("copy.deepcopy", "deepcopy"):
+        return node.args[0] if node.args else node
+    return node
+
+
+def _classes_of(facts: Facts, name: ast.expr) -> list[str]:
+    """The class a name was built from, or each class of a choice (``net = CNN(...)`` in one
+    branch, ``net = MLP(...)`` in the other: whichever the run picks is handed over)."""
+    cls = built_from(facts, name)
+    if cls:
+        return [cls]
+    values = facts.bindings.get(dotted(name) or "", [])
+    found = [built_from(facts, v) for v in values if isinstance(v, ast.Call)]
+    return sorted({c for c in found if c}) if found and all(found) else []
 
 
 NOT_MODELS = re.compile(
