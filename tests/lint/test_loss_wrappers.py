@@ -254,3 +254,66 @@ def test_a_softmax_model_among_the_choices_handed_as_a_copy(tmp_path: Path) -> N
     assert found(project(tmp_path, files)) == [("client.py", "RGT102", 14)]
     clean = {**CHOICE, "nets.py": CHOICE["nets.py"].format(last="log_softmax")}
     assert found(project(tmp_path / "clean", clean)) == []
+
+
+WRAPPED = {
+    "setup.py": "",
+    "parts/__init__.py": "",
+    "parts/head.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 1)
+                self.out = nn.Sigmoid()
+
+            def forward(self, x):
+                score = self.fc(x)
+                return {last}
+    """,
+    "parts/stack.py": """
+        import torch.nn as nn
+
+
+        class Stack(nn.Module):
+            def __init__(self, trunk, head):
+                super().__init__()
+                self.trunk = trunk
+                self.head = head
+
+            def forward(self, x):
+                return self.head(self.trunk(x))
+    """,
+    "train.py": """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        from parts.head import Head
+        from parts.stack import Stack
+
+
+        def objective(scores, labels):
+            return F.binary_cross_entropy_with_logits(scores, labels)
+
+
+        trunk = nn.Linear(8, 8)
+        head = Head()
+        model = Stack(trunk, head).to("cpu")
+        opt = torch.optim.Adam(model.parameters())
+        for x, y in [(torch.rand(2, 8), torch.rand(2))]:
+            opt.zero_grad()
+            loss = objective(model(x), y)
+            loss.backward()
+            opt.step()
+    """,
+}
+
+
+def test_a_wrapper_models_head_ends_in_sigmoid_before_a_local_bce_helper(tmp_path: Path) -> None:
+    files = {**WRAPPED, "parts/head.py": WRAPPED["parts/head.py"].format(last="self.out(score)")}
+    assert found(project(tmp_path, files)) == [("train.py", "RGT103", 18)]
+    clean = {**WRAPPED, "parts/head.py": WRAPPED["parts/head.py"].format(last="score")}
+    assert found(project(tmp_path / "clean", clean)) == []

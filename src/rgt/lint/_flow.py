@@ -47,9 +47,32 @@ def classes(facts: Facts) -> dict[str, dict[str, Any]]:
                 entry["probs"] = kind
             elif positions:  # ``return probs, classes``: which parts of the tuple
                 entry.setdefault("probs_at", {})[kind] = sorted(positions)
+        through = _returns_param(facts, cls)
+        if through is not None:
+            entry["returns_param"] = through
         entry.update(rng_fields(facts, cls))
         out[cls.name] = entry
     return out
+
+
+def _returns_param(facts: Facts, cls: ast.ClassDef) -> int | None:
+    """The constructor argument whose module's output ``forward`` returns whole:
+    ``self.head = head`` in ``__init__``, ``return self.head(features, mask)`` (a model that
+    wraps a backbone and a head passed in: its output is the head's)."""
+    body = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+    init, forward = body.get("__init__"), body.get("forward")
+    if init is None or forward is None:
+        return None
+    names = params(init)
+    returns = [r.value for r in facts.returns_in(forward)]
+    calls = [r for r in returns if isinstance(r, ast.Call)]
+    if len(calls) != 1 or len(returns) != 1:
+        return None
+    attr = dotted(calls[0].func) or ""
+    if not attr.startswith("self.") or attr.count(".") != 1:
+        return None
+    held = [v for v in facts.bindings.get(attr, []) if isinstance(v, ast.Name)]
+    return names.index(held[0].id) if len(held) == 1 and held[0].id in names else None
 
 
 def origin(facts: Facts, node: ast.AST, depth: int = 0) -> ast.Call | None:
@@ -153,14 +176,47 @@ def model_losses(facts: Facts) -> list[list[Any]]:
     class as spelled, position]`` (position ``losses.WHOLE``: the whole output)."""
     local = {c.name for c in facts.classes}
     out = []
-    for call, kind in _loss_calls(facts):
-        source, position = origin_part(facts, losses.first_arg(call))  # type: ignore[arg-type]
+    applied = [(c, k, losses.first_arg(c)) for c, k in _loss_calls(facts)]
+    for call, kind, given in applied + _wrapped(facts):
+        source, position = origin_part(facts, given)  # type: ignore[arg-type]
         if source is None or in_suite_test(facts, call):
             continue
         cls = built_from(facts, _callee(source), loose=True)
         if cls and cls not in local and cls.split(".")[0] not in BUILTINS:
-            out.append([call.lineno, call.col_offset, kind, cls, position])
+            entry = [call.lineno, call.col_offset, kind, cls, position]
+            held = _constructor_classes(facts, _callee(source))
+            out.append([*entry, held] if held else entry)
     return out + _criterion_pairs(facts)
+
+
+def _wrapped(facts: Facts) -> list[tuple[ast.Call, str, ast.expr | None]]:
+    """Calls of a loss wrapper defined here (``_wrappers``): (call, kind, the argument the
+    wrapper hands to the loss)."""
+    from rgt.lint import _wrappers
+
+    wraps = facts.memo.get("loss_wrappers")
+    if not isinstance(wraps, dict):
+        wraps = _wrappers.wrappers(facts, _loss_calls(facts))
+    return [
+        (call, kind, _wrappers.argument(call, position, name))
+        for key, entries in wraps.items()
+        for call in _wrappers.calls_of(facts, key)
+        for position, name, kind, _line in entries
+    ]
+
+
+def _constructor_classes(facts: Facts, node: ast.AST) -> list[str | None]:
+    """The classes of the models handed to the constructor a name was built by
+    (``CombinedModel(gnn, transformer)``: ``[CensNet, TransformerBinaryClassifier]``)."""
+    values = [node] if isinstance(node, ast.Call) else facts.bindings.get(dotted(node) or "", [])
+    calls = [v for v in values if isinstance(v, ast.Call)]
+    if len(calls) != 1:
+        return []
+    call = calls[0]
+    while isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call):
+        call = call.func.value  # ``CombinedModel(...).to(device)``
+    found = [built_from(facts, a) if isinstance(a, ast.Name) else None for a in call.args]
+    return found if any(found) else []
 
 
 CRITERIA = {"CrossEntropyLoss": "ce", "NLLLoss": "nll", "BCEWithLogitsLoss": "bce"}

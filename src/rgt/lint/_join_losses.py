@@ -6,6 +6,7 @@ loss class of another file that hands its argument to the loss, ``_wrappers``)."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from rgt.lint._join_base import Site, callee, lookup_class, show
 from rgt.lint._project import Project, Summary
@@ -26,11 +27,12 @@ def sites(project: Project, path: str, summary: Summary) -> Iterator[Site]:
 
 
 def _model_losses(project: Project, path: str, summary: Summary) -> Iterator[Site]:
-    for line, col, kind, spelled, position in summary.get("model_losses", ()):
+    for line, col, kind, spelled, position, *held in summary.get("model_losses", ()):
         code, output = LOSS_CODES[kind]
         found = lookup_class(project, path, spelled)
         if not found:
             continue
+        found = _through(project, path, found, held[0] if held else [])
         where, name, entry = found
         at = show(where, entry["line"], path)
         if position == WHOLE and entry.get("probs") == output:
@@ -115,3 +117,15 @@ def _kept(project: Project, path: str, summary: Summary) -> Iterator[Site]:
                           "argument to a total it keeps")  # fmt: skip
                 yield path, line, col, "RGT204", detail
                 break
+
+
+def _through(
+    project: Project, path: str, found: tuple[str, str, dict[str, Any]], held: list[str | None]
+) -> tuple[str, str, dict[str, Any]]:
+    """A wrapper model whose ``forward`` returns what a module handed to its constructor
+    returns (``_flow._returns_param``): that module's class, when the call built it from one."""
+    index = found[2].get("returns_param")
+    if index is None or index >= len(held) or held[index] is None:
+        return found
+    inner = lookup_class(project, path, held[index])  # type: ignore[arg-type]
+    return inner if inner is not None else found

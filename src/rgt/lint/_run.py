@@ -70,7 +70,21 @@ def summarised(text: str, imported: bool, path: str = "") -> bool:
         any(w in text for w in CROSS_WORDS)
         or modes.EVAL_DEF.search(text) is not None
         or ACCUMULATES.search(text) is not None
+        or _passes_through(text)
     )
+
+
+KEPT_ARG = re.compile(r"self\.(\w+)\s*=\s*(\w+)\s*$", re.M)
+RETURNED_CALL = re.compile(r"return self\.(\w+)\(")
+
+
+def _passes_through(text: str) -> bool:
+    """A model that returns what a module handed to its constructor returns
+    (``self.head = head``, ``return self.head(x)``: ``_flow._returns_param``)."""
+    if "return self." not in text:
+        return False
+    kept = {a for a, b in KEPT_ARG.findall(text) if a == b}
+    return bool(kept) and any(n in kept for n in RETURNED_CALL.findall(text))
 
 
 def worth_parsing(text: str) -> bool:
