@@ -51,7 +51,8 @@ def take(directory: str, temp: str) -> bool:
             continue
         if _unshared(temp):
             return True
-        os.unlink(temp)  # a reader has it open: it keeps its bytes, we start afresh
+        with contextlib.suppress(OSError):
+            os.unlink(temp)  # a reader has it open: it keeps its bytes, we start afresh
     return False
 
 
