@@ -259,7 +259,11 @@ def passes(facts: Facts) -> list[list[Any]]:
     ``classifier = model.Classifier()``)."""
     built = models(facts)
     out = []
+    if not built:
+        return []
     for call in facts.calls:
+        if not call.args and not call.keywords:
+            continue
         pairs: list[tuple[int, str | None, ast.expr]] = [
             (i, None, _copied(a)) for i, a in enumerate(call.args)
         ]
@@ -276,7 +280,7 @@ def passes(facts: Facts) -> list[list[Any]]:
 
 def _copied(node: ast.expr) -> ast.expr:
     """``copy.deepcopy(global_model)`` hands over a copy of the same model."""
-    if isinstance(node, ast.Call) and dotted(node.func) in ("copy.deepcopy", "deepcopy"):
+    if type(node) is ast.Call and dotted(node.func) in ("copy.deepcopy", "deepcopy"):
         return node.args[0] if node.args else node
     return node
 
