@@ -164,3 +164,9 @@ def test_micro_batches_do_not_excuse_uncleared_steps(tmp_path: Path) -> None:
     assert found(project(tmp_path, {"critic.py": code})) == [("critic.py", "RGT105", 11)]
     clean = MICRO.format(clear="        opt.zero_grad()")
     assert found(project(tmp_path / "clean", {"critic.py": clean})) == []
+
+
+def test_the_finding_names_the_files_that_step(tmp_path: Path) -> None:
+    root = project(tmp_path, _gan("        model.update_learning_rate()", ""))
+    (finding,) = lint_paths([str(root)], cache=False).findings
+    assert "(nets/base.py)" in finding.message and "(nets/pair.py)" in finding.message

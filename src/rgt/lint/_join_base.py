@@ -44,3 +44,9 @@ def callee(project: Project, path: str, ref: str) -> tuple[str, str] | None:
         found = project.lookup(path, cls)
         return (found[0], f"{found[1]}.{name}") if found else None
     return project.lookup(path, rest)
+
+
+def shown_file(path: str, near: str) -> str:
+    """``models/base_model.py``: a file as seen from the project's root (``show`` without the
+    line)."""
+    return show(path, 0, near).rpartition(":")[0]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from rgt.lint._join_base import Site, callee, lookup_class, show
+from rgt.lint._join_base import Site, callee, lookup_class, show, shown_file
 from rgt.lint._project import Project, Summary
 from rgt.lint.losses import WHOLE
 
@@ -113,8 +113,8 @@ def _kept(project: Project, path: str, summary: Summary) -> Iterator[Site]:
     for line, col, name, index in calls:
         for other in near:
             if index in project.summaries.get(other, {}).get("accumulators", {}).get(name, ()):
-                detail = (f"`{name}` ({show(other, 1, path).rpartition(':')[0]}) adds this "
-                          "argument to a total it keeps")  # fmt: skip
+                detail = (f"`{name}` ({shown_file(other, path)}) adds this argument to a "
+                          "total it keeps")  # fmt: skip
                 yield path, line, col, "RGT204", detail
                 break
 

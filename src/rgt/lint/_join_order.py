@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rgt.lint._join_base import Site
+from rgt.lint._join_base import Site, shown_file
 from rgt.lint._project import Project, Summary
 
 
@@ -30,9 +30,11 @@ def sites(
         later = [c for c in calls[first + 1 :] if c[0] in stepping and c[0] not in scheduling]
         if later:
             name, line, col = calls[first]
-            detail = (f"`{owner}.{name}()` steps a learning-rate scheduler ({scheduling[name]}) "
-                      f"before `{owner}.{later[0][0]}()` steps the optimizer "
-                      f"({stepping[later[0][0]]}) in this loop")  # fmt: skip
+            defined = shown_file(scheduling[name], path)
+            stepped = shown_file(stepping[later[0][0]], path)
+            detail = (f"`{owner}.{name}()` steps a learning-rate scheduler ({defined}) "
+                      f"before `{owner}.{later[0][0]}()` steps the optimizer ({stepped}) "
+                      "in this loop")  # fmt: skip
             yield path, line, col, "RGT106", detail
 
 
