@@ -238,3 +238,48 @@ def test_the_tutorials_phase_loop_is_clean(tmp_path: Path) -> None:
         "            torch.set_grad_enabled(phase == 'train')"
     )
     assert found(project(tmp_path, {"phases.py": PHASES.format(mode=mode)})) == []
+
+
+TRAINER = """
+import torch
+import torch.nn as nn
+
+
+class Trainer:
+    def __init__(self, model, batches, held_out):
+        self.model, self.batches, self.held_out = model, batches, held_out
+
+    def fit(self, steps_between_checks):
+        model = self.model
+        opt = torch.optim.AdamW(model.parameters())
+        model.train()
+        for step, (x, y) in enumerate(self.batches):
+{again}
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if step % steps_between_checks == 0:
+                self.check()
+
+    def check(self):
+        return self.score(self.held_out)
+
+    def score(self, batches):
+        model = self.model
+        if torch.cuda.device_count() > 1:
+            model = nn.DataParallel(model)
+        model.eval()
+        with torch.no_grad():
+            return sum((model(x).argmax(1) == y).sum().item() for x, y in batches)
+
+
+net = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1), nn.Linear(4, 2))
+"""
+
+
+def test_an_evaluation_two_calls_deep_leaves_the_model_in_eval_mode(tmp_path: Path) -> None:
+    code = TRAINER.format(again="            pass")
+    assert found(project(tmp_path, {"trainer.py": code})) == [("trainer.py", "RGT202", 29)]
+    clean = TRAINER.format(again="            model.train()")
+    assert found(project(tmp_path / "clean", {"trainer.py": clean})) == []

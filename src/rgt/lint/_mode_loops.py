@@ -178,7 +178,7 @@ def left_in_eval(facts: Facts) -> Iterator[Hit]:
     stepping = facts.loops_calling("backward")
     for loop in facts.loops:
         inside = facts.calls_in(loop)
-        called = [bodies[n] for n in (_callee(c) for c in inside) if n in bodies]
+        called = _called(facts, bodies, inside)
         reach = inside + [c for f in called for c in facts.calls_in(f)]
         if id(loop) not in stepping and not any(method(c) == "backward" for c in reach):
             continue
@@ -200,6 +200,19 @@ def left_in_eval(facts: Facts) -> Iterator[Hit]:
             return
 
 
+def _called(facts: Facts, bodies: dict[str, Function], calls: list[ast.Call]) -> list[Function]:
+    """The functions of this module that ``calls`` call, and the ones those call (two levels:
+    simpletransformers' ``train`` calls ``self.eval_model``, which calls ``self.evaluate``,
+    which puts the model in eval mode)."""
+    found = [bodies[n] for n in (_callee(c) for c in calls) if n in bodies]
+    for function in list(found):
+        for name in (_callee(c) for c in facts.calls_in(function)):
+            deeper = bodies.get(name)
+            if deeper is not None and all(deeper is not f for f in found):
+                found.append(deeper)
+    return found
+
+
 def made_there(facts: Facts, mode_call: ast.Call, loop: ast.AST) -> bool:
     """Does ``x.eval()``, in a function the training loop calls, act on an object that
     function makes itself (``net = Net()``, ``copy.deepcopy(model)``), not the one trained?
@@ -212,7 +225,12 @@ def made_there(facts: Facts, mode_call: ast.Call, loop: ast.AST) -> bool:
     value = facts.last_value(scope, owner.id, mode_call.lineno)
     while isinstance(value, ast.Call) and method(value) in MOVES:
         value = value.func.value  # type: ignore[attr-defined]  # ``Net().cuda()``
+    if isinstance(value, ast.Call) and (dotted(value.func) or "").endswith(WRAPPERS):
+        return False  # ``model = DataParallel(model)``: the same modules, wrapped
     return isinstance(value, ast.Call)
+
+
+WRAPPERS = ("DataParallel", "DistributedDataParallel", "DDP")
 
 
 MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16"})
