@@ -75,3 +75,28 @@ def test_the_worst_node_speaks_and_the_oldest_heartbeat_is_the_groups() -> None:
     assert group.agent_alive is False and group.heartbeat == "2026-12-06T09:00:00Z"
     assert group.reason == "node 1 (b): x"
     assert [n["machine"] for n in group.to_doc()["nodes"]] == ["a", "b"]
+
+
+# What a rank on node 0 prints when its peer on node 1 is SIGKILLed: gloo's pair.cc says
+# "closed" when the peer's socket was shut, "reset" when it was torn down (both were seen in the
+# two-node fleet test, the second only under load, when it failed the job as `code_error`).
+GLOO_LOST = [
+    "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:598] "
+    "Connection closed by peer [127.0.0.1]:23947",
+    "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read "
+    "error [127.0.0.1]:23947: Connection reset by peer. This is typically caused by a remote "
+    "worker hanging or bugs in the application.",
+]
+
+
+@pytest.mark.parametrize("line", GLOO_LOST)
+def test_a_lost_gloo_peer_is_a_collective_failure_in_either_phrasing(line: str) -> None:
+    from rgt.triage import classify
+
+    log = 'Traceback (most recent call last):\n  File "train.py", line 16, in <module>\n'
+    log += f"    dist.all_reduce(value)\n{line}\n"
+    verdict = classify(log, exit_code=1)
+    assert (verdict.label, verdict.retryable) == ("nccl", False), verdict  # one machine
+    decision = Decision(verdict.label, verdict.retryable, verdict.cause, verdict.remedy, ["x"])
+    restart = group_restart(FLEET, decision)
+    assert restart is not None and restart.retryable  # a fleet node: the group restarts
