@@ -2,8 +2,10 @@
 the CPU: its ``--cpu`` dry run drives the same steps a GPU session runs (real agents and
 their GPU picker against a recorded nvidia-smi answer, FSDP2 with rgt's sharded saves under
 torchrun on gloo, a rank's ``kill -9`` and exact resume, the save timings), so the script
-cannot rot between the sessions that are lent a GPU. Two shapes: the lent machine's (one H100,
-so one rank, and rank 0 is killed) and a two-GPU box's (two ranks, rank 1 killed)."""
+cannot rot between the sessions that are lent a GPU. The shape is the lent machine's (one
+H100, so one rank, and rank 0 is killed); a two-GPU box's (``--smi 2xrtx4090``: two ranks, rank
+1 killed) runs the same way by hand, and two ranks killed and resumed are the sharded tests'
+own (tests/ckpt/test_sharded_resume*.py), so CI runs the device's shape only."""
 
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ import pytest
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[2]
-GOLDEN = ROOT / "tests" / "golden" / "nvidia-smi"
 H100 = "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA H100 80GB HBM3, 0, 81559\n"
 
 
@@ -26,7 +27,7 @@ H100 = "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA H100 80GB HBM3, 0, 8
 @pytest.mark.early  # four torchrun groups and seven agents: 30-180 s on a loaded 2-core box
 @pytest.mark.parametrize(
     ("smi", "answer", "victim"),
-    [("1xh100", H100, 0), ("2xrtx4090", (GOLDEN / "query-2xrtx4090.csv").read_text(), 1)],
+    [pytest.param("1xh100", H100, 0, id="1xh100")],
 )
 def test_the_gpu_check_passes_its_cpu_dry_run(
     tmp_path: Path, smi: str, answer: str, victim: int
