@@ -27,3 +27,18 @@ def every_file_parsed(path: Path) -> list[tuple[str, int]]:
 
 def codes(tmp_path: Path, source: str) -> set[str]:
     return {code for code, _line in found(tmp_path, source)}
+
+
+def project(root: Path, files: dict[str, str]) -> Path:
+    """Write a small project (relative path -> dedented source) under ``root``."""
+    for name, code in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(code).lstrip("\n"))
+    return root
+
+
+def project_found(root: Path) -> list[tuple[str, str, int]]:
+    """(relative path, code, line) of every finding of the project at ``root``, uncached."""
+    report = lint_paths([str(root)], cache=False)
+    return [(str(Path(f.path).relative_to(root)), f.code, f.line) for f in report.findings]

@@ -4,24 +4,10 @@ an evaluation word inside a longer name (``score_test_set``)."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
-from rgt.lint import lint_paths
-
-
-def project(root: Path, files: dict[str, str]) -> Path:
-    for name, code in files.items():
-        target = root / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(textwrap.dedent(code).lstrip("\n"))
-    return root
-
-
-def found(root: Path) -> list[tuple[str, str, int]]:
-    report = lint_paths([str(root)], cache=False)
-    return [(str(Path(f.path).relative_to(root)), f.code, f.line) for f in report.findings]
-
+from tests.lint._lint import project
+from tests.lint._lint import project_found as found
 
 FIT = """
 import torch
