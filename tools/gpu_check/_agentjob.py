@@ -22,6 +22,7 @@ from typing import Any
 from _core import kill_carrying
 
 from rgt import _fs
+from rgt.agent import jobfiles
 from rgt.agent._system import process_belongs_to_job
 from rgt.agent.paths import RootPaths
 from rgt.models import JobSpec, RetryPolicy
@@ -90,10 +91,10 @@ class AgentJob:
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
         try:
-            lines = Path(self.paths.events).read_text().splitlines()
+            text = Path(self.paths.events).read_text()
         except OSError:
             return []
-        found = [json.loads(line) for line in lines if line.strip()]
+        found = jobfiles.parse_events(text)[0]  # the agent's own reader: a cut line is skipped
         return [e for e in found if kind is None or e.get("kind") == kind]
 
     def wait_for(
