@@ -123,7 +123,8 @@ def main() -> None:
             print(f"python{n + 1 if n else ''}: {python} {_describe(python)}")
             for src in filter(None, (ROOT / "src", args.before)):  # as pip leaves an install
                 subprocess.run([python, "-m", "compileall", "-q", str(src)], check=True)
-        rgt = [sys.executable, "-m", "rgt.cli", "lint", "--json", str(tree)]
+        # As a user runs it: the ``rgt`` script (bin/rgt), on the interpreter given.
+        rgt = [sys.executable, str(ROOT / "bin" / "rgt"), "lint", "--json", str(tree)]
         check = [ruff, "check", "--exit-zero", "--quiet", str(tree)]
         rgt_cache, ruff_cache = home / "cache" / "lint", tree / ".ruff_cache"
 

@@ -19,6 +19,18 @@ over the repeats after one warm-up save of each method:
   not counted);
 - floor: each rank copies its tensors into a reused, pre-faulted buffer, both ranks at once:
   the memory copy any snapshot of these bytes costs, measured beside the saves;
+- rgt overlap (``overlap=True``: the large tensors are copied on the writer thread and the next
+  optimizer step waits for that copy): blocking is ``save()``'s return PLUS the time the next
+  ``opt.step()`` waited in rgt's pre-hook, with one real training step (zero_grad, forward and
+  backward of the same model on a batch of 2) between the save and ``opt.step()``; durable is
+  the call to ``wait()``'s return with that training step run alongside; its CPU is not shown
+  (it would count the training step). "rgt overlap, no work" calls ``opt.step()`` right after
+  ``save()``: the copy is then not hidden at all (the floor of the overlap). "rgt async, step
+  after" is the plain asynchronous save timed the same way (a training step, then
+  ``opt.step()``). The forward and backward are timed too: alone (no save), beside a plain
+  asynchronous save's writer (hashing and writing) and beside an overlapped save's writer
+  (copying, then hashing and writing): what the overlap hides from ``save()`` it partly takes
+  from the step running beside it, on 2 shared cores;
 - load: ``dcp.load`` vs ``load_latest`` (shards verified by hash) of the newest step, with the
   page cache in three states, the same for both sides: "as saved" (whatever each save left
   there: ``dcp.save`` and rgt's default write through the page cache, so their files are
@@ -59,6 +71,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from rgt.ckpt import ShardedCheckpointer
 
 METHODS = ("dcp.save", "dcp.async_save", "rgt async", "rgt async direct")
+OVERLAP = ("rgt overlap", "rgt overlap, no work")
+AFTER = "rgt async, step after"
+STEPS = ("train step alone", "train step beside rgt async", "train step beside rgt overlap")
 CACHES = ("as saved", "cold", "warm")
 LOADERS = ("dcp.load", "rgt load_latest")
 DIRECT_LOAD = "rgt load_latest direct as saved"
@@ -70,6 +85,7 @@ GOALS = (
     ("durable", "rgt async direct", "dcp.save", 1.0),
     ("load as saved", DIRECT_LOAD, "dcp.load as saved", 1.1),
     ("blocking", "floor: memcpy", "dcp.async_save", 0.3),
+    *(("blocking", m, "dcp.async_save", 0.3) for m in OVERLAP),
 )
 
 
@@ -111,7 +127,44 @@ def saved(start: Callable[[], Any], finish: Callable[[Any], Any]) -> tuple[float
     return reduced(blocking), reduced(durable), reduced(cpu, dist.ReduceOp.SUM)
 
 
-def one_repeat(ckpts: dict[str, ShardedCheckpointer], state: Any, base: str, step: int) -> Any:
+def train(model: nn.Module, opt: torch.optim.Optimizer) -> float:
+    """One training step's forward and backward (no ``opt.step``); its seconds."""
+    started = time.perf_counter()
+    opt.zero_grad()
+    model(torch.randn(2, 1024)).sum().backward()
+    return time.perf_counter() - started
+
+
+def overlapped(
+    ckpt: ShardedCheckpointer, state: Any, step: int, trainer: Any, work: bool
+) -> tuple[tuple[float, float, float], float]:
+    """(blocking, durable, -) of one overlapped save, and the training step's seconds: blocking
+    is save()'s return plus what the next ``opt.step()`` waited for the copy."""
+    model, opt = trainer
+    dist.barrier()
+    started = time.perf_counter()
+    ckpt.save(state, step)
+    returned = time.perf_counter() - started
+    seconds = train(model, opt) if work else 0.0
+    opt.step()  # rgt's pre-hook: waits until the copy is done
+    blocking = returned + ckpt.last_copy_wait_seconds
+    ckpt.wait()
+    durable = time.perf_counter() - started
+    return (reduced(blocking), reduced(durable), float("nan")), reduced(seconds)
+
+
+def overlap_rows(ckpts: dict[str, ShardedCheckpointer], state: Any, step: int, trainer: Any) -> Any:
+    dist.barrier()
+    row: dict[str, Any] = {STEPS[0]: reduced(train(*trainer))}
+    row[AFTER], row[STEPS[1]] = overlapped(ckpts[AFTER], state, step, trainer, work=True)
+    row[OVERLAP[0]], row[STEPS[2]] = overlapped(ckpts[OVERLAP[0]], state, step, trainer, True)
+    row[OVERLAP[1]], _ = overlapped(ckpts[OVERLAP[1]], state, step, trainer, work=False)
+    return row
+
+
+def one_repeat(
+    ckpts: dict[str, ShardedCheckpointer], state: Any, base: str, step: int, trainer: Any
+) -> Any:
     where = {m: os.path.join(base, f"{m}-{step}") for m in METHODS[:2]}
     row: dict[str, Any] = {
         "dcp.save": saved(lambda: dcp.save(state, checkpoint_id=where["dcp.save"]), _none),
@@ -122,8 +175,10 @@ def one_repeat(ckpts: dict[str, ShardedCheckpointer], state: Any, base: str, ste
         **{
             m: saved(lambda c=c: c.save(state, step), lambda _, c=c: c.wait())
             for m, c in ckpts.items()
+            if m in METHODS
         },
         "floor: memcpy": (floor(state), 0.0, 0.0),
+        **overlap_rows(ckpts, state, step, trainer),
     }
     row.update(loads(ckpts, state, where["dcp.save"], step))
     dist.barrier()
@@ -207,11 +262,13 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace) -> Non
             asynchronous=True,
             keep_last=1,
             direct_io=method.endswith("direct"),
+            overlap=method in OVERLAP,
         )
-        for method in METHODS[2:]
+        for method in (*METHODS[2:], AFTER, *OVERLAP)
     }
     load_before = os.getloadavg()
-    rows = [one_repeat(ckpts, state, args.dir, step) for step in range(args.repeats + 1)]
+    trainer = (model, opt)
+    rows = [one_repeat(ckpts, state, args.dir, step, trainer) for step in range(args.repeats + 1)]
     if rank == 0:
         report(rows[0], rows[1:], _state_mb(state) * world)
         print(f"load average (1 min) before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f}")
@@ -225,13 +282,16 @@ def _state_mb(state: Any) -> float:
 
 def report(first: dict[str, Any], rows: list[dict[str, Any]], nbytes: float) -> None:
     print(f"state: {nbytes / 1e6:.0f} MB over 2 ranks; {len(rows)} repeats after a warm-up")
-    print(f"{'method':18} {'blocking s':>22} {'durable s':>22} {'CPU s':>22}   (first: blocking)")
-    for method in (*METHODS, "floor: memcpy"):
+    print(f"{'method':22} {'blocking s':>22} {'durable s':>22} {'CPU s':>22}   (first: blocking)")
+    for method in (*METHODS, "floor: memcpy", AFTER, *OVERLAP):
         cells = [_cell([r[method][i] for r in rows]) for i in range(3)]
-        cells = cells if method in METHODS else [cells[0], "-", "-"]
+        if method not in METHODS:  # durable only where it was timed; CPU only for the saves
+            cells[1:] = [cells[1] if method in (AFTER, *OVERLAP) else "-", "-"]
         print(
-            f"{method:18} {cells[0]:>22} {cells[1]:>22} {cells[2]:>22}   ({first[method][0]:.3f})"
+            f"{method:22} {cells[0]:>22} {cells[1]:>22} {cells[2]:>22}   ({first[method][0]:.3f})"
         )
+    for method in STEPS:
+        print(f"{method:31} {_cell([r[method] for r in rows])}")
     for cache in CACHES:
         for method in (f"dcp.load {cache}", f"rgt load_latest {cache}"):
             print(f"{method:31} load {_cell([r[method] for r in rows])}")

@@ -1,7 +1,10 @@
 """Triage benchmark: the corpus confusion table, the generalization corpus by half (per-label
 precision and recall), and throughput on a generated 100 MB log.
 
-    .venv/bin/python bench/bench_triage.py [--mb 100] [--corpus-only]
+    .venv/bin/python bench/bench_triage.py [--mb 100] [--corpus-only] [--half tune|test|late|both]
+
+``--half late`` scores the late batch (``tests/triage/public_late``, frozen before it was first
+scored) with the same tables as the test half, then lists each miss (source, expected, got).
 
 Three timings on the same generated log (training lines, warnings, an OOM traceback at the end):
 ``tail``  what rgt does: ``classify(read_tail(path))`` — reads only the last 256 KiB;
@@ -28,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.triage.public_corpus import load_public  # noqa: E402
+from tests.triage.public_corpus import PublicLog, load_late, load_public  # noqa: E402
 from tests.triage.triage_corpus import load_corpus  # noqa: E402
 from tests.triage.triage_eval import by_round, evaluate, report, summary_line  # noqa: E402
 
@@ -58,12 +61,26 @@ def confusion() -> None:
 def generalization(halves: tuple[str, ...]) -> None:
     """Real public logs the rules were not written from, by half: the scores of ``triage_eval``."""
     for half in halves:
-        logs = load_public(half)
+        logs = load_late() if half == "late" else load_public(half)
         print()
         print("\n".join(report(f"{half} half", evaluate(logs))))
         if half == "test":
             for name, subset in by_round(logs).items():
                 print(f"  {name}: " + summary_line(evaluate(subset)))
+        if half == "late":
+            late_misses(logs)
+
+
+def late_misses(logs: list[PublicLog]) -> None:
+    """Each late log the rules got wrong, and the measured total the batch brings the corpus to."""
+    print()
+    for log, outcome in zip(logs, evaluate(logs).outcomes, strict=True):
+        if outcome.got != outcome.want:
+            print(f"  miss: {log.source}  want {outcome.want}, got {outcome.got}")
+    print(
+        f"measured public logs: {len(load_public())} + {len(logs)} late = "
+        f"{len(load_public()) + len(logs)}"
+    )
 
 
 def generate(path: Path, megabytes: int) -> None:
@@ -145,7 +162,9 @@ def full_scan(path: Path) -> set[str]:
 
 
 def ere_patterns() -> tuple[list[str], list[str], int]:
-    sensitive, insensitive, skipped = [], [], 0
+    sensitive: list[str] = []
+    insensitive: list[str] = []
+    skipped = 0
     for rule in default_rules():
         for pattern in rule.patterns:
             text = pattern.pattern
@@ -235,9 +254,10 @@ def main() -> None:
     parser.add_argument("--corpus-only", action="store_true", help="skip the throughput runs")
     parser.add_argument(
         "--half",
-        choices=("tune", "test", "both"),
+        choices=("tune", "test", "late", "both"),
         default="both",
-        help="which half of the public corpus to score (write rules with --half tune only)",
+        help="which half of the public corpus to score (write rules with --half tune only; "
+        "late: the late batch, frozen before it was scored)",
     )
     args = parser.parse_args()
     confusion()

@@ -7,8 +7,9 @@ The folder is written by the real ``accelerate.Accelerator().save_state`` (CPU) 
 one optimizer step (so the moments are real values, not zeros). Three methods run interleaved
 (A B C A B C ...) on a warm page cache; medians are reported:
 
-- ``check_tree``: ``rgt.verdicts.check_tree`` — every file's sha256, its structure read without
-  unpickling, every float tensor scanned for NaN/inf, zip CRC-32s, the folder judged as a unit;
+- ``check_tree``: ``rgt.agent.verdicts.check_tree`` — every file's sha256, its structure read
+  without unpickling, every float tensor scanned for NaN/inf, zip CRC-32s, the folder judged as
+  a unit;
 - ``sha256sum``: one ``sha256sum FILE...`` subprocess over the same files (GNU coreutils);
 - ``hashlib``: one in-process ``hashlib.sha256`` pass, the floor for any verifier that hashes.
 
@@ -29,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rgt.verdicts import check_tree
+from rgt.agent.verdicts import check_tree
 
 WIDTH = 4096
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from rgt.transport.ssh import short_control_dir
 from tests.netns_nodes import ssh_two_nodes  # noqa: F401  (two sshd nodes, netns)
 
 # The Slurm cluster is defined here once: a session fixture imported into several test modules
@@ -133,6 +135,10 @@ def rgt_home(
     monkeypatch.setenv("RGT_HOME", str(home))
     without_a_pin()  # the recorded `--no-pin` opt-out; tests/test_approvals.py tests the PIN
     yield home
+    # a long RGT_HOME puts the ssh control sockets in a folder of the temp dir: gone with the test
+    for used in {str(home), os.environ.get("RGT_HOME", str(home))}:  # a test may set its own
+        with contextlib.suppress(OSError):
+            short_control_dir(Path(used) / "ssh").rmdir()
 
 
 # The fast tier runs each hostile-name test with one name (a space and a command substitution);

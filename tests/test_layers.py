@@ -21,12 +21,10 @@ RANKS = {
     "lint": 0,
     "knowledge": 0,
     "profiles": 0,
-    "probes": 0,
     "triage": 0,
-    "verdicts": 0,
     "deliver": 0,
-    "verify": 1,
-    "agent": 1,
+    "agent": 1,  # with its machine-side libraries agent/probes and agent/verdicts
+    "verify": 2,  # judges artifacts with rgt.agent.verdicts
     "state": 2,
     "transport": 2,
     "backends": 3,
@@ -203,3 +201,37 @@ def test_the_verbs_know_no_front_end_and_no_terminal() -> None:
         if any(target == name or target.startswith(name + ".") for name in front)
     }
     assert reaching == set()
+
+
+# Inside the agent, probes/ and verdicts/ are the libraries the CLI side reuses (audit, the
+# Python gate, smoke, pull, verify): they import nothing of rgt but themselves and the shared
+# single files, so using them here never loads the supervisor, and the agent's own modules
+# build on them, never the other way round.
+AGENT_LIBRARIES = ("probes", "verdicts")
+
+
+def _outside(target: str, own: str) -> bool:
+    """Whether ``target`` (a dotted import) is rgt code other than ``own`` and the shared files."""
+    if target != "rgt" and not target.startswith("rgt."):
+        return False  # the standard library (or an optional extra, guarded where it is used)
+    allowed = (own, "rgt._fs", "rgt.errors")
+    return target != "rgt" and not any(target == a or target.startswith(a + ".") for a in allowed)
+
+
+@pytest.mark.parametrize("library", AGENT_LIBRARIES)
+def test_the_agents_libraries_stand_alone(library: str) -> None:
+    own = f"rgt.agent.{library}"
+    reaching = {
+        f"{path}: {target}"
+        for path, target in _imported_by(f"agent/{library}")
+        if _outside(target, own)
+    }
+    assert reaching == set()
+
+
+def test_the_stand_alone_check_sees_an_import() -> None:
+    own = "rgt.agent.verdicts"
+    assert _outside("rgt.agent.supervisor", own) and _outside("rgt.agent.probes.gpu", own)
+    assert _outside("rgt.triage", own) and _outside("rgt.agent", own)
+    assert not _outside("rgt.agent.verdicts._records", own) and not _outside("rgt._fs", own)
+    assert not _outside("rgt", own) and not _outside("os.path", own)

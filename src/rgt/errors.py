@@ -32,8 +32,8 @@ can act on (host, job_id, path, returncode, stderr_tail).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Callable
 
 
 class RgtError(Exception):
@@ -152,6 +152,7 @@ class ApprovalNeeded(GateRefused):
 
 
 # (what will happen, the machine's name, the command a human runs) -> the terminal's name
+# (typing's Callable: the alias is evaluated at import, and the job's Python may be 3.8)
 Consent = Callable[[str, str, str], str]
 
 

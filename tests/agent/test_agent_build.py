@@ -46,6 +46,8 @@ def test_archive_holds_the_agent_and_what_it_imports_and_nothing_else(agent_pyz:
         "rgt/agent/paths.py",
         "rgt/agent/cli.py",
         "rgt/agent/supervisor.py",
+        "rgt/agent/probes/gpu.py",
+        "rgt/agent/verdicts/__init__.py",
         "rgt/triage/__init__.py",  # the agent imports the rule base unguarded
         "rgt/ckpt/__init__.py",
         "rgt/ckpt/adapters/lightning.py",
@@ -57,9 +59,7 @@ def test_archive_holds_the_agent_and_what_it_imports_and_nothing_else(agent_pyz:
         "rgt/_fs.py",
         "rgt/errors.py",  # imported by rgt.ckpt
         "rgt/ckpt/",  # for jobs (rgt.agent._pypath); the agent never imports it
-        "rgt/verdicts/",  # the one verifier, the agent's manifest uses it
-        "rgt/agent/",
-        "rgt/probes/",
+        "rgt/agent/",  # with probes/ and verdicts/ (the manifest's verifier)
         "rgt/triage/",
     )
     assert all(name == "__main__.py" or name.startswith(allowed) for name in names)
@@ -70,7 +70,9 @@ def test_archive_holds_the_agent_and_what_it_imports_and_nothing_else(agent_pyz:
 def test_every_bundled_source_parses_as_python_3_8(agent_pyz: Path) -> None:
     archive = zipfile.ZipFile(agent_pyz)
     sources = {n: archive.read(n) for n in archive.namelist() if n.endswith(".py")}
-    sources.update({str(p): p.read_bytes() for p in AGENT_SRC.glob("*.py") if p.name != "build.py"})
+    sources.update(
+        {str(p): p.read_bytes() for p in AGENT_SRC.rglob("*.py") if p.name != "build.py"}
+    )
     for name, data in sources.items():
         ast.parse(data, filename=name, feature_version=(3, 8))
 

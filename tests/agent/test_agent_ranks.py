@@ -20,6 +20,7 @@ import pytest
 from rgt import _fs
 from tests.agent.conftest import process_gone
 from tests.cgroups import memory_cgroup, remove_cgroup
+from tests.sshd import free_port
 
 DDP_JOB = """
     import os, time
@@ -57,7 +58,8 @@ def test_a_rank_killed_from_outside_is_preempted_and_the_group_resumes(make_job)
     job.start(OMP_NUM_THREADS="1")
     pid = int(job.wait_file("outputs/rank1-pid", timeout=120).read_text())
     os.kill(pid, signal.SIGKILL)
-    assert job.finish() == 0, job.agent_log()
+    # Two torchrun attempts, four torch imports: 30-45 s on CI's two cores, more on a loaded one.
+    assert job.finish(timeout=180) == 0, job.agent_log()
 
     status = job.status()
     assert status["state"] == "succeeded" and status["attempt"] == 2
@@ -117,7 +119,8 @@ def test_the_whole_group_restarts_with_the_resume_form(make_job) -> None:
     job.start(OMP_NUM_THREADS="1")
     pid = int(job.wait_file("outputs/rank1-pid", timeout=120).read_text())
     os.kill(pid, signal.SIGKILL)
-    assert job.finish() == 0, job.agent_log()
+    # Two torchrun attempts, four torch imports: 30-45 s on CI's two cores, more on a loaded one.
+    assert job.finish(timeout=180) == 0, job.agent_log()
 
     assert job.status()["attempt"] == 2
     resuming = job.events("resuming")[-1]["detail"]
@@ -177,6 +180,7 @@ def test_accelerate_launch_a_killed_rank_is_named_and_the_group_resumes(make_job
     spec = json.loads(Path(job.paths.spec).read_text())
     spec["command"] = [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2"]
     spec["command"] += ["--num_machines", "1", "--mixed_precision", "no"]
+    spec["command"] += ["--main_process_port", str(free_port())]  # not 29500, which others use
     spec["command"] += ["--dynamo_backend", "no", "--tee", "3", "train.py"]
     _fs.atomic_write_json(job.paths.spec, spec)
     job.start(OMP_NUM_THREADS="1")

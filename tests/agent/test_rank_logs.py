@@ -19,6 +19,7 @@ from rgt import _fs
 from rgt.agent._launch import recognise
 from rgt.agent._ranklogs import RankLogs
 from rgt.triage import classify
+from tests.sshd import free_port
 
 FAILING_JOB = """
     import torch, torch.distributed as dist
@@ -137,7 +138,10 @@ def test_deepspeed_the_failing_rank_and_its_traceback(make_job) -> None:
         pytest.skip("deepspeed (test extra) not installed")
     job = make_job().write(FAILING_JOB)
     spec = json.loads(Path(job.paths.spec).read_text())
-    spec["command"] = [str(deepspeed), "--num_gpus", "2", "train.py"]
+    # Its own port, not the launchers' shared 29500: another test's launcher may hold that one
+    # (a clash is a rendezvous failure, distributed.port_in_use, not this test's traceback).
+    spec["command"] = [str(deepspeed), "--num_gpus", "2", "--master_port", str(free_port())]
+    spec["command"] += ["train.py"]
     _fs.atomic_write_json(job.paths.spec, spec)
     job.start(OMP_NUM_THREADS="1")
     assert job.finish(timeout=240) == 1, job.agent_log()

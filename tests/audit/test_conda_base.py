@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rgt.probes import pyenv
+from rgt.agent.probes import pyenv
 from rgt.watch import audit
 from tests.clirun import rgt
 

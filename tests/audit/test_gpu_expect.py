@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rgt.probes import gpu, gpu_detail
+from rgt.agent.probes import gpu, gpu_detail
 from rgt.watch.audit import finding_json
 from rgt.watch.gpu_expect import GpuExpectation, findings, matches
 from tests.clirun import rgt

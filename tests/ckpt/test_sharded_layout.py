@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from rgt.agent import _ckpt_find
+from rgt.agent.verdicts import check_tree
 from rgt.ckpt import CheckpointFallbackWarning, ShardedCheckpointer, _persist, _shards
 from rgt.errors import DiskBudgetError
-from rgt.verdicts import check_tree
 
 torch = pytest.importorskip("torch")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rgt.probes import input_wait
+from rgt.agent.probes import input_wait
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -51,9 +51,10 @@ def test_a_sleeping_dataset_is_input_bound_in_the_overfit_smoke() -> None:
 
 
 def test_a_compute_bound_model_gets_no_event() -> None:
-    data = torch.utils.data.TensorDataset(torch.randn(512, 512), torch.randint(0, 5, (512,)))
+    # ~20 ms of compute a step: one stalled draw on a loaded machine stays far below half
+    data = torch.utils.data.TensorDataset(torch.randn(512, 1024), torch.randint(0, 5, (512,)))
     loader = torch.utils.data.DataLoader(data, batch_size=64)
-    model = nn.Sequential(*(nn.Linear(512, 512) for _ in range(4)), nn.Linear(512, 5))
+    model = nn.Sequential(*(nn.Linear(1024, 1024) for _ in range(4)), nn.Linear(1024, 5))
     x, y = next(iter(loader))
     report = _overfit(model, loader, x, y)
     assert not report.input_wait["input_bound"] and report.input_wait["wait_pct"] < 50

@@ -48,6 +48,16 @@ BATCH9 = Path(__file__).parent / "xcorpus" / "batch9"  # reports whose bug spans
 BATCHES["batch9"] = BATCH9
 BATCH10 = Path(__file__).parent / "xcorpus" / "batch10"  # loss kept across steps, mode, order
 BATCHES["batch10"] = BATCH10
+BATCH11 = Path(__file__).parent / "xcorpus" / "batch11"  # 23 more repositories, any kind
+BATCHES["batch11"] = BATCH11
+BATCH12 = Path(__file__).parent / "xcorpus" / "batch12"  # 13 more repositories, optional
+BATCHES["batch12"] = BATCH12
+BATCH13 = Path(__file__).parent / "xcorpus" / "batch13"  # 22 more repositories, any kind
+BATCHES["batch13"] = BATCH13
+BATCH13B = Path(__file__).parent / "xcorpus" / "batch13b"  # 16 more repositories, any kind
+BATCHES["batch13b"] = BATCH13B
+BATCH14 = Path(__file__).parent / "xcorpus" / "batch14"  # 18 more repositories, 8 bugs across files
+BATCHES["batch14"] = BATCH14
 # After batches 7-10 were measured blind (each whole, once), they are split by repository like
 # the first corpus: rules are changed on their tune half only ("late-tune"), and their test half
 # ("late-test") is never opened while writing rules, then measured (FROZEN.md: its digest).

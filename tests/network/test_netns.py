@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.probes.routes import TIMEOUT_S
+from rgt.agent.probes.routes import TIMEOUT_S
 from tests.network.helpers import profile_with, rgt
 from tests.network.test_routes import _Files, job_env
 from tests.sshd import SshServer, SshServers, register

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.probes import gpu, gpu_detail
+from rgt.agent.probes import gpu, gpu_detail
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "nvidia-smi"
 
@@ -105,7 +105,7 @@ def test_throttle_bitmask_decodes_by_nvml_constants() -> None:
     # what `--query-gpu=clocks_throttle_reasons.active` prints. No recorded real CSV with an
     # active slowdown was found (the real ones are `nvidia-smi -q` text, tested below), so
     # this checks the decoding against the documented bits.
-    from rgt.probes.gpu import decode_reasons
+    from rgt.agent.probes.gpu import decode_reasons
 
     assert decode_reasons("0x0000000000000048") == ["hw_slowdown", "hw_thermal_slowdown"]
     assert decode_reasons("0x0000000000000005") == ["gpu_idle", "sw_power_cap"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rgt.probes import cgroup, disk, progress
+from rgt.agent.probes import cgroup, disk, progress
 
 
 @pytest.fixture

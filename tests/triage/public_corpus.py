@@ -11,6 +11,11 @@ source, status and text), recorded before the rules were extended for it (BENCHM
 commit), so editing, adding or dropping a test log fails ``test_public_corpus``. A log whose source
 the rule base was first written from (cited in ``tests/triage/corpus/``) is not measured at all: it
 would score memory, not generalization.
+
+``tests/triage/public_late/<label>.txt`` is a late batch in the same format, collected from
+repositories no earlier log comes from (of either half, or of the corpus the rules were written
+from) and frozen whole before it was scored: ``FROZEN_LATE_SHA256`` is its digest, recorded in the
+commit that added it, so the batch measures the rules blind (``bench_triage.py --half late``).
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PUBLIC = Path(__file__).parent / "public"
+LATE = Path(__file__).parent / "public_late"
 WRITTEN_FROM = Path(__file__).parent / "corpus"
 _HEADER = re.compile(r"^=== (\S+)((?: \w+=-?\d+)*)\s*$", re.M)
 _GITHUB = re.compile(r"https?://github\.com/([^/]+/[^/#?]+)")
 TUNE, TEST = "tune", "test"
 FROZEN_TEST_SHA256 = "723c40e640dccc011e202fc39df3cf0940715e54ffcfe91c5695125bd473b454"
+FROZEN_LATE_SHA256 = "3bf70813c013b4853264d25e6d6e3319e69d942b6cf07ff350cc62808e2adf37"
 
 
 @dataclass(frozen=True)
@@ -85,10 +92,25 @@ def load_public(half: str | None = None, measured: bool = True) -> list[PublicLo
     return [log for log in logs if (half is None or log.half == half) and log.source not in seen]
 
 
-def half_digest(half: str) -> str:
-    """sha256 over every log of one half (measured or not), in source order: what was frozen."""
+def load_late(folder: Path = LATE) -> list[PublicLog]:
+    """The late batch: every log, both halves (its repositories are new to the whole corpus)."""
+    return [log for path in sorted(folder.glob("*.txt")) for log in parse_label_file(path)]
+
+
+def digest_of(logs: list[PublicLog]) -> str:
+    """sha256 over logs (label, source, status and text), in source order: what is frozen."""
     digest = hashlib.sha256()
-    for log in sorted(load_public(half, measured=False), key=lambda log: log.source):
+    for log in sorted(logs, key=lambda log: log.source):
         record = f"{log.label}\n{log.source}\n{log.exit_code}\n{log.signal}\n{log.log}\0"
         digest.update(record.encode("utf-8"))
     return digest.hexdigest()
+
+
+def half_digest(half: str) -> str:
+    """The digest of every log of one half (measured or not)."""
+    return digest_of(load_public(half, measured=False))
+
+
+def late_digest(folder: Path = LATE) -> str:
+    """The digest of the whole late batch."""
+    return digest_of(load_late(folder))

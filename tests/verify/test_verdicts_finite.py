@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rgt.verdicts._finite import count_nonfinite
+from rgt.agent.verdicts._finite import count_nonfinite
 
 # numpy dtype -> (rgt name, unsigned int of the same width to draw raw bit patterns)
 DTYPES = {

@@ -12,7 +12,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rgt.verdicts import VERDICTS, check_file
+from rgt.agent.verdicts import VERDICTS, check_file
 
 flips = st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), min_size=1, max_size=4)
 

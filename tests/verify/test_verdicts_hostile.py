@@ -1,6 +1,7 @@
-"""A pickle from a machine is never run: not by rgt.verdicts, `rgt verify artifacts`, `pull`, or
-the agent's finalize. Each hostile file's ``__reduce__`` would create a marker file; the marker
-never appears and the verdict is ``hash_only`` naming the global (``posix.system``)."""
+"""A pickle from a machine is never run: not by rgt.agent.verdicts, `rgt verify artifacts`,
+`pull`, or the agent's finalize. Each hostile file's ``__reduce__`` would create a marker file;
+the marker never appears and the verdict is ``hash_only`` naming the global (``posix.system``).
+"""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from rgt.agent.verdicts import check_file, check_tree
 from rgt.ui.views import disclosed
-from rgt.verdicts import check_file, check_tree
 from tests.clirun import rgt
 
 HOSTILE_WRITER = """

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rgt.agent import _ckpt_find
-from rgt.verdicts import check_tree
+from rgt.agent.verdicts import check_tree
 
 STEP = "step-000000000007-0011223344556677"
 

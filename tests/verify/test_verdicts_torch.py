@@ -1,4 +1,4 @@
-"""rgt.verdicts on real files written by torch, safetensors and numpy in the test: weights,
+"""rgt.agent.verdicts on real files written by torch, safetensors and numpy in the test: weights,
 optimizer moments, scheduler and Lightning-like metadata, every float dtype, damage."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from rgt.verdicts import check_file, check_tree
+from rgt.agent.verdicts import check_file, check_tree
 
 
 def sha(path: Path) -> str:
@@ -187,7 +187,7 @@ def test_hf_checkpoint_folder_is_one_unit_and_index_shards_must_exist(tmp_path: 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
 def test_nan_past_the_first_read_chunk_is_found(tmp_path: Path, dtype: torch.dtype) -> None:
-    from rgt.verdicts._stream import CHUNK
+    from rgt.agent.verdicts._stream import CHUNK
 
     weights = torch.zeros(CHUNK // 2 + 3, dtype=dtype)  # more than one read of either dtype
     weights[-1] = float("nan")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rgt.verdicts import check_tree
+from rgt.agent.verdicts import check_tree
 
 
 def accelerate_state(folder: Path) -> None:

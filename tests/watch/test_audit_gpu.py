@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rgt.probes import gpu, gpu_detail
+from rgt.agent.probes import gpu, gpu_detail
 from rgt.watch.audit import _gpu, finding_json
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "nvidia-smi"

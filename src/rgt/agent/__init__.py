@@ -12,4 +12,15 @@ Stdlib only, Python 3.8 syntax: it runs on whatever Python the rented image has.
     _artifacts.py   which files are artifacts: outputs/, ckpt/, what changed in work/; caps
     _workdir.py     the job's own work/ (its cwd), populated once from the code snapshot
     _system.py      boot id, cgroup OOM counter, process groups
+    probes/         readings of the machine (disk, cgroup, GPUs, host, input wait, progress):
+                    the sentinel, ``patrol`` and ``audit`` take them; ``rgt audit``, the
+                    Python-environment gate and ``rgt smoke`` reuse them on the CLI side
+    verdicts/       the one artifact verifier: the manifest here, ``pull`` and
+                    ``rgt verify artifacts`` on the CLI side
+
+Everything under this folder ships in the zipapp except ``build.py``; the only other things
+bundled are the public ``rgt.triage`` and ``rgt.ckpt`` and three shared single files
+(``build.py`` says which and why). ``probes/`` and ``verdicts/`` import nothing of rgt but
+themselves and those single files (``tests/test_layers.py``), so the CLI side can use them
+without loading the supervisor.
 """

@@ -275,7 +275,7 @@ def _signal_agents(jobs: List[Dict[str, Any]], signum: int) -> List[str]:
 
 
 def _gpu_busy() -> bool:
-    from rgt.probes import gpu
+    from rgt.agent.probes import gpu
 
     reading = gpu.read()
     return any((g.get("util_pct") or 0) > 0 for g in reading.get("gpus") or []) or bool(

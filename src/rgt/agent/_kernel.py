@@ -1,6 +1,6 @@
 """What the kernel says about OOM kills: the host's counter and its log lines.
 
-The cgroup ``oom_kill`` counter (``rgt.probes.cgroup``) is the best evidence: it rises exactly
+The cgroup ``oom_kill`` counter (``rgt.agent.probes.cgroup``) is the best evidence: it rises exactly
 when the OOM killer fired inside the job's memory cgroup. Two weaker readings back it up when
 it cannot be read (cgroup v1 without ``oom_control``, an unusual mount):
 

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Tuple
 from rgt.agent import _autostop, _system, jobfiles
 from rgt.agent._record import read_status
 from rgt.agent.paths import JobPaths
-from rgt.probes import cgroup, disk, gpu, host, progress, pyenv, routes
+from rgt.agent.probes import cgroup, disk, gpu, host, progress, pyenv, routes
 
 TERMINAL = jobfiles.TERMINAL
 EVENTS_TAIL_BYTES = 32 * 1024

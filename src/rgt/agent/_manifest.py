@@ -7,9 +7,10 @@ listed under ``skipped`` with the reason (a link can point at anything: another 
 disk that does not survive a release), and what a cap left out is listed under ``left_out``.
 A job that produced nothing gets a manifest with ``files: []``.
 
-The re-read is the verdict pass of ``rgt.verdicts``, the same verifier ``pull`` runs: each entry
-gets its ``verdict`` (ok / hash_only / bad) and ``detail``, the manifest a ``verdicts`` count and
-its checkpoint folders as ``units``, so ``rgt watch`` and ``rgt pull`` say the same numbers.
+The re-read is the verdict pass of ``rgt.agent.verdicts``, the same verifier ``pull`` runs: each
+entry gets its ``verdict`` (ok / hash_only / bad) and ``detail``, the manifest a ``verdicts``
+count and its checkpoint folders as ``units``, so ``rgt watch`` and ``rgt pull`` say the same
+numbers.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, Dict, List, Optional
 from rgt import _fs
 from rgt.agent import _artifacts, _system
 from rgt.agent.paths import JobPaths
-from rgt.verdicts import check_tree, say_counts
+from rgt.agent.verdicts import check_tree, say_counts
 
 MANIFEST_SCHEMA = "rgt.manifest/1"
 Entry = Dict[str, Any]

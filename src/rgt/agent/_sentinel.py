@@ -15,7 +15,7 @@ about a NaN at hour 9 once, not every second:
     loss_spike         the loss jumped far above its running median (rgt.agent._spikes):
                        told once it recovered or diverged, one event per spike
     input_bound        recent steps waited on data >= RGT_WATCH_INPUT_PCT % of their time
-                       (rgt.probes.input_wait: timed_loader records or the log's Data/Time)
+                       (rgt.agent.probes.input_wait: timed_loader records or the log's Data/Time)
 
 Thresholds come from the agent's environment, else the job spec's ``env``, else the defaults
 below. The price comes from spec env ``RGT_PRICE_PER_HOUR`` (``rgt run`` sets it from the
@@ -32,7 +32,7 @@ from rgt.agent import _spikes, _system
 from rgt.agent._record import JobRecorder, log
 from rgt.agent._session import SessionClock
 from rgt.agent.paths import JobPaths
-from rgt.probes import cgroup, disk, gpu, input_wait, progress
+from rgt.agent.probes import cgroup, disk, gpu, input_wait, progress
 
 DEFAULTS = {
     "RGT_WATCH_STALL_S": 1800.0,

@@ -17,9 +17,9 @@ import socket
 import time
 from typing import Callable, List, Optional
 
-# The readings live in rgt.probes (shared with `rgt audit` and the patrol); re-exported here.
-from rgt.probes.cgroup import oom_kill_count
-from rgt.probes.host import BOOT_ID_FILE, boot_id
+# The readings live in rgt.agent.probes (shared with `rgt audit` and the patrol); re-exported here.
+from rgt.agent.probes.cgroup import oom_kill_count
+from rgt.agent.probes.host import BOOT_ID_FILE, boot_id
 
 __all__ = ["BOOT_ID_FILE", "boot_id", "oom_kill_count"]
 

@@ -5,11 +5,17 @@ source, so an edited agent gets a new file name and a machine never runs a stale
 the name of a new one. The archive is deterministic (sorted entries, fixed timestamps and
 modes): the same sources always give the same bytes, so re-uploading can be skipped by hash.
 
-Bundled: ``rgt/__init__.py``, ``rgt/_fs.py``, every module of
-``rgt/agent/`` except this one, ``rgt/probes/``, and ``rgt/triage/`` with its JSON rules; and
-the training-side ``rgt/ckpt/`` (with ``rgt/errors.py``, which it imports), which the agent
-puts on each job's import path after the job's own packages (``rgt.agent._pypath``), so a
-script that imports ``rgt.ckpt`` runs on a machine where rgt was never installed.
+Bundled, and nothing else (``tests/agent/test_bundle_layout.py`` holds the list):
+
+- ``rgt/agent/`` with its subpackages ``probes/`` (the machine readings) and ``verdicts/`` (the
+  artifact verifier), every module except this one: everything the agent itself runs;
+- ``rgt/triage/`` with its JSON rules, which the agent's classifier reads; it sits outside
+  ``agent/`` because ``rgt.triage.scan_file`` is public, imported here by ``rgt triage``;
+- ``rgt/ckpt/``, never imported by the agent: it puts it on each job's import path after the
+  job's own packages (``rgt.agent._pypath``), so a script that imports ``rgt.ckpt`` runs on a
+  machine where rgt was never installed; it keeps its public name for the same reason;
+- three shared single files: ``rgt/__init__.py``, ``rgt/_fs.py`` and ``rgt/errors.py`` (which
+  ``rgt.ckpt`` imports).
 """
 
 from __future__ import annotations
@@ -25,11 +31,9 @@ from rgt import _fs
 PACKAGE_ROOT = Path(rgt.__file__).resolve().parent
 SINGLE_FILES = ("__init__.py", "_fs.py", "errors.py")
 PACKAGES = {
-    "agent": ("*.py",),
-    "probes": ("*.py",),
+    "agent": ("**/*.py",),  # with its subpackages probes/ and verdicts/
     "triage": ("*.py", "rules/*.json"),
     "ckpt": ("*.py", "adapters/*.py"),  # for the job, never imported by the agent itself
-    "verdicts": ("*.py",),
 }
 NOT_BUNDLED = frozenset({"agent/build.py"})  # CLI-side, modern Python
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)

@@ -15,6 +15,7 @@ when a state no longer fits: the extra host memory stays under 1.1x the state.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable
 from typing import Any
 
 from rgt.ckpt._digest import ArrayRef, flat_tensor_bytes
@@ -77,19 +78,27 @@ class Arena:
         return self._tensor
 
 
-def stage(arena: Arena, layout: Layout) -> None:
-    """Copy the state laid out in ``layout`` into the arena: the snapshot the writer persists."""
+def stage(
+    arena: Arena, layout: Layout, later: Callable[[ArrayRef], bool] | None = None
+) -> list[tuple[int, ArrayRef]]:
+    """Copy the state laid out in ``layout`` into the arena: the snapshot the writer persists.
+    Arrays for which ``later`` says True are left out and returned with their offsets, for
+    ``copy_array`` to copy afterwards (``_overlap``: on the writer thread)."""
     arena.ensure(layout.total)
-    view = arena.view
-    for piece, offset in zip(layout.pieces, layout.offsets):  # noqa: B905 - strict= is 3.10; equal lengths
+    left: list[tuple[int, ArrayRef]]
+    view, left = arena.view, []
+    for piece, offset in zip(layout.pieces, layout.offsets):
         if isinstance(piece, bytes):
             view[offset : offset + len(piece)] = piece
+        elif later is not None and later(piece):
+            left.append((offset, piece))
         elif piece.nbytes:
-            _copy_array(arena, offset, piece)
+            copy_array(arena, offset, piece)
     view[layout.stream_bytes : layout.total] = layout.trailer
+    return left
 
 
-def _copy_array(arena: Arena, offset: int, ref: ArrayRef) -> None:
+def copy_array(arena: Arena, offset: int, ref: ArrayRef) -> None:
     if ref.is_numpy:
         import numpy
 

@@ -21,7 +21,7 @@ import struct
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 from rgt.ckpt import _hash
 from rgt.errors import CheckpointError
@@ -41,7 +41,7 @@ class ArrayRef:
     is_numpy: bool
 
 
-Piece = bytes | ArrayRef
+Piece = Union[bytes, ArrayRef]  # not `|`: evaluated at import, on the job's Python (3.8+)
 
 
 class _Pieces:

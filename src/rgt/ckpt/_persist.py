@@ -18,8 +18,9 @@ written, and the hasher's state at the end of the canonical stream gives ``state
 free (see ``_format``), so a save costs one hash pass, not two.
 
 ``hold`` is a test hook: called with the stage name (``open``, ``data``, ``written``,
-``committed``; ``mirror-chunk`` and ``mirror-written`` in ``mirror``), it lets tests freeze or
-kill the writer mid-persist.
+``committed``; ``mirror-chunk`` and ``mirror-written`` in ``mirror``; ``overlap-copy`` in
+``_overlap``, before the writer copies the tensors left to it), it lets tests freeze or kill the
+writer mid-persist.
 """
 
 from __future__ import annotations

@@ -245,7 +245,7 @@ def _request(item: ReadItem, planner: LoadPlanner, shape: list[int]) -> Request:
 
 
 def _narrow(tensor: Any, item: ReadItem) -> Any:
-    for dim, (start, length) in enumerate(zip(item.storage_offsets, item.lengths)):  # noqa: B905
+    for dim, (start, length) in enumerate(zip(item.storage_offsets, item.lengths)):
         tensor = tensor.narrow(dim, start, length)
     return tensor
 

@@ -9,6 +9,8 @@ rank writes its own shard. One step is one folder, the unit the agent, ``pull`` 
         ckpt-rank-00001.json           rank r's shard record: file, bytes, hash, state_digest;
                                        written after its data file is durable
         manifest.json                  the step's ONE manifest, written LAST by rank 0
+        abandoned-rank-00001.json      instead of a shard record: rank r gave this step up
+                                       (an overlapped copy saw a tensor change, ``_overlap``)
     <dir>/.tmp-spare-<token>.part      a rotated-out shard kept for the next save to write over
                                        (``_spares``; an in-flight name every reader ignores)
 
@@ -16,8 +18,10 @@ The commit point is the rename of ``manifest.json``. Rank 0 writes it only once 
 shard record of this step and session exists and names a data file of the recorded size, i.e.
 once every shard is written, fsynced and hashed. ``load_latest`` and the agent's resume finder
 see only folders with a manifest, so a crash between shards (one rank's data written, another's
-not) leaves the previous step as the latest. No collective is needed to commit: ranks share the
-checkpoint filesystem (as DCP's own ``FileSystemWriter`` assumes), and rank 0 watches it.
+not) leaves the previous step as the latest. A rank that gives a step up writes an abandoned
+record instead of its shard record, and rank 0 stops waiting for that step at once. No
+collective is needed to commit: ranks share the checkpoint filesystem (as DCP's own
+``FileSystemWriter`` assumes), and rank 0 watches it.
 
 ``<session>`` is drawn by rank 0 once per ``ShardedCheckpointer`` and broadcast at its first save:
 a step saved again after a restart goes into a fresh folder, so rank 0 never mistakes a shard
@@ -42,6 +46,7 @@ from rgt.errors import CheckpointError
 
 FORMAT = "rgt.ckpt.sharded/1"
 SHARD_FORMAT = "rgt.ckpt.shard/1"
+ABANDONED_FORMAT = "rgt.ckpt.shard-abandoned/1"
 MANIFEST = "manifest.json"
 STEP_DIR = re.compile(r"^step-(\d{12})-([0-9a-f]{8,32})$")
 SESSION = re.compile(r"[0-9a-f]{8,32}")
@@ -106,6 +111,36 @@ def write_shard_record(folder: str, step: int, session: str, world: int, shard: 
     )
 
 
+def abandoned_record(folder: str, rank: int) -> str:
+    return os.path.join(folder, f"abandoned-rank-{rank:05d}.json")
+
+
+def write_abandoned(folder: str, step: int, session: str, rank: int, reason: str) -> None:
+    """Rank ``rank`` will not write its shard of this step (``reason``): never commit it."""
+    atomic_write_json(
+        abandoned_record(folder, rank),
+        {
+            "format": ABANDONED_FORMAT,
+            "step": step,
+            "session": session,
+            "rank": rank,
+            "reason": reason,
+        },
+    )
+
+
+def _abandoned(folder: str, rank: int, step: int, session: str) -> str | None:
+    """Why rank ``rank`` gave up this very save, or None if it did not."""
+    try:
+        with open(abandoned_record(folder, rank), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or (data.get("step"), data.get("session")) != (step, session):
+        return None
+    return str(data.get("reason", ""))
+
+
 def _read_shard(folder: str, rank: int, step: int, session: str) -> Shard | None:
     """Rank ``rank``'s shard of this very save, or None while it is not (yet) written."""
     try:
@@ -138,7 +173,8 @@ def _shard(folder: str, data: dict[str, object]) -> Shard:
 def wait_for_shards(
     folder: str, step: int, session: str, world: int, timeout_s: float
 ) -> list[Shard]:
-    """Every rank's shard of this save, once all are durable; raises after ``timeout_s``."""
+    """Every rank's shard of this save, once all are durable; raises after ``timeout_s``, or
+    as soon as a rank has abandoned the step."""
     deadline, pause = time.monotonic() + timeout_s, 0.001
     found: dict[int, Shard] = {}
     while True:
@@ -146,6 +182,8 @@ def wait_for_shards(
             shard = found.get(rank) or _read_shard(folder, rank, step, session)
             if shard is not None:
                 found[rank] = shard
+            elif (reason := _abandoned(folder, rank, step, session)) is not None:
+                raise _gave_up(folder, step, rank, reason)
         if len(found) == world:
             return [found[rank] for rank in range(world)]
         if time.monotonic() > deadline:
@@ -161,6 +199,16 @@ def _never_written(folder: str, step: int, world: int, missing: list[int]) -> Ch
         path=folder,
         fix="a rank died or stopped saving: every rank must call save() for the same steps; "
         "raise commit_timeout_s if ranks are just slow",
+    )
+
+
+def _gave_up(folder: str, step: int, rank: int, reason: str) -> CheckpointError:
+    return CheckpointError(
+        f"step {step} not committed: rank {rank} abandoned its shard in {folder} ({reason}); "
+        "the previous committed step is still the latest",
+        path=folder,
+        fix=f"see rank {rank}'s own error: save after the optimizer step, or turn overlap "
+        "off (overlap=False, RGT_CKPT_OVERLAP=0)",
     )
 
 

@@ -69,7 +69,7 @@ class TrainLoop:
         self.extra = dict(state.get("extra") or {})
         if self.generator is not None and state.get("generator_at_epoch_start") is not None:
             self.generator.set_state(state["generator_at_epoch_start"])
-        for param, grad in zip(self._params(), state.get("partial_grads") or []):  # noqa: B905 - Python 3.8
+        for param, grad in zip(self._params(), state.get("partial_grads") or []):
             param.grad = None if grad is None else grad.clone()
         self._pending_rng = state["rng"]
 

@@ -22,16 +22,19 @@ verify on every rank, resharded by DCP when the world size or the sharding chang
 The shard is written through the page cache (``direct_io=False``, the default), as ``dcp.save``
 writes, so it stays cached after the save: when a rank dies and the group is restarted on the
 same machine (``rgt run`` does that with a retryable rank failure), ``load_latest`` reads memory.
-A buffered write into a new file is expensive (every page of it a freshly allocated page-cache
-page), so rotation keeps the shards it removes as spares and the next save writes over one
-(``_spares``), whose pages are still cached. Measured on the 2-core VM, CPU-seconds per 528 MB
-save (both ranks): 0.24-3.7 into new files, 0.17-0.39 over recycled ones, 0.10-0.21 with
-``O_DIRECT`` (BENCHMARKS.md). The first saves, before any rotation, and ``keep_last=None``
-have no spares and pay the new-file cost.
+A buffered write into a new file is expensive, so rotation keeps the shards it removes as
+spares and the next save writes over one, whose pages are still cached (``_spares``, measured
+in BENCHMARKS.md); the first saves and ``keep_last=None`` have none.
 ``direct_io=True`` (or ``RGT_CKPT_DIRECT_IO=1``) writes with ``O_DIRECT``: the cheapest write,
 and the page cache is left to the data set, but a restart then reads the shard from disk, as
 every load after a preemption (a new machine) does; ``_shardfile`` prefetches it so the reads
 overlap DCP's load planning.
+
+``overlap=True`` (with ``asynchronous=True``; or ``RGT_CKPT_OVERLAP=1``): the writer thread
+copies the large CPU tensors while the loop runs the next forward and backward, and every
+optimizer step waits until that copy is done (``_overlap``). A tensor changed in place outside
+an optimizer step before its copy fails the save (its version counter; the step is not
+committed); a change through ``.data`` bypasses version counters and is NOT detected.
 
 Only the first save is collective (rank 0 broadcasts the session name of the step folders);
 saving and loading are otherwise free of collectives, except that ``load_latest`` agrees over
@@ -42,16 +45,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from rgt.ckpt import _persist, _ranks, _shards, _spares, _store
+from rgt.ckpt import _group, _overlap, _persist, _shards, _spares, _store
 from rgt.ckpt._arena import Arena, stage
 from rgt.ckpt._budget import check_budget
 from rgt.ckpt._cadence import Cadence
 from rgt.ckpt._format import plan
+from rgt.ckpt._group import agreed, everyone
 from rgt.ckpt._plan import IntervalPlanner
 from rgt.ckpt._shards import Shard, ShardedInfo
 from rgt.ckpt._signals import StopRequest
@@ -68,6 +71,8 @@ class ShardedCheckpointer(Cadence):
     names this run's step folders (default: rank 0 draws one and broadcasts it at the first
     save; ranks that run without a process group must pass the same name). ``direct_io``:
     write shards with ``O_DIRECT`` rather than through the page cache (see the module doc).
+    ``overlap``: copy the large CPU tensors on the writer thread until the next optimizer step
+    (needs ``asynchronous``; see the module doc and ``_overlap``).
     """
 
     def __init__(
@@ -84,6 +89,7 @@ class ShardedCheckpointer(Cadence):
         world_size: int | None = None,
         session: str | None = None,
         direct_io: bool = False,
+        overlap: bool = False,
     ) -> None:
         if keep_last is not None and keep_last < 1:
             raise UsageError(
@@ -95,8 +101,14 @@ class ShardedCheckpointer(Cadence):
                 f"session must be 8-32 lowercase hex digits, not {session!r}",
                 fix="pass e.g. secrets.token_hex(8), the same on every rank",
             )
+        if overlap and not asynchronous:
+            raise UsageError(
+                "overlap=True needs asynchronous=True (a synchronous save has nothing to overlap)",
+                fix="pass asynchronous=True as well (RGT_CKPT_ASYNC=1 with RGT_CKPT_OVERLAP=1)",
+            )
         self.directory = os.fspath(directory)
         self.keep_last, self.asynchronous, self.direct_io = keep_last, asynchronous, direct_io
+        self.overlap = overlap
         self.every_steps, self.every_seconds = every_steps, every_seconds
         self.commit_timeout_s = commit_timeout_s
         self.smoke = os.environ.get("RGT_SMOKE") == "1"
@@ -113,6 +125,7 @@ class ShardedCheckpointer(Cadence):
         # round trip (10-15 ms measured on a loaded 2-core box), a queue hand-off does not.
         self._pool: ThreadPoolExecutor | None = None
         self._pending: Future[ShardedInfo] | None = None
+        self._copy: _overlap.Copy | None = None  # the last overlapped save's copy
         self._stop = StopRequest()
         self._last_save_clock = time.monotonic()
 
@@ -121,11 +134,13 @@ class ShardedCheckpointer(Cadence):
         cls, default_dir: str | os.PathLike[str] | None = None, **options: Any
     ) -> ShardedCheckpointer:
         """``RGT_CKPT_DIR`` (else ``default_dir`` or ``./checkpoints``); ``RGT_CKPT_ASYNC=1``,
-        ``RGT_CKPT_DIRECT_IO=1`` and ``RGT_MTBF_S`` apply unless passed here."""
+        ``RGT_CKPT_DIRECT_IO=1``, ``RGT_CKPT_OVERLAP=1`` and ``RGT_MTBF_S`` apply unless
+        passed here."""
         directory = os.environ.get("RGT_CKPT_DIR") or default_dir or "checkpoints"
         for option, name in (
             ("asynchronous", "RGT_CKPT_ASYNC"),
             ("direct_io", "RGT_CKPT_DIRECT_IO"),
+            ("overlap", "RGT_CKPT_OVERLAP"),
         ):
             if option not in options and os.environ.get(name):
                 options[option] = os.environ[name] == "1"
@@ -137,20 +152,12 @@ class ShardedCheckpointer(Cadence):
 
     def group(self) -> tuple[int, int]:
         """(rank, world size): the overrides, else the process group, else the environment."""
-        dist = _dist()
-        if self._rank is None and dist is not None:
-            return dist.get_rank(), dist.get_world_size()
-        rank = _ranks.rank_from_env() if self._rank is None else self._rank
-        return rank, self._world or (world_from_env() if self._rank is None else rank + 1)
+        return _group.rank_and_world(self._rank, self._world)
 
     def _session_name(self, world: int) -> str:
         """Rank 0's fresh name for this run's step folders, broadcast once (a collective)."""
         if self._session is None:
-            token = [secrets.token_hex(8)]
-            dist = _dist()
-            if dist is not None and world > 1 and self._rank is None:
-                dist.broadcast_object_list(token, src=0)
-            self._session = str(token[0])
+            self._session = _group.session_token(world, broadcast=self._rank is None)
         return self._session
 
     # --- loading -------------------------------------------------------------------------
@@ -161,11 +168,13 @@ class ShardedCheckpointer(Cadence):
         shard with a warning; raises ``CheckpointError`` if steps exist but none verifies."""
         from rgt.ckpt._reshard import load_into
 
+        if self._copy is not None:  # the load writes into tensors the copy may still read
+            self._copy.wait()
         rank, _ = self.group()
-        committed = _agreed(_shards.list_committed(self.directory), self.directory)
+        committed = agreed(_shards.list_committed(self.directory), self.directory)
         for info in committed:
             bad = load_into(state, info, rank)
-            if _everyone(not bad):
+            if everyone(not bad):
                 self.loaded = info
                 return info
             _store.warn(
@@ -194,7 +203,8 @@ class ShardedCheckpointer(Cadence):
 
         Synchronous: on rank 0 returns the committed step (after every rank's shard is
         durable), on other ranks the record of their own shard. Asynchronous: returns once the
-        shard is snapshotted; ``wait()`` returns what the synchronous call would have."""
+        shard is snapshotted (with ``overlap``: its small tensors; the next optimizer step
+        waits for the rest); ``wait()`` returns what the synchronous call would have."""
         from rgt.ckpt._reshard import ChunkCache, shard_state
 
         started = time.perf_counter()
@@ -205,18 +215,34 @@ class ShardedCheckpointer(Cadence):
         self._chunks = self._chunks or ChunkCache()
         layout = plan(shard_state(state, rank, world, step, self._chunks))
         self._check_budget(folder, layout.total)
-        stage(self._arena, layout)
+        if self.overlap:  # the writer is idle (waited for above): its copy is the next job
+            self._copy = _overlap.stage_early(self._arena, layout, state)
+        else:
+            stage(self._arena, layout)
         job = (folder, step, rank, world, None if metric is None else float(metric))
         pending = ShardedInfo(step, folder, world, self._session or "", (), job[4], time.time())
         if self.asynchronous:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="rgt-ckpt-shard-writer")
-            self._pending = self._pool.submit(self._write, job, layout)
+            self._pending = self._submit(job, layout)
             info = pending
         else:
             info = self._write(job, layout)
         self._count_save(started)
         return info
+
+    def _submit(self, job: tuple[str, int, int, int, float | None], layout: Any) -> Future[Any]:
+        self._pool = self._pool or ThreadPoolExecutor(1, thread_name_prefix="rgt-ckpt-shard-writer")
+        try:
+            return self._pool.submit(self._write, job, layout, self._copy)
+        except BaseException:
+            if self._copy is not None:
+                self._copy.finish()  # never leave an optimizer step waiting for no one
+            raise
+
+    @property
+    def last_copy_wait_seconds(self) -> float:
+        """How long optimizer steps (and ``load_latest``) waited for the last overlapped
+        save's copy; 0.0 without overlap."""
+        return 0.0 if self._copy is None else self._copy.waited_s
 
     def _check_budget(self, folder: str, need: int) -> None:
         """The disk-budget check, counting the spares' space as free (``_spares``)."""
@@ -236,10 +262,19 @@ class ShardedCheckpointer(Cadence):
     def writing(self) -> bool:
         return self._pending is not None and not self._pending.done()
 
-    def _write(self, job: tuple[str, int, int, int, float | None], layout: Any) -> ShardedInfo:
-        """This rank's shard and record; on rank 0 then the commit and the rotation."""
+    def _write(
+        self,
+        job: tuple[str, int, int, int, float | None],
+        layout: Any,
+        copy: _overlap.Copy | None = None,
+    ) -> ShardedInfo:
+        """This rank's shard and record; on rank 0 then the commit and the rotation. With an
+        overlapped ``copy``, first its tensors, and no shard if one changed meanwhile."""
         folder, step, rank, world, metric = job
         session = self._session or ""
+        if copy is not None:
+            copy.run()
+            copy.check(folder, step, session, rank)
         done = _persist.persist(
             folder, step, self._arena, layout, direct=self.direct_io, spares=self.directory
         )
@@ -263,63 +298,3 @@ class ShardedCheckpointer(Cadence):
         _persist._hold("committed")
         _shards.rotate(self.directory, info, self.keep_last, world)  # only after the commit
         return info
-
-
-def world_from_env() -> int:
-    for size_var in ("WORLD_SIZE", "SLURM_NTASKS"):
-        size = os.environ.get(size_var, "").strip()
-        if size.isdigit() and int(size) > 1:
-            return int(size)
-    return 1
-
-
-def _dist() -> Any:
-    """torch.distributed when a process group is up (torch is never imported for this)."""
-    import sys
-
-    dist = sys.modules.get("torch.distributed")
-    if dist is None or not dist.is_available() or not dist.is_initialized():
-        return None
-    return dist
-
-
-def _agreed(committed: list[ShardedInfo], directory: str) -> list[ShardedInfo]:
-    """The committed steps every rank sees, newest first, in the same order on every rank (so
-    that the per-step agreement below is never a collective some ranks skip)."""
-    dist = _dist()
-    if dist is None or dist.get_world_size() == 1:
-        return committed
-    import torch
-
-    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
-    counts = torch.tensor([len(committed), -len(committed)], device=device)
-    dist.all_reduce(counts, op=dist.ReduceOp.MAX)
-    most, fewest = int(counts[0].item()), -int(counts[1].item())
-    if fewest == 0 and most > 0:
-        raise CheckpointError(
-            f"some ranks see committed sharded steps in {directory} and some see none",
-            path=directory,
-            fix="every rank must see the same checkpoint directory (a shared filesystem), "
-            "as with DCP's FileSystemWriter",
-        )
-    if fewest == 0:
-        return []
-    steps = torch.tensor([info.step for info in committed[:fewest]], device=device)
-    low, high = steps.clone(), steps.clone()
-    dist.all_reduce(low, op=dist.ReduceOp.MIN)
-    dist.all_reduce(high, op=dist.ReduceOp.MAX)
-    same = (low == high).tolist()
-    return committed[: same.index(False) if False in same else fewest]
-
-
-def _everyone(ok: bool) -> bool:
-    """Whether ``ok`` holds on every rank of the process group (this rank's alone without)."""
-    dist = _dist()
-    if dist is None or dist.get_world_size() == 1:
-        return ok
-    import torch
-
-    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
-    flag = torch.tensor([1 if ok else 0], device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-    return bool(flag.item())

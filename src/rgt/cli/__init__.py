@@ -37,10 +37,21 @@ _APP_NAMES = frozenset(("COMMAND_MODULES", "COMMANDS", "DEBUG_ENV", "LazyGroup",
 MIN_COLUMNS = 80
 
 
+# True when ``main`` runs as the program itself (``rgt``, ``python -m rgt.cli``), not called
+# in-process with arguments (tests): a command may then leave without the interpreter's teardown.
+PROGRAM = False
+
+
 def main(argv: list[str] | None = None) -> None:
     """``rgt ARGS…``: print and exit (never returns)."""
+    global PROGRAM
+    PROGRAM = argv is None
     args = list(sys.argv[1:] if argv is None else argv)
     _answer_without_click(args)
+    if args[:1] == ["lint"] and "--json" in args:  # an agent's lint, on every edit
+        from rgt.cli._lint_json import answer
+
+        answer(args[1:])  # returns only where click must answer
     from rgt.cli.app import run
 
     run(args)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
+from rgt.cli._lint_json import document, leave
 from rgt.cli._output import Output, escape, output_options
 
 COLOURS = {"bug": "red", "warning": "yellow", "info": "cyan"}
@@ -32,12 +32,9 @@ def lint(
     from rgt.lint import lint_paths
 
     report = lint_paths(paths, select, ignore, cache=not no_cache)
-    data = report.to_json()
-    for finding in data["findings"]:  # per printed finding, never per file: lint stays fast
-        finding["explain"] = f"rgt explain {finding['code']}"
+    data = document(report)
     out.result(data, lambda o: render(o, data))
-    if report.exit_code:
-        sys.exit(report.exit_code)
+    leave(report.exit_code)
 
 
 def render(o: Output, data: dict[str, Any]) -> None:

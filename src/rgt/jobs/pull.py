@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rgt.agent.verdicts import say_counts
 from rgt.backends import backend_for
 from rgt.errors import JobError, VerifyError
 from rgt.jobs._pull_dest import STAGING, Destination, Refused
@@ -33,7 +34,6 @@ from rgt.models import TERMINAL, JobState
 from rgt.state.store import Store
 from rgt.status import cache as status_cache
 from rgt.status.fleet import is_fleet
-from rgt.verdicts import say_counts
 
 # progress(file_path, bytes_done_total, bytes_total)
 PullProgress = Callable[[str, int, int], None]

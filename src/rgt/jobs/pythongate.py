@@ -149,8 +149,8 @@ def _cached(machine: str, word: str) -> dict[str, Any] | None:
 def probe(machine: str, word: str, env: dict[str, str]) -> dict[str, Any] | None:
     """torch in the interpreter ``word`` resolves to on the machine, by one quick round trip;
     None when the machine could not answer."""
+    from rgt.agent.probes.pyenv import TORCH_FIND
     from rgt.backends import backend_for
-    from rgt.probes.pyenv import TORCH_FIND
     from rgt.state.store import Store
 
     prefix = ["env", f"PATH={env['PATH']}"] if "PATH" in env else []

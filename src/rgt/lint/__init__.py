@@ -15,6 +15,7 @@ parallel when there are many.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterable
 
@@ -34,13 +35,27 @@ def lint_paths(
     cache: bool = True,
 ) -> LintReport:
     """Lint files and folders; ``select``/``ignore`` take codes or prefixes (``RGT1``);
-    ``cache``: reuse per-file results from ``$RGT_HOME/cache/lint`` (rgt.lint._cache)."""
+    ``cache``: reuse per-file results from ``$RGT_HOME/cache/lint`` (rgt.lint._cache). The
+    cyclic garbage collector is off meanwhile: what a run builds is freed by reference
+    counting, and the collector's passes over the texts, syntax trees and summaries held would
+    cost more than all it could find (``_run._spread``)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _lint(list(paths), select, ignore, cache)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _lint(
+    paths: list[str], select: Iterable[str], ignore: Iterable[str], cache: bool
+) -> LintReport:
     wanted = (_codes(select) or set(RULES)) - _codes(ignore)
-    paths = list(paths)
     tops = tuple(os.path.abspath(p) for p in paths if os.path.isdir(p))
     texts, skipped, links = _read(expand(paths), tops)
     words = _words.Words(texts, links)
-    relevant = [t for t in texts if "torch" in t.text or _reexports(t) or _drives(t)]
+    relevant = [t for t in texts if "torch" in t.text or _reexports(t) or _drives(t) or _meter(t)]
     imported = _project.linked(relevant)
     findings, notes, summaries = _run.analyse(relevant, words, frozenset(wanted), cache, imported)
     found = {t.path: t for t in relevant}
@@ -52,11 +67,17 @@ def lint_paths(
     return LintReport(tuple(findings), tuple(skipped + notes), len(texts) + len(skipped))
 
 
+def _meter(text: Text) -> bool:
+    """A running total kept on ``self`` (an ``AverageMeter``), torch or not: a loss handed to
+    it stays alive (``_kept_losses.accumulators``)."""
+    return _run.ACCUMULATES.search(text.text) is not None
+
+
 def _drives(text: Text) -> bool:
     """A script that trains through an object's learning-rate method (``_run.LR_METHOD``),
     torch or not (pytorch-CycleGAN-and-pix2pix's ``train.py``); other files without torch
-    are not hashed."""
-    return _run.LR_METHOD.search(text.text) is not None
+    are not hashed; or a helper stepping a scheduler handed to it."""
+    return _run.LR_METHOD.search(text.text) is not None or _run.steps_a_scheduler(text.text)
 
 
 def _reexports(text: Text) -> bool:

@@ -166,6 +166,8 @@ def cleared_before_step(facts: Facts, loop: ast.AST, step: ast.Call) -> Hit | No
         if any(method(c) == "backward" for c in calls):
             return None
         zero = next((c for c in calls if _clears(c, key)), None)
+        if zero is not None and _jumps_after(statement, zero):
+            continue  # ``if not finite: zero_grad(); continue``: that path never steps
         if zero is not None:
             passes = [c for c in facts.calls_in(loop) if method(c) == "backward"]
             backward = [c for c in passes if c.lineno < zero.lineno]
@@ -177,6 +179,21 @@ def cleared_before_step(facts: Facts, loop: ast.AST, step: ast.Call) -> Hit | No
             )
             return Hit("RGT105", step, detail)
     return None
+
+
+JUMPS = (ast.Continue, ast.Break, ast.Return, ast.Raise)
+
+
+def _jumps_after(statement: ast.stmt, zero: ast.Call) -> bool:
+    """Is ``zero`` in an arm of an ``if`` that ends by leaving the step behind (``continue``,
+    ``break``, ``return``, ``raise``)?"""
+    for node in walk(statement):
+        if isinstance(node, ast.If):
+            for arm in (node.body, node.orelse):
+                held = arm and any(_inside(zero, s) for s in arm)
+                if held and isinstance(arm[-1], JUMPS):
+                    return True
+    return False
 
 
 def _clears(call: ast.Call, key: str) -> bool:

@@ -14,23 +14,42 @@ A summary is plain lists and dicts: it is pickled back from a forked child and k
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from typing import Any
 
 from rgt.lint import (
     _flow,
     _flow_data,
+    _flow_evals,
+    _flow_hands,
+    _flow_held,
     _flow_leaves,
+    _flow_losses,
+    _flow_make,
     _flow_modes,
     _flow_order,
+    _flow_passes,
     _flow_paths,
+    _update_order,
     _wrappers,
 )
 from rgt.lint._facts import Facts
 from rgt.lint._kept_losses import accumulators, kept_calls
+from rgt.lint._kept_steps import loss_steps, step_sites
 from rgt.lint._nodes import dotted
 
 Summary = dict[str, Any]
+# A factory: a function that returns an object built from a class (``return Net(cfg)``,
+# ``return cls(...)``, ``return MODELS[name](cfg)``), torch or not: a module another file
+# imports it from is summarised (``_run.summarised``) so the joins can follow it.
+FACTORY = re.compile(r"^[ \t]*return[ \t]+(?:[\w.]*\.)?(?:[A-Z]\w*|cls|\w+\[[^\]\n]+\])\(", re.M)
+
+
+def followed(text: str) -> bool:
+    """Does an imported module hold what the cross-file joins follow even without torch's
+    words: a factory (``FACTORY``)?"""
+    return "return" in text and FACTORY.search(text) is not None
 
 
 def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Summary:
@@ -47,27 +66,47 @@ def summarize(facts: Facts, noqa: dict[int, frozenset[str]], linked: bool) -> Su
         ("loss_params", _flow.loss_params),
         ("loss_wrappers", _offered_wrappers),
         ("accumulators", accumulators),
+        ("loss_steps", loss_steps),
+        ("eval_returns", _flow_evals.eval_returns),
         ("sched_methods", _flow_order.sched_methods),
         ("opt_methods", _flow_order.opt_methods),
+        ("opt_params", _flow_order.opt_params),
+        ("sched_params", _flow_order.sched_params),
         ("runners", _flow_modes.runners),
         ("modes_left", _flow_leaves.modes_left),
         ("steppers", _flow_data.steppers),
+        ("factories", _flow_make.factories),
+        ("draws", _flow_make.draws),
+        ("item_helpers", _flow_make.item_helpers),
+        ("loader_params", _flow_make.loader_params),
+        ("spawns", _flow_make.spawns),
+        ("loss_factories", _flow_losses.loss_factories),
+        ("kept_params", _flow_held.kept_params),
     )
     for key, work in offers:
         value = work(facts)
         if value:
             out[key] = value
     uses: tuple[tuple[str, Callable[[Facts], Any], str | None], ...] = (
-        ("passes", _flow.passes, "loss_params"),
+        ("passes", _flow_passes.passes, "loss_params"),
         ("runner_calls", _flow_modes.runner_calls, "runners"),
+        ("ctor_calls", _flow_held.ctor_calls, None),
         ("eval_uses", _flow_modes.eval_uses, None),
         ("handed_models", _flow_leaves.handed_models, "modes_left"),
         ("step_calls", _flow_data.step_calls, "steppers"),
         ("loaders", _flow_data.loaders_over_classes, "classes"),
+        ("loaders_made", _flow_make.loaders_made, None),
+        ("handed", _flow_hands.handed, None),
+        ("forwards", _flow_hands.forwards, None),
         ("model_losses", _flow.model_losses, None),
+        ("built_losses", _flow_losses.built_losses, None),
         ("wrapper_calls", _wrappers.wrapper_calls, None),
         ("kept_calls", kept_calls, None),
+        ("step_sites", step_sites, "loss_steps"),
+        ("eval_made", _flow_evals.eval_made, "eval_returns"),
+        ("sched_ctors", _update_order.sched_ctors, None),
         ("method_orders", _flow_order.method_orders, "sched_methods"),
+        ("sched_calls", _flow_order.sched_calls, None),
         ("samplers", _flow_data.samplers, None),
         ("repeats", _flow_data.repeats, None),
         ("paths", _flow_paths.sys_paths, None),

@@ -15,7 +15,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from operator import attrgetter
 
-from rgt.lint._nodes import bound_names, dotted
+from rgt.lint._facts_index import Binding, bindings_by_name, call_names
+from rgt.lint._nodes import dotted
 from rgt.lint._spans import Spans, end, position, start
 from rgt.lint._tree import BIND_TYPES, nodes, walk
 
@@ -54,30 +55,21 @@ class Facts:
         self._by_last: dict[str, list[int]] = defaultdict(list)  # indices in ``calls``
         self._by_function: dict[str, list[ast.Call]] = defaultdict(list)  # ``name(...)``
         self._by_method: dict[str, list[ast.Call]] = defaultdict(list)
-        self._values: dict[tuple[int, str], list[tuple[int, ast.AST | None]]] = defaultdict(list)
+        self._binds: list[ast.stmt] = []  # statements that bind names, in walk order
+        # name → (statement, line, value) of each binding (``last_value``), made when first
+        # asked; each statement's scope (``_scope_ids``) is worked out only if asked about.
+        self._named: dict[str, list[Binding]] | None = None
+        self._scope_ids: dict[int, int] = {}
+        # id(container) → its start, end and itself (kept, so that the id is not reused)
+        self._spans: dict[int, tuple[tuple[int, int], tuple[int, int], ast.AST]] = {}
 
     @classmethod
     def build(cls, tree: ast.Module, path: str = "") -> Facts:
         facts = cls(tree, path)
         calls, noted = nodes(tree)
         facts.calls = calls
-        binds: list[ast.stmt] = []
-        kept: dict[type, list] = {  # type: ignore[type-arg]  # each list holds its own kinds
-            ast.For: facts.loops, ast.While: facts.loops, ast.AsyncFor: facts.loops,
-            ast.FunctionDef: facts.functions, ast.AsyncFunctionDef: facts.functions,
-            ast.ClassDef: facts.classes, ast.If: facts.ifs, ast.Return: facts.returns,
-            ast.With: facts.withs,
-        }  # fmt: skip
-        for node in noted:
-            kind = type(node)
-            found = kept.get(kind)
-            if found is not None:
-                found.append(node)
-            else:
-                facts._note(node)  # imports and assignments
-            if kind in BIND_TYPES:
-                binds.append(node)  # type: ignore[arg-type]  # BIND_TYPES are statements
-        facts.augmented = [n for n in binds if isinstance(n, ast.AugAssign)]
+        binds = facts._sort_noted(noted)
+        facts.augmented = [n for n in binds if type(n) is ast.AugAssign]  # type: ignore[misc]
         for found in (
             facts.calls, facts.loops, facts.functions, facts.classes, facts.ifs, facts.returns,
             facts.augmented,
@@ -87,51 +79,41 @@ class Facts:
             facts._keys[name] = list(map(_POSITION, getattr(facts, name)))
         facts._function_spans = Spans(facts.functions)
         facts._block_spans = Spans([*facts.functions, *facts.loops, *facts.withs])
-        facts._name_calls()
-        values, around = facts._values, facts._function_spans.around
-        for node in binds:
-            scope = id(around(node) or tree)
-            if type(node) is ast.Assign and len(node.targets) == 1:
-                target = node.targets[0]
-                if type(target) is ast.Name:  # most bindings: one name, one value
-                    values[(scope, target.id)].append((node.lineno, node.value))
-                    continue
-            for name, value in bound_names(node).items():
-                values[(scope, name)].append((node.lineno, value))
+        facts._names, facts._by_last, facts._by_function, facts._by_method = call_names(
+            facts.calls, facts.aliases
+        )
+        facts._binds = binds
         return facts
 
-    def _name_calls(self) -> None:
-        """Every call's full name (``qualname`` of what is called), worked out once in one
-        loop (the rules ask for the names of all calls several times over), and the calls by
-        their name's last part."""
-        names, by_method, by_last, aliases = (
-            self._names,
-            self._by_method,
-            self._by_last,
-            self.aliases,
-        )
-        Attribute, Name = ast.Attribute, ast.Name
-        for index, call in enumerate(self.calls):
-            node = call.func
-            if type(node) is Attribute:
-                by_method[node.attr].append(call)
-            parts: list[str] = []
-            while type(node) is Attribute:
-                parts.append(node.attr)  # type: ignore[attr-defined]
-                node = node.value  # type: ignore[attr-defined]
-            if type(node) is not Name:
-                names[id(call)] = None
-                continue
-            full = aliases.get(node.id, node.id)  # type: ignore[attr-defined]
-            if parts:
-                by_last[parts[0]].append(index)
-                parts.append(full)
-                parts.reverse()
-                full = ".".join(parts)
+    def _sort_noted(self, noted: list[ast.AST]) -> list[ast.stmt]:
+        """Each noted statement into its list (imports and assignments noted as bindings and
+        aliases); the statements that bind names, in walk order."""
+        binds: list[ast.stmt] = []
+        kept: dict[type, list] = {  # type: ignore[type-arg]  # each list holds its own kinds
+            ast.For: self.loops, ast.While: self.loops, ast.AsyncFor: self.loops,
+            ast.FunctionDef: self.functions, ast.AsyncFunctionDef: self.functions,
+            ast.ClassDef: self.classes, ast.If: self.ifs, ast.Return: self.returns,
+            ast.With: self.withs,
+        }  # fmt: skip
+        get, note, bind, bind_types = kept.get, self._note, binds.append, BIND_TYPES
+        Assign, bindings, assignments = ast.Assign, self.bindings, self._assignments
+        for node in noted:
+            kind = type(node)
+            found = get(kind)
+            if found is not None:
+                found.append(node)
+            elif kind is Assign:  # most noted statements: the common case inline
+                value = node.value  # type: ignore[attr-defined]
+                for target in node.targets:  # type: ignore[attr-defined]
+                    key = dotted(target)
+                    if key is not None:
+                        bindings[key].append(value)
+                assignments[id(value)] = node  # type: ignore[assignment]
             else:
-                by_last[full.rpartition(".")[2]].append(index)
-                self._by_function[node.id].append(call)  # type: ignore[attr-defined]
-            names[id(call)] = full
+                note(node)  # other assignments and imports
+            if kind in bind_types:
+                bind(node)  # type: ignore[arg-type]  # BIND_TYPES are statements
+        return binds
 
     def calls_ending(self, last: Callable[[str], bool]) -> list[ast.Call]:
         """The calls whose full name's last part passes ``last`` (``DataLoader``,
@@ -184,23 +166,35 @@ class Facts:
 
     def _within(self, kind: str, node: ast.AST) -> list[ast.AST]:
         """The nodes of a kind (``calls``...) inside a container, by position: a syntax tree's
-        spans nest, so its descendants are exactly the nodes that start within its span."""
-        if isinstance(node, ast.Module):
-            return list(getattr(self, kind))
-        if not isinstance(node, CONTAINERS):
-            return []
+        spans nest, so its descendants are exactly the nodes that start within its span (each
+        container's span worked out once: the rules ask about the same loops many times)."""
+        span = self._spans.get(id(node))
+        if span is None:
+            if isinstance(node, ast.Module):
+                return list(getattr(self, kind))
+            if not isinstance(node, CONTAINERS):
+                return []
+            span = self._spans[id(node)] = (start(node), end(node), node)
         keys = self._keys[kind]
-        first = bisect_left(keys, start(node))
-        last = bisect_left(keys, end(node), first)
+        first = bisect_left(keys, span[0])
+        last = bisect_left(keys, span[1], first)
         return getattr(self, kind)[first:last]  # type: ignore[no-any-return]
 
     def last_value(self, scope: ast.AST, name: str, before: int) -> ast.AST | None:
         """The value last bound to ``name`` in ``scope`` before line ``before`` (None: unknown
         or not one plain value)."""
+        named = self._named
+        if named is None:
+            named = self._named = bindings_by_name(self._binds)
         best: tuple[int, ast.AST | None] = (-1, None)
-        for line, value in self._values.get((id(scope), name), []):
+        wanted, scopes = id(scope), self._scope_ids
+        for node, line, value in named.get(name, ()):
             if best[0] <= line < before:
-                best = (line, value)
+                held = scopes.get(id(node))
+                if held is None:
+                    held = scopes[id(node)] = id(self._function_spans.around(node) or self.tree)
+                if held == wanted:
+                    best = (line, value)
         return best[1]
 
     def qualname(self, node: ast.AST) -> str | None:

@@ -13,11 +13,14 @@ import ast
 import re
 from typing import Any
 
-from rgt.lint import losses
+from rgt.lint import data, losses
 from rgt.lint._facts import Facts
-from rgt.lint._flow_data import made_by, qualname, ref, rng_fields
+from rgt.lint._flow_data import made_by, qualname, rng_fields
+from rgt.lint._flow_kept import kept_param, returns_held, unwrapped
+from rgt.lint._flow_make import held_parts
+from rgt.lint._loss_kinds import _loss_kind
 from rgt.lint._mode_loops import BUILTINS
-from rgt.lint._nodes import dotted, method
+from rgt.lint._nodes import dotted, method, unshaped
 from rgt.lint._suite import in_suite_test
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -50,9 +53,38 @@ def classes(facts: Facts) -> dict[str, dict[str, Any]]:
         through = _returns_param(facts, cls)
         if through is not None:
             entry["returns_param"] = through
+        held = returns_held(facts, cls) if "probs" not in entry else None
+        if held is not None:
+            entry["returns_held"] = held
+        if bases and not any(getattr(f, "name", "") == "forward" for f in cls.body):
+            entry["inherits_forward"] = True  # its output is a base class's (``_join_losses``)
         entry.update(rng_fields(facts, cls))
+        init = next((f for f in cls.body if getattr(f, "name", "") == "__init__"), None)
+        parts = held_parts(facts, init, entry["holds"]) if "holds" in entry and init else None
+        if parts:
+            entry["parts"] = parts  # what a held object runs (``_join_data._held_draw``)
+        if _own_step(cls):
+            entry["own_step"] = True  # a scheduler of its own (``_join.withheld``: RGT106)
+        if _unsharded(facts, cls):
+            entry["unsharded"] = True  # ``_join_data``: RGT303 at a loader with workers over it
         out[cls.name] = entry
     return out
+
+
+def _own_step(cls: ast.ClassDef) -> bool:
+    """A class with a ``step`` of its own and no base class: a learning-rate schedule whose
+    order is its own (tllib's ``StepwiseLR`` sets the rate for its count, then counts: stepped
+    first, it sets the initial rate), not one of torch's."""
+    bases = {dotted(b) for b in cls.bases}
+    plain = bases <= {"object", "ABC", "abc.ABC"}
+    return plain and any(isinstance(f, ast.FunctionDef) and f.name == "step" for f in cls.body)
+
+
+def _unsharded(facts: Facts, cls: ast.ClassDef) -> bool:
+    """An IterableDataset whose ``__iter__`` never asks which worker runs it: each worker
+    of a DataLoader yields every item (``data._unsharded``, across files)."""
+    bases = {(facts.qualname(b) or dotted(b) or "").rsplit(".", 1)[-1] for b in cls.bases}
+    return "IterableDataset" in bases and not data._mentions_any(cls, data.SHARD_WORDS)
 
 
 def _returns_param(facts: Facts, cls: ast.ClassDef) -> int | None:
@@ -78,7 +110,7 @@ def _returns_param(facts: Facts, cls: ast.ClassDef) -> int | None:
 def origin(facts: Facts, node: ast.AST, depth: int = 0) -> ast.Call | None:
     """The call a value comes from, through names bound once and shape methods:
     ``loss(y_pred.resize(1, J), y)`` with ``y_pred = model(x)`` is ``model(x)``."""
-    node = losses.unshaped(node)
+    node = unshaped(node)
     if isinstance(node, ast.Name) and depth < 3:
         value = facts.last_value(facts.scope_of(node), node.id, node.lineno)
         return None if value is None else origin(facts, value, depth + 1)
@@ -100,7 +132,7 @@ def _loss_calls(facts: Facts) -> list[tuple[ast.Call, str]]:
             losses._is_loss(facts, facts.call_name(call) or "")
             or facts.bindings.get(dotted(call.func) or "")
         ):
-            kind = losses._loss_kind(facts, call)
+            kind = _loss_kind(facts, call)
             if kind is not None:
                 out.append((call, kind))
     facts.memo["loss_calls"] = out
@@ -109,18 +141,24 @@ def _loss_calls(facts: Facts) -> list[tuple[ast.Call, str]]:
 
 def loss_params(facts: Facts) -> dict[str, list[list[Any]]]:
     """Functions whose parameter is called and its output fed to a CE/NLL/BCE loss:
-    ``qualname -> [[position, name, loss line, loss col, kind]]``, also when the function
-    passes the parameter on to a function here that does."""
+    ``qualname -> [[position, name, loss line, loss col, kind(, part)]]``, also when the
+    function passes the parameter on to a function here that does (``part``: the loss takes
+    that part of the tuple the model returns, ``_, exist = model(x)``)."""
     out: dict[str, list[list[Any]]] = {}
     for call, kind in _loss_calls(facts):
-        source = origin(facts, losses.first_arg(call))  # type: ignore[arg-type]
+        source, part = origin_part(facts, losses.first_arg(call))  # type: ignore[arg-type]
         target = None if source is None else _callee(source)
+        tail = [kind] if part == losses.WHOLE else [kind, part]
+        kept = kept_param(facts, target) if isinstance(target, ast.Attribute) else None
+        if kept is not None and part == losses.WHOLE:  # ``self.model(x)``, ``Trainer(model)``
+            entry = [kept[1], kept[2], call.lineno, call.col_offset, *tail]
+            out.setdefault(kept[0], []).append(entry)
         if not isinstance(target, ast.Name):
             continue
         for func in facts.functions_around(call)[:1]:
             names = params(func)
             if target.id in names:
-                entry = [names.index(target.id), target.id, call.lineno, call.col_offset, kind]
+                entry = [names.index(target.id), target.id, call.lineno, call.col_offset, *tail]
                 out.setdefault(qualname(facts, func), []).append(entry)
     if out:
         _forwarded(facts, out)
@@ -151,11 +189,14 @@ def class_like(name: str) -> bool:
     return name.rpartition(".")[2].lstrip("_")[:1].isupper()
 
 
-def built_from(facts: Facts, node: ast.AST, loose: bool = False) -> str | None:
+def built_from(facts: Facts, node: ast.AST, loose: bool = False, depth: int = 0) -> str | None:
     """The class (dotted, as spelled here) a value was built from: ``Net()``,
-    ``model.Net().cuda()``,
+    ``model.Net().cuda()``, ``nn.DataParallel(model)``, ``model.to(device)`` (the model),
     or a name or ``self.attr`` bound only to such calls. ``loose``: any name called, however
     spelled (ACGAN's ``_netD_CIFAR10``), for a join that checks it is a class."""
+    inner = unwrapped(facts, node) if isinstance(node, ast.Call) else None
+    if inner is not None:  # ``model.to(device)``, ``nn.DataParallel(model)``: the model
+        return built_from(facts, inner, loose, depth + 1) if depth < 4 else None
     if isinstance(node, ast.Call):
         name = dotted(made_by(node))
         return name if name and (loose or class_like(name)) else None
@@ -166,8 +207,18 @@ def built_from(facts: Facts, node: ast.AST, loose: bool = False) -> str | None:
     if isinstance(node, ast.Name):
         last = facts.last_value(facts.scope_of(node), node.id, node.lineno)
         values = [last] if isinstance(last, ast.expr) else values
-    names = {built_from(facts, v, loose) for v in values if isinstance(v, ast.Call)}
+    named = isinstance(node, ast.Name)  # its value before this line: no loop back to itself
+    calls = [
+        v for v in values if isinstance(v, ast.Call) and (named or not _rebound(facts, v, key))
+    ]
+    names = {built_from(facts, v, loose, depth + 1) for v in calls}
     return names.pop() if len(names) == 1 and None not in names else None
+
+
+def _rebound(facts: Facts, value: ast.Call, key: str) -> bool:
+    """``self.model = self.model.to(device)``: the same object again, not another binding."""
+    inner = unwrapped(facts, value)
+    return inner is not None and dotted(inner) == key
 
 
 def model_losses(facts: Facts) -> list[list[Any]]:
@@ -241,7 +292,7 @@ def _criterion_pairs(facts: Facts) -> list[list[Any]]:
 def origin_part(facts: Facts, node: ast.AST, depth: int = 0) -> tuple[ast.Call | None, int]:
     """``origin``, and which part of a returned tuple the value is: ``probs`` after
     ``probs, classes = model(x)`` is part 0 of ``model(x)`` (``losses.WHOLE``: all of it)."""
-    node = losses.unshaped(node)
+    node = unshaped(node)
     if isinstance(node, ast.Name) and depth < 3:
         value = facts.last_value(facts.scope_of(node), node.id, node.lineno)
         if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call):
@@ -251,49 +302,6 @@ def origin_part(facts: Facts, node: ast.AST, depth: int = 0) -> tuple[ast.Call |
         if value is not None:
             return origin_part(facts, value, depth + 1)
     return origin(facts, node, depth), losses.WHOLE
-
-
-def passes(facts: Facts) -> list[list[Any]]:
-    """Calls passing a model built from a class: ``[line, col, callee, position, keyword,
-    class]`` (``train.source_only(encoder, classifier)`` with
-    ``classifier = model.Classifier()``)."""
-    built = models(facts)
-    out = []
-    if not built:
-        return []
-    for call in facts.calls:
-        if not call.args and not call.keywords:
-            continue
-        pairs: list[tuple[int, str | None, ast.expr]] = [
-            (i, None, _copied(a)) for i, a in enumerate(call.args)
-        ]
-        pairs += [(-1, k.arg, _copied(k.value)) for k in call.keywords if k.arg]
-        pairs = [p for p in pairs if isinstance(p[2], ast.Name) and p[2].id in built]
-        callee = ref(facts, call) if pairs else None
-        if callee is None:
-            continue
-        for index, keyword, arg in pairs:
-            for cls in _classes_of(facts, arg):
-                out.append([call.lineno, call.col_offset, callee, index, keyword, cls])
-    return out
-
-
-def _copied(node: ast.expr) -> ast.expr:
-    """``copy.deepcopy(global_model)`` hands over a copy of the same model."""
-    if type(node) is ast.Call and dotted(node.func) in ("copy.deepcopy", "deepcopy"):
-        return node.args[0] if node.args else node
-    return node
-
-
-def _classes_of(facts: Facts, name: ast.expr) -> list[str]:
-    """The class a name was built from, or each class of a choice (``net = CNN(...)`` in one
-    branch, ``net = MLP(...)`` in the other: whichever the run picks is handed over)."""
-    cls = built_from(facts, name)
-    if cls:
-        return [cls]
-    values = facts.bindings.get(dotted(name) or "", [])
-    found = [built_from(facts, v) for v in values if isinstance(v, ast.Call)]
-    return sorted({c for c in found if c}) if found and all(found) else []
 
 
 NOT_MODELS = re.compile(

@@ -10,7 +10,7 @@ from typing import Any
 
 from rgt.lint import _clearing, data
 from rgt.lint._facts import LOOPS, MOVES, Facts
-from rgt.lint._nodes import dotted, keyword, method
+from rgt.lint._nodes import defaults, dotted, keyword, method
 from rgt.lint._suite import in_suite_test
 from rgt.lint._update_order import is_optimizer
 
@@ -24,6 +24,8 @@ NOT_DRAWS = {
     "seed", "RandomState", "default_rng", "Generator", "get_state", "set_state",
     "SeedSequence", "PCG64", "MT19937", "BitGenerator", "Philox", "SFC64",
 }  # fmt: skip
+# torch's views of a Dataset: each item is an item of the Dataset given first.
+DATASET_VIEWS = frozenset({"ConcatDataset", "Subset", "random_split", "ChainDataset"})
 # What a DataLoader worker runs: a Dataset's item or iterator, a transform's call.
 DRAWS_IN = ("__getitem__", "__iter__", "__call__")
 # Methods a training loop calls once per batch (``trainer.train_step(batch)``).
@@ -66,10 +68,12 @@ def class_of(facts: Facts, node: ast.AST | None, depth: int = 0) -> str | None:
     if isinstance(node, ast.Attribute):
         values = facts.bindings.get(dotted(node) or "", [])
         return class_of(facts, values[0], depth + 1) if len(values) == 1 else None
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call):
+        node = node.value  # ``train, val = random_split(ds, ...)``: a part of ``ds``
     if not isinstance(node, ast.Call):
         return None
     name = dotted(made_by(node)) or ""
-    if name.endswith("ConcatDataset") and node.args:
+    if name.rpartition(".")[2] in DATASET_VIEWS and node.args:  # a view of its first argument
         return class_of(facts, node.args[0], depth + 1)
     return name if name.rpartition(".")[2].lstrip("_")[:1].isupper() else None
 
@@ -99,10 +103,12 @@ def rng_fields(facts: Facts, cls: ast.ClassDef) -> dict[str, Any]:
     and the methods they call touch), ``global`` (their first draw from NumPy's global RNG)."""
     methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
     out: dict[str, Any] = {}
+    made = _class_rngs(facts, cls)
     if "__init__" in methods:
-        made = _rng_made(facts, methods["__init__"])
-        if made:
-            out["made"] = made
+        made.update(_rng_made(facts, methods["__init__"]))
+    if made:
+        out["made"] = made
+    if "__init__" in methods:
         holds = _holds(facts, methods["__init__"])
         if holds:
             out["holds"] = holds
@@ -128,6 +134,20 @@ def rng_fields(facts: Facts, cls: ast.ClassDef) -> dict[str, Any]:
             out["global"] = [call.lineno, name.replace("numpy.", "np.", 1)]
             break
     return out
+
+
+def _class_rngs(facts: Facts, cls: ast.ClassDef) -> dict[str, list[Any]]:
+    """RNG objects a class body makes (MONAI's ``Randomizable.R = np.random.RandomState()``):
+    one object every instance and subclass shares, copied alike into every worker."""
+    made: dict[str, list[Any]] = {}
+    for statement in cls.body:
+        value = statement.value if isinstance(statement, ast.Assign) else None
+        name = (facts.call_name(value) or "") if isinstance(value, ast.Call) else ""
+        if name.endswith(RNG_MAKERS):
+            for target in statement.targets:  # type: ignore[attr-defined]  # an Assign
+                if isinstance(target, ast.Name):
+                    made[target.id] = [statement.lineno, name.replace("numpy.", "np.", 1)]
+    return made
 
 
 def _holds(facts: Facts, init: Function) -> dict[str, list[Any]]:
@@ -308,19 +328,12 @@ def _switched_off(facts: Facts, call: ast.Call) -> bool:
     if not around:
         return False
     func = around[0]
-    args = func.args.posonlyargs + func.args.args
-    defaults = dict(
-        zip(
-            [a.arg for a in args[len(args) - len(func.args.defaults) :]],
-            func.args.defaults,
-            strict=True,
-        )
-    )
+    given = defaults(func)
     for branch in facts.ifs:
         test = branch.test
         if not (isinstance(test, ast.Name) and _encloses(branch, call) and _encloses(func, branch)):
             continue
-        default = defaults.get(test.id)
+        default = given.get(test.id)
         if isinstance(default, ast.Constant) and default.value in (False, None):
             callers = facts.callers(func.name)
             return bool(callers) and not any(_sets(c, test.id) for c in callers)
@@ -353,13 +366,13 @@ def step_calls(facts: Facts) -> list[list[Any]]:
             continue
         for call in inside:
             last = (dotted(call.func) or "").rpartition(".")[2]
-            if id(call) in seen or last in ("step", "backward", "train", "eval"):
+            if id(call) in seen or last in ("backward", "train", "eval"):
                 continue
             seen.add(id(call))
-            if STEP_NAME.search(last):
-                target = ref(facts, call)
-                if target:
-                    out.append([call.lineno, call.col_offset, target])
+            target = ref(facts, call) if STEP_NAME.search(last) else None
+            # ``optimizer.step()``, ``scaler.step(opt)`` are not; ``trainer.step(batch)`` is
+            if target and (last != "step" or (call.args and target.startswith("class:"))):
+                out.append([call.lineno, call.col_offset, target])
         if len(out) > 64:
             break
     return out

@@ -19,9 +19,8 @@ import contextlib
 import gc
 import os
 import pickle
-import signal
 import struct
-import threading
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -36,8 +35,10 @@ RECORD = struct.Struct("<I")
 
 def usable() -> bool:
     """Forking is safe: the platform has it and no other thread could hold a lock the child
-    would need (a fork copies a held lock, never its release)."""
-    return hasattr(os, "fork") and threading.active_count() == 1
+    would need (a fork copies a held lock, never its release). A process that never imported
+    ``threading`` started no thread through it (nor is it imported here for that)."""
+    threading = sys.modules.get("threading")
+    return hasattr(os, "fork") and (threading is None or threading.active_count() == 1)
 
 
 def spread(items: Sequence[T], work: Callable[[T, bool], R], processes: int) -> list[R]:
@@ -148,6 +149,8 @@ def _collect(child: tuple[int, int]) -> dict[int, Any] | None:
 
 
 def _stop(child: tuple[int, int]) -> None:
+    import signal  # only here, on the way out of an error: its enums cost ~1 ms to import
+
     pid, read_end = child
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)

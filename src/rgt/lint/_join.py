@@ -9,16 +9,16 @@ worker_init_fn". The work is a few dictionary lookups per use: no file is parsed
 
 from __future__ import annotations
 
-import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from rgt.lint import _join_losses, _join_order
+from rgt.lint import _join_data, _join_losses, _join_modes, _join_order
 from rgt.lint._flow_modes import HELD
-from rgt.lint._join_base import Site, callee, lookup_class, show
+from rgt.lint._join_base import Site, callee, lookup_class, show, through
 from rgt.lint._model import Finding, Rule, detail_of, lint_finding
-from rgt.lint._project import Project, Summary, old_torch
+from rgt.lint._project import Project, Summary
 from rgt.lint._source import Text
 from rgt.lint.modes import LAYER_WORDS, TORCHVISION_NORMED
 
@@ -68,7 +68,22 @@ def withheld(
     covered |= {
         (where, qual.rpartition(".")[2]) for (where, qual), seen in uses.items() if all(seen)
     }
-    return [f for f in findings if f.code != "RGT201" or (f.path, detail_of(f)) not in covered]
+    own = _own_schedules(project)
+    kept = [f for f in findings if f.code != "RGT106" or (f.path, f.line) not in own]
+    return [f for f in kept if f.code != "RGT201" or (f.path, detail_of(f)) not in covered]
+
+
+def _own_schedules(project: Project) -> set[tuple[str, int]]:
+    """(file, line) of each scheduler step whose scheduler is built from a class of the
+    project with a ``step`` of its own (``_flow._own_step``): when it sets the rate is its
+    own, not torch's order (RGT106 does not apply)."""
+    out = set()
+    for path, summary in project.summaries.items():
+        for line, spelled in summary.get("sched_ctors", ()):
+            found = lookup_class(project, path, spelled)
+            if found is not None and found[2].get("own_step"):
+                out.add((path, line))
+    return out
 
 
 def _silenced(summary: Summary, line: int, code: str) -> bool:
@@ -106,11 +121,27 @@ def _sites(
         yield from _join_losses.sites(project, path, summary)
         yield from _join_order.sites(project, path, summary, stepping)
         yield from _evaluations(project, path, summary, layers, reached)
+        if summary.get("ctor_calls") and layers(path):
+            yield from _join_modes.sites(project, path, summary)
+        if summary.get("eval_made") and layers(path):
+            yield from _join_modes.made_in_eval(project, path, summary)
         yield from _left_in_eval(project, path, summary, layers)
-        yield from _worker_rng(project, path, summary)
+        yield from _join_data.sites(project, path, summary)
         yield from _steppers(project, path, summary)
-    if not any("set_epoch" in words(p) for p in list(project.summaries)[:1]):
+    if not any("set_epoch" in words(p) for p in list(project.summaries)[:1]) or not _sets_epoch(
+        texts
+    ):
         yield from _samplers(project)
+
+
+# ``set_epoch`` other than in its definition: a call, ``hasattr(x, "set_epoch")``, a comment
+SET_EPOCH_USE = re.compile(r"(?<!def )\bset_epoch\b")
+
+
+def _sets_epoch(texts: Mapping[str, Text]) -> bool:
+    """Does any file name ``set_epoch`` other than to define it (2D-TAN's own
+    ``DistributedSampler`` defines one that nothing calls)?"""
+    return any("set_epoch" in t.text and SET_EPOCH_USE.search(t.text) for t in texts.values())
 
 
 def _evaluations(
@@ -153,23 +184,33 @@ def _left_in_eval(
     """A training loop that hands its model to a function in another file which leaves it in
     eval mode, and that no function it calls puts back in training mode (``_flow_leaves``)."""
     for model, handed in summary.get("handed_models", ()):
-        left: list[tuple[str, int, int, str, str, int]] = []
+        left: list[tuple[str, int, int, str, str, str, int]] = []
         for line, col, ref, index, keyword in handed:
             target = callee(project, path, ref)
             if target is None:
                 continue
-            modes = project.summaries.get(target[0], {}).get("modes_left", {})
-            for position, name, mode, at in modes.get(target[1], ()):
+            # what the callee leaves the model in, itself or through the functions (of other
+            # files too) it hands the model on to: any "train" among them restores it
+            for position, name, where, entry in through(project, *target, "modes_left"):
                 if position == index or name == keyword:
-                    left.append((mode, line, col, target[0], target[1], at))
+                    qual = _qual(project, where, entry)
+                    via = f", reached through `{target[1]}`," if qual != target[1] else ""
+                    left.append((entry[2], line, col, where, qual, via, entry[3]))
         if any(mode == "train" for mode, *_ in left):
             continue
-        for _mode, line, col, where, qual, at in left[:1]:
+        for _mode, line, col, where, qual, via, at in left[:1]:
             if where == path or not layers(path):
                 continue  # the single-file rule's (``left_in_eval``); or no layer switches
-            detail = (f"`{qual}` ({show(where, at, path)}) leaves `{model}` in eval mode, and "
-                      "nothing in this training loop puts it back in training mode")  # fmt: skip
+            detail = (f"`{qual}` ({show(where, at, path)}){via} leaves `{model}` in eval "
+                      "mode, and nothing in this training loop puts it back in training "
+                      "mode")  # fmt: skip
             yield path, line, col, "RGT202", detail
+
+
+def _qual(project: Project, where: str, entry: list[Any]) -> str:
+    """The function of ``where`` whose ``modes_left`` holds ``entry``."""
+    modes = project.summaries.get(where, {}).get("modes_left", {})
+    return next((q for q, entries in modes.items() if entry in entries), "?")
 
 
 def _module_class(project: Project, path: str, spelled: str, depth: int = 0) -> bool:
@@ -206,87 +247,6 @@ def _inherited(
         if deeper[1] is not None:
             return deeper
     return None, None
-
-
-def _dataset(project: Project, path: str, spelled: str) -> tuple[str, str, dict[str, Any]] | None:
-    """The class's RNG facts merged over its bases (defined here or imported), 3 levels."""
-    found = lookup_class(project, path, spelled)
-    if found is None:
-        return None
-    merged: dict[str, Any] = {"made": {}, "used": set(), "global": None, "where": {}}
-    todo, depth = [found], 0
-    while todo and depth < 8:
-        where, name, entry = todo.pop(0)
-        depth += 1
-        for attr, what in entry.get("made", {}).items():
-            merged["made"].setdefault(attr, [where, *what])
-        for attr, (line, spelled) in entry.get("holds", {}).items():
-            held = _held_rng(project, where, spelled) if attr not in merged["made"] else None
-            if held is not None:
-                merged["made"][attr] = [where, line, held]
-        merged["used"] |= set(entry.get("used", ()))
-        if entry.get("global") and merged["global"] is None:
-            merged["global"] = [where, *entry["global"], name]
-        for base in entry.get("bases", ()):
-            more = lookup_class(project, where, base)
-            if more is not None:
-                todo.append(more)
-    return found[0], found[1], merged
-
-
-def _held_rng(project: Project, path: str, spelled: str) -> str | None:
-    """An object's class (or a base of it) that makes an RNG in ``__init__``: what to say."""
-    found = lookup_class(project, path, spelled)
-    todo, depth = [found] if found else [], 0
-    while todo and depth < 6:
-        where, _name, entry = todo.pop(0)
-        depth += 1
-        for attr, (line, what) in entry.get("made", {}).items():
-            shown = show(where, line, path)
-            return f"a `{found[1]}` whose `self.{attr}` is {what} ({shown})"  # type: ignore[index]
-        todo += [c for c in (lookup_class(project, where, b) for b in entry.get("bases", ())) if c]
-    return None
-
-
-def _worker_rng(project: Project, path: str, summary: Summary) -> Iterator[Site]:
-    for line, col, spelled, workers, *via in summary.get("loaders", ()):
-        found = _dataset(project, path, spelled)
-        if found is None:
-            continue
-        where, name, rng = found
-        defined = project.summaries[where]["classes"][name]["line"]
-        kind = "Transform" if via else "Dataset"  # a transform the loader's Dataset applies
-        head = f"{kind} `{name}` ({show(where, defined, path)})"
-        tail = f"; the DataLoader here has {workers} workers and no worker_init_fn"
-        shared = sorted(set(rng["made"]) & rng["used"])
-        if shared:
-            attr = shared[0]
-            src, made_line, what = rng["made"][attr]
-            yield (
-                path,
-                line,
-                col,
-                "RGT305",
-                (
-                    f"{head} draws from `self.{attr}`, {what} made once in __init__ "
-                    f"({show(src, made_line, path)}) and copied into every worker{tail}"
-                ),
-            )
-        elif rng["global"]:
-            pin = old_torch(os.path.dirname(os.path.abspath(path)))
-            src, draw_line, draw, cls = rng["global"]
-            if pin:
-                yield (
-                    path,
-                    line,
-                    col,
-                    "RGT305",
-                    (
-                        f"{head} draws from NumPy's global RNG ({draw} in `{cls}`, "
-                        f"{show(src, draw_line, path)}) and {pin} keeps torch below 1.9, whose "
-                        f"workers do not reseed NumPy{tail}"
-                    ),
-                )
 
 
 def _steppers(project: Project, path: str, summary: Summary) -> Iterator[Site]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from rgt.lint._join_base import Site, callee, lookup_class, show, shown_file
+from rgt.lint._join_base import Site, _last, callee, lookup_class, reach, show, shown_file, through
+from rgt.lint._kept_steps import holds
 from rgt.lint._project import Project, Summary
 from rgt.lint.losses import WHOLE
 
@@ -27,40 +28,79 @@ def sites(project: Project, path: str, summary: Summary) -> Iterator[Site]:
 
 
 def _model_losses(project: Project, path: str, summary: Summary) -> Iterator[Site]:
-    for line, col, kind, spelled, position, *held in summary.get("model_losses", ()):
-        code, output = LOSS_CODES[kind]
-        found = lookup_class(project, path, spelled)
+    uses = [*summary.get("model_losses", ()), *summary.get("built_losses", ())]
+    for line, col, kind, spelled, position, *held in uses:
+        built = _built_kind(project, path, kind[4:]) if kind.startswith("via:") else None
+        kind, said = built if built is not None else (kind, "")
+        found = lookup_class(project, path, spelled) if kind in LOSS_CODES else None
         if not found:
             continue
-        found = _through(project, path, found, held[0] if held else [])
+        code, output = LOSS_CODES[kind]
+        found = _held(project, _through(project, path, found, held[0] if held else []))
         where, name, entry = found
         at = show(where, entry["line"], path)
         if position == WHOLE and entry.get("probs") == output:
-            detail = f"`{name}.forward` ({at}) ends in {output}; this loss is applied to its output"
+            detail = (f"`{name}.forward` ({at}) ends in {output}; this loss{said} is applied to "
+                      "its output")  # fmt: skip
             yield path, line, col, code, detail
         elif position != WHOLE and position in entry.get("probs_at", {}).get(output, ()):
             detail = (f"`{name}.forward` ({at}) returns {output} output as part {position} of a "
-                      f"tuple; this loss is applied to that part")  # fmt: skip
+                      f"tuple; this loss{said} is applied to that part")  # fmt: skip
             yield path, line, col, code, detail
 
 
+def _built_kind(project: Project, path: str, builder: str) -> tuple[str, str] | None:
+    """The kind of loss a builder of another file returns (``_flow_losses.loss_factories``),
+    a method looked for in the bases of its class too, and how to say so."""
+    target = callee(project, path, builder)
+    for where, qual in [target, *_inherited(project, target)] if target else ():
+        kind = project.summaries.get(where, {}).get("loss_factories", {}).get(qual)
+        if kind is not None:
+            return kind, f", built by `{qual}` ({shown_file(where, path)}),"
+    return None
+
+
+def _inherited(project: Project, target: tuple[str, str], depth: int = 0) -> list[tuple[str, str]]:
+    """``Base.method`` for each base class (3 levels up) of the class of ``Class.method``."""
+    where, qual = target
+    cls, _, name = qual.rpartition(".")
+    entry = project.summaries.get(where, {}).get("classes", {}).get(cls, {})
+    out = []
+    for base in entry.get("bases", ()) if depth < 3 and cls else ():
+        found = project.lookup(where, base)
+        if found is not None:
+            above = (found[0], f"{found[1]}.{name}")
+            out += [above, *_inherited(project, above, depth + 1)]
+    return out
+
+
 def _passed_models(project: Project, path: str, summary: Summary) -> Iterator[Site]:
+    reached = reach(project, "loss_params") if summary.get("passes") else frozenset()
     for line, _col, ref, index, keyword, spelled in summary.get("passes", ()):
-        target = callee(project, path, ref)
+        target = callee(project, path, ref) if _last(ref) in reached else None
         found = lookup_class(project, path, spelled) if target else None
-        if target is None or found is None or "probs" not in found[2]:
+        found = _held(project, found) if found is not None else None
+        if target is None or found is None or not {"probs", "probs_at"} & set(found[2]):
             continue
-        where, qual = target
-        for position, name, loss_line, loss_col, kind in (
-            project.summaries.get(where, {}).get("loss_params", {}).get(qual, ())
-        ):
+        qual = target[1]
+        for position, name, where, entry in through(project, *target, "loss_params"):
+            _, _, loss_line, loss_col, kind, *part = entry
             code, output = LOSS_CODES[kind]
-            if (position == index or name == keyword) and found[2]["probs"] == output:
+            if (position == index or name == keyword) and _gives(found[2], output, part):
                 model = show(found[0], found[2]["line"], where)
-                detail = (f"`{found[1]}.forward` ({model}) ends in "
-                          f"{output}; {show(path, line, where)} passes that model to `{qual}` as "
+                ends = f"returns {output} as part {part[0]}" if part else f"ends in {output}"
+                detail = (f"`{found[1]}.forward` ({model}) {ends}; "
+                          f"{show(path, line, where)} passes that model to `{qual}` as "
                           f"`{name}`, whose output reaches this loss")  # fmt: skip
                 yield where, loss_line, loss_col, code, detail
+
+
+def _gives(entry: dict[str, Any], output: str, part: list[int]) -> bool:
+    """Does a model's ``forward`` (its class's summary) return ``output`` whole, or at the
+    tuple position ``part`` names (``[]``: the whole output)?"""
+    if not part:
+        return entry.get("probs") == output
+    return part[0] in entry.get("probs_at", {}).get(output, ())
 
 
 def _wrapped(project: Project, path: str, summary: Summary) -> Iterator[Site]:
@@ -96,7 +136,7 @@ def _probabilities(
     found = lookup_class(project, path, cls) if cls else None
     if found is None:
         return None
-    where, name, entry = found
+    where, name, entry = _held(project, found)
     at = show(where, entry["line"], path)
     if part == WHOLE and entry.get("probs") == output:
         return f"`{name}.forward` ({at}) ends in {output}"
@@ -117,6 +157,16 @@ def _kept(project: Project, path: str, summary: Summary) -> Iterator[Site]:
                           "total it keeps")  # fmt: skip
                 yield path, line, col, "RGT204", detail
                 break
+    sites = summary.get("step_sites", ())
+    near = project.neighbours(path) if sites else []
+    for line, col, name, total, position in sites:
+        for other in near:
+            offered = project.summaries.get(other, {}).get("loss_steps", {})
+            if name in offered and holds(position, offered[name]):
+                detail = (f"`{total}` keeps what `{name}` ({shown_file(other, path)}) returns "
+                          "after its backward pass: the loss, graph and all")  # fmt: skip
+                yield path, line, col, "RGT204", detail
+                break
 
 
 def _through(
@@ -129,3 +179,16 @@ def _through(
         return found
     inner = lookup_class(project, path, held[index])  # type: ignore[arg-type]
     return inner if inner is not None else found
+
+
+def _held(
+    project: Project, found: tuple[str, str, dict[str, Any]], depth: int = 0
+) -> tuple[str, str, dict[str, Any]]:
+    """A model whose ``forward`` returns the output of a module it builds from a class of the
+    project (``_flow_kept.returns_held``), or that inherits its ``forward`` from a base class
+    of the project: that class, 3 levels down."""
+    spelled = found[2].get("returns_held")
+    if found[2].get("inherits_forward") and "probs" not in found[2]:
+        spelled = found[2].get("bases", [None])[0]  # the first base's ``forward`` runs
+    inner = lookup_class(project, found[0], spelled) if spelled and depth < 3 else None
+    return found if inner is None else _held(project, inner, depth + 1)

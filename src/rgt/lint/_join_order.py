@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rgt.lint._join_base import Site, shown_file
+from rgt.lint._join_base import Site, callee, show, shown_file, through
 from rgt.lint._project import Project, Summary
 
 
@@ -14,6 +14,7 @@ def sites(
     project: Project, path: str, summary: Summary, stepping: dict[str, str]
 ) -> Iterator[Site]:
     """``stepping``: the project's optimizer-stepping methods, each with a file that has one."""
+    yield from _handed(project, path, summary)
     orders = summary.get("method_orders", ())
     if not orders:
         return
@@ -45,3 +46,30 @@ def stepping_methods(project: Project) -> dict[str, str]:
         for path, summary in project.summaries.items()
         for name in summary.get("opt_methods", ())
     }
+
+
+def _handed(project: Project, path: str, summary: Summary) -> Iterator[Site]:
+    """A scheduler stepped (here, or by a function it is handed to) before a call that hands
+    the optimizer to a function (of another file, perhaps two calls deep:
+    ``_join_base.through``) that steps it."""
+    for line, col, ref, index, word, name, how in summary.get("sched_calls", ()):
+        stepped = _steps(project, path, ref, index, word, "opt_params")
+        first = _steps(project, path, how[0], how[1], how[2], "sched_params") if how else ("", "")
+        if stepped is None or first is None:
+            continue
+        by = f" (by `{first[0]}`, {first[1]})" if how else ""
+        detail = (f"the scheduler steps here{by} before `{stepped[0]}` steps `{name}` "
+                  f"({stepped[1]}) in this loop")  # fmt: skip
+        yield path, line, col, "RGT106", detail
+
+
+def _steps(
+    project: Project, path: str, ref: str, index: int, word: str | None, key: str
+) -> tuple[str, str] | None:
+    """The function a call hands an object to, and where it (or one it hands it on to) steps
+    it: ``(name, file:line)``; None if none does."""
+    target = callee(project, path, ref)
+    for position, param, where, entry in through(project, *target, key) if target else ():
+        if position == index or (word is not None and param == word):
+            return target[1], show(where, entry[2], path)  # type: ignore[index]
+    return None

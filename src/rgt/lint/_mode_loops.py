@@ -10,11 +10,13 @@ import re
 from collections.abc import Iterator
 
 from rgt.lint._facts import LOOPS, Facts
+from rgt.lint._mode_helpers import HELPED, mode_helpers, mode_of
 from rgt.lint._model import Hit
 from rgt.lint._nodes import dotted, method
 from rgt.lint._tree import walk
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
+Helpers = dict[str, ast.FunctionDef]  # ``_mode_helpers.mode_helpers``
 BUILTINS = frozenset(dir(builtins))  # `isinstance(...)`, `len(...)`: never the model called
 
 
@@ -174,30 +176,71 @@ def left_in_eval(facts: Facts) -> Iterator[Hit]:
     trained.discard(None)
     if not trained or not facts.methods_called("eval"):
         return
+    helpers = mode_helpers(facts)
+    if any(mode_of(c, helpers) == "train" for c in facts.calls_ending(helpers.__contains__)):
+        trained.add(HELPED)
     bodies = {f.name: f for f in facts.functions}
     stepping = facts.loops_calling("backward")
     for loop in facts.loops:
         inside = facts.calls_in(loop)
         called = _called(facts, bodies, inside)
         reach = inside + [c for f in called for c in facts.calls_in(f)]
+        reach = [c for c in reach if not any(within(c, h) for h in helpers.values())]
         if id(loop) not in stepping and not any(method(c) == "backward" for c in reach):
             continue
-        if any(method(c) == "train" and not train_false(c) for c in reach):
+        bare = _untrained(facts, loop, reach, helpers)
+        if bare is None:
             continue
-        evals = [
-            c
-            for c in reach
-            if method(c) == "eval" and not c.args and dotted(c.func.value) in trained  # type: ignore[attr-defined]
-        ]
+        evals = [c for c in reach if _evaluates(c, trained, helpers)]
         # In a function the loop calls, only an unconditional ``.eval()`` surely runs
         # (UDA's ``eval(..., model_file)`` switches only when it loads a file).
         evals = [c for c in evals if within(c, loop) or not _conditional(facts, c, called)]
         evals = [c for c in evals if not _ends_loop(facts, c, loop)]
-        evals = [c for c in evals if not made_there(facts, c, loop)]
+        evals = [c for c in evals if mode_of(c, helpers) or not made_there(facts, c, loop)]
+        evals.sort(key=lambda c: not any(_apart(bare, c, t) for t in reach if method(t) == "train"))
         if evals and not freezes(facts):
             yield Hit("RGT202", evals[0], f"after `{dotted(evals[0].func)}()` at line "
                       f"{evals[0].lineno} this loop keeps training in eval mode")  # fmt: skip
             return
+
+
+def _evaluates(call: ast.Call, trained: set[str | None], helpers: Helpers) -> bool:
+    """``model.eval()`` of a model trained here, or a mode helper told ``'eval'``."""
+    if mode_of(call, helpers) == "eval":
+        return HELPED in trained
+    owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+    return method(call) == "eval" and not call.args and owner in trained
+
+
+def _untrained(
+    facts: Facts, loop: ast.AST, reach: list[ast.Call], helpers: Helpers
+) -> list[ast.If] | None:
+    """None when a ``.train()`` the loop reaches can run before each of its backward passes;
+    else the loop's ``if`` statements that keep a backward pass apart from every
+    ``.train()`` (DLFS's ``fit`` calls ``model.train()`` on its tensor path only, and its
+    DataLoader path trains on in eval mode)."""
+    trains = [c for c in reach if method(c) == "train" and not train_false(c)]
+    trains += [c for c in reach if mode_of(c, helpers) == "train"]
+    backs = [c for c in reach if method(c) == "backward" and within(c, loop)]
+    if trains and not backs:
+        return None
+    forks = [b for b in facts.ifs if within(b, loop)]
+    if any(not within(t, loop) or not any(within(t, b) for b in forks) for t in trains):
+        return None  # a ``.train()`` on every path: in a function called, or unconditional
+    bare = [b for b in backs if all(_apart(forks, t, b) for t in trains)]
+    if trains and not bare:
+        return None
+    return [f for f in forks if trains and any(_apart([f], t, b) for t in trains for b in bare)]
+
+
+def _apart(forks: list[ast.If], one: ast.AST, other: ast.AST) -> bool:
+    """Are the two calls in different arms of one ``if`` (then one runs without the other)?"""
+    for fork in forks:
+        arms = [any(within(n, s) for s in fork.body) for n in (one, other)]
+        elses = [any(within(n, s) for s in fork.orelse) for n in (one, other)]
+        if (arms[0] and elses[1]) or (arms[1] and elses[0]):
+            return True
+    return False
 
 
 def _called(facts: Facts, bodies: dict[str, Function], calls: list[ast.Call]) -> list[Function]:

@@ -10,6 +10,11 @@ from rgt.lint._tree import walk
 
 def dotted(node: ast.AST) -> str | None:
     """``a.b.c`` for a chain of names and attributes, else None (calls, subscripts...)."""
+    kind = type(node)
+    if kind is _NAME:  # the hot path: the rules ask this of every target and callee
+        return node.id  # type: ignore[attr-defined, no-any-return]
+    if kind is _ATTRIBUTE and type(node.value) is _NAME:  # type: ignore[attr-defined]
+        return f"{node.value.id}.{node.attr}"  # type: ignore[attr-defined]
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -20,10 +25,16 @@ def dotted(node: ast.AST) -> str | None:
     return None
 
 
+_NAME, _ATTRIBUTE, _CALL = ast.Name, ast.Attribute, ast.Call
+
+
 def method(call: ast.AST) -> str | None:
     """The method name of ``anything.name(...)``, else None."""
-    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
-        return call.func.attr
+    if type(call) is not _CALL and not isinstance(call, ast.Call):
+        return None
+    func = call.func  # type: ignore[attr-defined]
+    if type(func) is _ATTRIBUTE or isinstance(func, ast.Attribute):
+        return func.attr  # type: ignore[no-any-return]
     return None
 
 
@@ -86,3 +97,47 @@ def names_in(node: ast.AST) -> list[str]:
     if type(base) is ast.Name:
         return [base.id]  # type: ignore[attr-defined]
     return [n.id for n in walk(node) if isinstance(n, ast.Name)]
+
+
+def defaults(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> dict[str, ast.expr]:
+    """A function's positional parameters that have a default, with it (``def f(a, b=1)``:
+    ``{"b": 1}``): the defaults belong to the last parameters."""
+    args = func.args.posonlyargs + func.args.args
+    given = func.args.defaults
+    return dict(zip([a.arg for a in args[len(args) - len(given) :]], given, strict=True))
+
+
+# Methods that reshape or move a tensor and keep what it holds (``y_pred.view(-1, n)``).
+SHAPES = {"view", "reshape", "resize", "squeeze", "unsqueeze", "flatten", "contiguous",
+          "transpose", "permute", "float", "double", "to", "cuda", "cpu", "type"}  # fmt: skip
+# The same as functions: ``torch.squeeze(pred)``.
+SHAPE_FUNCTIONS = {f"torch.{name}" for name in ("squeeze", "unsqueeze", "flatten", "reshape")}
+
+
+def unshaped(node: ast.AST) -> ast.AST:
+    """``y_pred.resize(1, n).float()`` and ``torch.squeeze(y_pred)`` are ``y_pred``."""
+    while isinstance(node, ast.Call):
+        if dotted(node.func) in SHAPE_FUNCTIONS:
+            if not node.args:
+                break
+            node = node.args[0]
+        elif method(node) in SHAPES:
+            node = node.func.value  # type: ignore[attr-defined]  # a method: an Attribute
+        else:
+            break
+    return node
+
+
+def local_name(call: ast.Call) -> str | None:
+    """``name`` of a call ``name(...)`` or ``self.name(...)``."""
+    if isinstance(call.func, ast.Name):
+        return call.func.id
+    func = call.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        return func.attr if func.value.id == "self" else None
+    return None
+
+
+def methods_of(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions a class body defines, in order."""
+    return [f for f in cls.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)]

@@ -20,6 +20,9 @@ from rgt.lint._source import MAX_CLIMB, Text, _import_lines, project_root
 
 Summary = dict[str, Any]
 MAX_HOPS = 4  # re-exports followed for one name
+# The summary keys whose entries are named by what the module defines (``Project._names``).
+OWN_NAMES = ("loss_params", "runners", "steppers", "factories", "loader_params", "draws",
+             "loss_factories", "modes_left", "opt_methods", "sched_methods")  # fmt: skip
 # A torch requirement: ``torch==1.4.0``, ``torch>=1.2,<1.9``, conda's ``pytorch=1.4``.
 TORCH_SPEC = re.compile(r"(?im)^[\s\-\"']*(?:py)?torch\s*((?:[<>=~!]=?\s*[\d.]+[\s,]*)+)")
 SPEC = re.compile(r"([<>=~!]=?)\s*(\d+)\.(\d+)")
@@ -37,11 +40,24 @@ class Project:
         self.by_abs = {os.path.abspath(p): p for p in [*paths, *summaries]}
         self.extra = sorted({p for s in summaries.values() for p in s.get("paths", ())})
         self._modules: dict[tuple[str, str, int], str | None] = {}
+        self._anywhere: dict[str, bool] = {}
+        self._below: dict[str, set[str]] | None = None  # ``_entries``
+        self._heres: dict[str, str] = {}  # importer → its folder, absolute
+        self._where: dict[str, tuple[str, ...]] = {}  # folder → ``_folders``
+        self.reached: dict[str, frozenset[str]] = {}  # ``_join_base.reach``, by summary key
+
+    def anywhere(self, key: str) -> bool:
+        """Does any file's summary say ``key`` (``spawns``: a start method set)? Asked once."""
+        if key not in self._anywhere:
+            self._anywhere[key] = any(s.get(key) for s in self.summaries.values())
+        return self._anywhere[key]
 
     def module(self, importer: str, name: str, level: int = 0) -> str | None:
         """The linted file that ``import name`` (dots: ``level``) in ``importer`` loads (asked
         once per folder: the files of a folder import the same names)."""
-        here = os.path.dirname(os.path.abspath(importer))
+        here = self._heres.get(importer)
+        if here is None:
+            here = self._heres[importer] = os.path.dirname(os.path.abspath(importer))
         key = (here, name, level)
         if key not in self._modules:
             self._modules[key] = self._module(here, name, level)
@@ -52,7 +68,10 @@ class Project:
             for _ in range(level - 1):
                 here = os.path.dirname(here)
             return self._find(here, name) if name else self._find(here, "__init__")
-        return next((f for f in (self._find(d, name) for d in self._folders(here)) if f), None)
+        folders = self._where.get(here)
+        if folders is None:
+            folders = self._where[here] = tuple(self._folders(here))
+        return next((f for f in (self._find(d, name) for d in folders) if f), None)
 
     def _folders(self, here: str) -> Iterable[str]:
         """Where an absolute import is looked for (only folders that hold a linted file or
@@ -67,8 +86,34 @@ class Project:
             yield here
 
     def _find(self, folder: str, name: str) -> str | None:
+        if not self._may_hold(folder, name.partition(".")[0]):
+            return None
         base = os.path.join(folder, *name.split("."))
         return self.by_abs.get(base + ".py") or self.by_abs.get(os.path.join(base, "__init__.py"))
+
+    def _may_hold(self, folder: str, head: str) -> bool:
+        """False only where ``folder/head...`` can be no linted file: ``head`` leads to none
+        from ``folder`` (a folder spelled with a trailing slash is looked up as before)."""
+        if not (head and folder) or "/" in head or folder[-1] == "/":
+            return True
+        return head in self._entries().get(folder, ())
+
+    def _entries(self) -> dict[str, set[str]]:
+        """Each folder above a linted file → the names in it that lead to one (``x`` for
+        ``x.py`` or a folder ``x``): most imports (``torch``, ``numpy``) lead to none, and a
+        miss is then one lookup, not two joined paths per folder looked in."""
+        if self._below is None:
+            self._below = {}
+            for path in self.by_abs:
+                name, folder = os.path.basename(path), os.path.dirname(path)
+                name = name[:-3] if name.endswith(".py") else name
+                while folder and name:
+                    self._below.setdefault(folder, set()).add(name)
+                    name, parent = os.path.basename(folder), os.path.dirname(folder)
+                    if parent == folder:
+                        break
+                    folder = parent
+        return self._below
 
     def lookup(self, importer: str, spelled: str, hops: int = 0) -> tuple[str, str] | None:
         """Where the object spelled ``spelled`` in ``importer`` is defined: (file, name in it).
@@ -78,9 +123,10 @@ class Project:
         if summary is None or hops > MAX_HOPS:
             return None
         head, _, rest = spelled.partition(".")
-        if head in summary.get("classes", {}) or not summary.get("imports"):
+        imports = _imports_of(summary)
+        if head in summary.get("classes", {}) or not imports:
             return importer, spelled
-        for local, module, level, obj in summary["imports"]:
+        for local, module, level, obj in imports:
             if local != head:
                 continue
             if obj is None:  # ``import a.b as m``: ``m.X`` is X in a/b.py (or a/b/X.py...)
@@ -91,10 +137,15 @@ class Project:
             found = self.module(importer, module, level)
             if found is not None:
                 return self._defined(found, obj + (f".{rest}" if rest else ""), hops + 1)
-        for local, module, level, _obj in summary["imports"]:
+        for local, module, level, _obj in imports:
             found = self.module(importer, module, level) if local == "*" else None
-            if found is not None and spelled.split(".")[0] in self._names(found):
+            if found is None:
+                continue
+            if head in self._names(found):
                 return self._defined(found, spelled, hops + 1)
+            deeper = self._defined(found, spelled, hops + 1)  # ``import *`` of an ``import *``
+            if deeper is not None and head in self._names(deeper[0], own=True):
+                return deeper
         return importer, spelled
 
     def _inside(
@@ -109,20 +160,28 @@ class Project:
         return None
 
     def _defined(self, path: str, name: str, hops: int) -> tuple[str, str] | None:
+        """Where ``name`` of the module ``path`` is defined: there, or where an import of the
+        module brings it from (by name, or by ``from .backbones import *``: a package that
+        re-exports its subpackages' names)."""
         summary = self.summaries.get(path, {})
         head = name.split(".")[0]
-        if any(i[0] == head for i in summary.get("imports", ())) and head not in summary.get(
-            "classes", {}
-        ):
+        imports = summary.get("imports", ())
+        if head in summary.get("classes", {}):
+            return path, name
+        if any(i[0] == head for i in imports):
+            return self.lookup(path, name, hops)
+        if any(i[0] == "*" for i in imports) and head not in self._names(path, own=True):
             return self.lookup(path, name, hops)
         return path, name
 
-    def _names(self, path: str) -> set[str]:
+    def _names(self, path: str, own: bool = False) -> set[str]:
+        """The names a module defines that a summary speaks of (``own``), and those it
+        imports."""
         summary = self.summaries.get(path, {})
         names = set(summary.get("classes", {}))
-        for key in ("loss_params", "runners", "steppers"):
+        for key in OWN_NAMES:
             names |= {q.split(".")[0] for q in summary.get(key, {})}
-        return names | {i[0] for i in summary.get("imports", ())}
+        return names if own else names | {i[0] for i in summary.get("imports", ())}
 
     def neighbours(self, path: str, hops: int = 2) -> list[str]:
         """Files within ``hops`` imports of ``path``, either way (importers first met first)."""
@@ -149,6 +208,21 @@ class Project:
         return self._edges
 
 
+def _imports_of(summary: Summary) -> list[list[Any]]:
+    """The module's imports, then those inside its functions (``from models import Net`` in
+    ``main()``) as if at module level: a name is looked up in its own function's imports
+    first in Python, and a script seldom binds the same name two ways."""
+    imports: list[list[Any]] = summary.get("imports", [])
+    lazy = summary.get("lazy_imports")
+    if not lazy:
+        return imports
+    more = []
+    for module, level, obj in lazy:
+        head = module.split(".")[0]
+        more.append([obj, module, level, obj] if obj else [head, head, 0, None])
+    return imports + [m for m in more if m[0] != "*"]
+
+
 def linked(texts: list[Text]) -> frozenset[str]:
     """The absolute paths of the texts that import another of them or are imported by one,
     found by reading the import lines: a relative import resolved, an absolute one matched
@@ -170,6 +244,7 @@ def linked(texts: list[Text]) -> frozenset[str]:
         hits: set[str] = set()
         for match in _import_lines(text.text):
             spelled = [match.group(1)] if match.group(1) else match.group(2).split(",")
+            spelled += _submodules(text.text, match)
             for name in (s.split(" as ")[0].strip() for s in spelled):
                 if name.startswith("."):
                     hits |= _candidates(here, name) & present
@@ -179,6 +254,20 @@ def linked(texts: list[Text]) -> frozenset[str]:
         if hits:
             found |= hits | {os.path.abspath(text.path)}
     return frozenset(found)
+
+
+def _submodules(code: str, match: re.Match[str]) -> list[str]:
+    """The modules ``from package import a, b`` may load besides the package: ``package.a``,
+    ``package.b`` (``from . import models`` loads ``./models.py``), read from the rest of the
+    line (a parenthesised list: its first line)."""
+    package = match.group(1)
+    if not package:
+        return []
+    end = code.find("\n", match.end())
+    rest = code[match.end() : end if end != -1 else len(code)].split("#")[0]
+    names = (n.split(" as ")[0].strip(" \t()\\") for n in rest.split(","))
+    joint = package if package.endswith(".") else package + "."
+    return [joint + n for n in names if n.isidentifier()]
 
 
 def _candidates(here: str, spelled: str) -> set[str]:
@@ -193,8 +282,7 @@ def _candidates(here: str, spelled: str) -> set[str]:
 def old_torch(folder: str) -> str:
     """The requirement that keeps a project on torch < 1.9 (DataLoader workers then do not
     reseed NumPy), as ``file: spec``; empty when none does (no pin, or only a lower bound)."""
-    root = project_root(folder)
-    for where in dict.fromkeys((root, folder)):
+    for where in _requirement_folders(folder):
         for name in REQUIREMENTS:
             try:
                 with open(os.path.join(where, name), encoding="utf-8", errors="replace") as handle:
@@ -205,6 +293,15 @@ def old_torch(folder: str) -> str:
                 if _below_1_9(match.group(1)):
                     return f"{name}: torch{match.group(1).strip()}"
     return ""
+
+
+def _requirement_folders(folder: str) -> Iterable[str]:
+    """The project's root and ``folder``; where no marker names the root (a repository read
+    without its ``setup.py``), also the two folders above ``folder``: a loader built in
+    ``datasets/__init__.py`` of a project whose ``requirements.txt`` is at its top."""
+    root = project_root(folder)
+    above = [os.path.dirname(folder), os.path.dirname(os.path.dirname(folder))]
+    return dict.fromkeys((root, folder, *(above if root == folder else ())))
 
 
 def _below_1_9(spec: str) -> bool:

@@ -43,6 +43,9 @@ CROSS_WORDS = ("oftmax", "igmoid", "random", "Generator", "DistributedSampler", 
 
 
 RNG_MAKER = re.compile(r"random\.(RandomState|default_rng|Generator|Random)\b")
+# NumPy's global RNG in a module of transforms a Dataset of another file applies (``np.random.
+# rand()``, ``from numpy import random``): such a module need not mention torch.
+NUMPY_DRAWS = re.compile(r"\bnp\.random\.|\bnumpy\.random\b|from numpy import random\b")
 # A running total kept on ``self`` from a name (``self.sum += val * n``): a method another
 # file may hand a loss tensor to (``_kept_losses.accumulators``); counters (``+= 1``) are not.
 ACCUMULATES = re.compile(r"self\.[\w.]+(?:\[[^\]\n]*\])?\s*\+=\s*[A-Za-z_]")
@@ -52,6 +55,12 @@ ACCUMULATES = re.compile(r"self\.[\w.]+(?:\[[^\]\n]*\])?\s*\+=\s*[A-Za-z_]")
 # ``trainer.adjust_lr()``): a script that drives its training through an object's methods may
 # never mention torch, and the order of those calls is what ``_flow_order`` looks at.
 LR_METHOD = re.compile(r"\.\w*(?:learning_rate|_lr|lr_|schedul)\w*\(\)")
+
+
+def steps_a_scheduler(text: str) -> bool:
+    """A helper that may step a scheduler handed to it (``adjust_lr(scheduler, epoch)``),
+    torch or not: the order joins follow it (``_join_order``)."""
+    return ".step()" in text and "sched" in text
 
 
 def summarised(text: str, imported: bool, path: str = "") -> bool:
@@ -64,7 +73,11 @@ def summarised(text: str, imported: bool, path: str = "") -> bool:
         return False
     if "sys.path" in text or path.endswith("__init__.py"):  # where imports lead (``_project``)
         return True
-    if "class " in text and RNG_MAKER.search(text):  # an RNG kept by a class, torch or not
+    if "class " in text and (RNG_MAKER.search(text) or NUMPY_DRAWS.search(text)):
+        return True  # an RNG kept by a class, or NumPy's drawn from, torch or not
+    if _cross.followed(text):  # a factory a join follows (``return Net(cfg)``)
+        return True
+    if steps_a_scheduler(text) or ACCUMULATES.search(text) is not None:  # a meter, torch or not
         return True
     return "torch" in text and (
         any(w in text for w in CROSS_WORDS)
@@ -181,9 +194,9 @@ def _fresh(
     needs its summary (then its project words are never asked for)."""
     linked = _is_imported(text, imported)
     if worth_parsing(text.text):
-        return _one(text, words(text.path), wanted, linked)
+        return _one(text, words(text.path), wanted, linked, rules=True)
     if summarised(text.text, linked, text.path):
-        return _one(text, frozenset(), wanted, linked)
+        return _one(text, frozenset(), wanted, linked, rules=False)
     return [], [], None
 
 
@@ -199,16 +212,25 @@ def _flat(outcomes: list[tuple[Text, Result]]) -> tuple[list[Finding], list[File
     return findings, notes, summaries
 
 
-def _one(text: Text, words: frozenset[str], wanted: frozenset[str], linked: bool = False) -> Result:
+def _one(
+    text: Text,
+    words: frozenset[str],
+    wanted: frozenset[str],
+    linked: bool = False,
+    rules: bool | None = None,
+) -> Result:
     """One text's findings (or the note that it was skipped) and its summary (``_cross``); no
     rule runs on a file parsed only for its summary (``worth_parsing`` says none could speak).
     Its syntax tree is freed as soon as this returns, in a forked child too: keeping every
-    tree until the child's exit costs more in page faults than freeing saves."""
+    tree until the child's exit costs more in page faults than freeing saves. ``rules``:
+    ``worth_parsing(text)``, when the caller knows it."""
+    if rules is None:
+        rules = worth_parsing(text.text)
     source = parse(text)
     if isinstance(source, FileNote):
-        return [], [source] if worth_parsing(text.text) else [], None
+        return [], [source] if rules else [], None
     facts = Facts.build(source.tree, source.path)
-    found = list(_findings(source, facts, words, wanted)) if worth_parsing(text.text) else []
+    found = list(_findings(source, facts, words, wanted)) if rules else []
     return found, [], _cross.summarize(facts, source.noqa, linked)
 
 

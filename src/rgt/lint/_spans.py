@@ -32,10 +32,11 @@ class Spans:
     it, or one of that function's outer ones)."""
 
     def __init__(self, nodes: Sequence[ast.AST]) -> None:
-        ordered = sorted(nodes, key=start)
-        self.nodes = ordered
-        self.starts = [start(f) for f in ordered]
-        self.ends = [end(f) for f in ordered]
+        starts = list(map(start, nodes))
+        keyed = sorted(zip(starts, range(len(nodes)), nodes, strict=True))  # stable, by start
+        self.nodes = [node for _, _, node in keyed]
+        self.starts = [begins for begins, _, _ in keyed]
+        self.ends = [end(f) for f in self.nodes]
         self.outer: list[int] = []
         open_: list[int] = []
         for index, begins in enumerate(self.starts):
@@ -45,19 +46,34 @@ class Spans:
             open_.append(index)
 
     def around(self, node: ast.AST) -> ast.AST | None:
-        """The innermost span around ``node`` (not ``node`` itself), if any."""
-        chain = self.chain(node, 1)
-        return chain[0] if chain else None
+        """The innermost span around ``node`` (not ``node`` itself), if any: ``chain``'s
+        first, without its list (asked of every binding and most calls)."""
+        line = getattr(node, "lineno", _MISSING)
+        if line is _MISSING:
+            return None  # made here (``bound_names``), not parsed: nothing is known around it
+        at = (line, getattr(node, "col_offset", 0))
+        ends, nodes, outer = self.ends, self.nodes, self.outer
+        index = bisect_right(self.starts, at) - 1
+        while index >= 0:  # spans nest: the rest are around this one
+            if at < ends[index] and nodes[index] is not node:
+                return nodes[index]
+            index = outer[index]
+        return None
 
     def chain(self, node: ast.AST, most: int = -1) -> list[ast.AST]:
         """The spans around ``node``, innermost first (``most``: at most that many)."""
-        if not hasattr(node, "lineno"):
+        line = getattr(node, "lineno", _MISSING)
+        if line is _MISSING:
             return []  # made here (``bound_names``), not parsed: nothing is known around it
-        at = position(node)
+        at = (line, getattr(node, "col_offset", 0))
+        ends, nodes, outer = self.ends, self.nodes, self.outer
         found: list[ast.AST] = []
         index = bisect_right(self.starts, at) - 1
         while index >= 0 and len(found) != most:  # spans nest: the rest are around this one
-            if at < self.ends[index] and self.nodes[index] is not node:
-                found.append(self.nodes[index])
-            index = self.outer[index]
+            if at < ends[index] and nodes[index] is not node:
+                found.append(nodes[index])
+            index = outer[index]
         return found
+
+
+_MISSING = object()

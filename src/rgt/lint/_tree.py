@@ -63,11 +63,21 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
     """``ast.walk``: the nodes under ``node`` (itself first), breadth first, in the same order,
     less contexts and operators (``Load``, ``Add``: reached through their parent's field)."""
     todo = deque([node])
-    pop, push = todo.popleft, todo.append
+    pop, push, fields, AST = todo.popleft, todo.append, _CHILD_FIELDS, ast.AST
     while todo:
         node = pop()
-        for child in children(node):
-            push(child)
+        kind = type(node)
+        names = fields.get(kind)
+        if names is None:
+            names = fields[kind] = _child_fields(kind)
+        for name in names:  # ``children``, inline: a call per node is most of a walk's cost
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for child in value:
+                    if isinstance(child, AST):
+                        push(child)
+            elif isinstance(value, AST):
+                push(value)
         yield node
 
 
@@ -78,11 +88,12 @@ def children(node: ast.AST) -> list[ast.AST]:
     if names is None:
         names = _CHILD_FIELDS[kind] = _child_fields(kind)
     found: list[ast.AST] = []
+    AST = ast.AST
     for name in names:
         value = getattr(node, name, None)
         if type(value) is list:
-            found.extend(child for child in value if isinstance(child, ast.AST))
-        elif isinstance(value, ast.AST):
+            found += [child for child in value if isinstance(child, AST)]
+        elif isinstance(value, AST):
             found.append(value)
     return found
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from rgt.lint._facts import Facts
 from rgt.lint._model import Hit
-from rgt.lint._nodes import dotted, keyword
+from rgt.lint._nodes import dotted, keyword, unshaped
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 OUTPUT = {"ce": "softmax", "nll": "softmax", "bce": "sigmoid"}
@@ -35,17 +35,32 @@ def wrappers(facts: Facts, loss_calls: list[tuple[ast.Call, str]]) -> dict[str, 
     out: dict[str, list[Entry]] = {}
     for call, kind in loss_calls:
         first = losses.first_arg(call)
-        node = losses.unshaped(first) if first is not None else None
+        node = rows(first) if first is not None else None
         around = facts.functions_around(call)
         if not isinstance(node, ast.Name) or not around:
             continue
         func = around[0]
         names = _params(func)
-        if node.id not in names or facts.last_value(func, node.id, call.lineno) is not None:
+        if node.id not in names or _rebound(facts, func, node.id, call.lineno):
             continue  # not a parameter, or one rebound before the loss (``x = x.sigmoid()``)
         entry = [names.index(node.id), node.id, kind, call.lineno]
         out.setdefault(_key(facts, func), []).append(entry)
     return out
+
+
+def _rebound(facts: Facts, func: Function, name: str, line: int) -> bool:
+    """Is parameter ``name`` bound to something else before ``line``? A reshape of itself
+    (``x = x.permute(0, 2, 1)``) keeps what it holds."""
+
+    for _ in range(4):
+        value = facts.last_value(func, name, line)
+        if value is None:
+            return False
+        shaped = unshaped(value)
+        if shaped is value or not isinstance(shaped, ast.Name) or shaped.id != name:
+            return True
+        line = getattr(value, "lineno", line)
+    return True
 
 
 def _params(func: Function) -> list[str]:
@@ -80,18 +95,37 @@ def argument(call: ast.Call, position: int, name: str) -> ast.expr | None:
 
 def hits(facts: Facts, probs: Any, wraps: dict[str, list[Entry]]) -> Iterator[Hit]:
     """Calls of a wrapper defined here with probabilities where it expects logits."""
-    from rgt.lint import losses
-
     for key, entries in wraps.items():
         for call in calls_of(facts, key):
             for position, name, kind, line in entries:
                 arg = argument(call, position, name)
-                if arg is not None and probs.of(losses.unshaped(arg), OUTPUT[kind]):
+                if arg is not None and _probabilities(facts, probs, call, key, line, arg, kind):
                     shown = key.rpartition(":")[2]
                     detail = (f"`{shown}` hands its `{name}` to {LOSSES[kind]} (line {line}); "
                               f"this is {OUTPUT[kind]} output")  # fmt: skip
                     yield Hit(CODES[kind], call, detail)
                     break
+
+
+def _probabilities(
+    facts: Facts, probs: Any, call: ast.Call, key: str, line: int, arg: ast.expr, kind: str
+) -> bool:
+    """Is ``arg`` ``kind``'s probabilities: as this class runs, or, for ``self.key(...)`` in a
+    base class, as a subclass here runs that defines the wrapper or its own ``forward``."""
+    from rgt.lint import _overrides
+
+    node, output = unshaped(arg), OUTPUT[kind]
+    if probs.of(node, output):
+        return True
+    own = _overrides.holder(facts, call.lineno) if dotted(call.func) == f"self.{key}" else None
+    wrapper = _overrides.holder(facts, line)
+    for sub in _overrides.subclasses(facts, own.name) if own and wrapper else ():
+        if _overrides.defining(facts, sub, key) is not wrapper:
+            continue  # the loss method this subclass runs is another one
+        forward = _overrides.defining(facts, sub, "forward")
+        if forward is not None and forward is not own and probs.of(node, output, forward.name):
+            return True
+    return False
 
 
 def wrapper_calls(facts: Facts) -> list[list[Any]]:
@@ -114,7 +148,7 @@ def wrapper_calls(facts: Facts) -> list[list[Any]]:
         probs = probs or losses._Probabilities(facts)
         args = []
         for index, arg in enumerate(call.args[:4]):
-            node = losses.unshaped(arg)
+            node = unshaped(arg)
             made = [k for k in ("softmax", "sigmoid") if probs.of(node, k)]
             if made:
                 args.append([index, made[0], None, losses.WHOLE])
@@ -142,3 +176,21 @@ def _imported_callee(facts: Facts, call: ast.Call, imported: set[str]) -> tuple[
     if cls and cls.split(".")[0] in imported and cls.split(".")[0] not in ("torch", "nn"):
         return cls, True
     return None, False
+
+
+def rows(node: ast.AST) -> ast.AST:
+    """``probs[:, i, :]``, ``probs[mask]``, ``probs[i].view(-1, n)``: rows of ``probs``, their
+    last axis (the classes) kept whole, are ``probs`` (``unshaped`` too)."""
+    node = unshaped(node)
+    while isinstance(node, ast.Subscript) and _keeps_last(node.slice):
+        node = unshaped(node.value)
+    return node
+
+
+def _keeps_last(index: ast.AST) -> bool:
+    """An index that picks rows: one expression (the first axis), or a tuple ending in ``:``."""
+    if isinstance(index, ast.Tuple):
+        last = index.elts[-1] if index.elts else None
+        whole = isinstance(last, ast.Slice) and not (last.lower or last.upper or last.step)
+        return whole and not any(isinstance(e, ast.Starred) for e in index.elts)
+    return not isinstance(index, ast.Slice | ast.Constant)

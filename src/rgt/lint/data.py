@@ -13,6 +13,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from rgt.lint._epoch_once import set_once
 from rgt.lint._facts import Facts
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint._nodes import NOT_CONSTANT, constant, dotted, keyword, method
@@ -159,6 +160,7 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
             loop, what = found
             for call in sampler_sites(facts):
                 yield Hit("RGT302", call, f"{what} at line {loop.lineno}")
+    yield from set_once(facts)
     yield from _unsharded(facts)
     for call in loaders(facts):
         if constant(keyword(call, "shuffle")) is True and _names_eval(facts, call):

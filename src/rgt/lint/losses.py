@@ -12,8 +12,10 @@ from collections.abc import Iterator
 
 from rgt.lint import _wrappers
 from rgt.lint._facts import Facts
+from rgt.lint._loss_kinds import BCE_LOGITS, CE, NLL, _loss_kind
 from rgt.lint._model import Hit, Rule, Severity
-from rgt.lint._nodes import constant, dotted, keyword, method
+from rgt.lint._nodes import constant, dotted, keyword, method, unshaped
+from rgt.lint._overrides import holder
 from rgt.lint._update_order import update_order
 
 B, W, A = Severity.BUG, Severity.WARNING, Severity.INFO
@@ -55,7 +57,7 @@ RULES = (
         "RGT105",
         B,
         "step-without-zero-grad",
-        "gradients accumulate across steps: no zero_grad anywhere in this module",
+        "gradients accumulate across steps: nothing clears them between optimizer steps",
         "call optimizer.zero_grad() once per step (or "
         "make the accumulation explicit with `if (i + 1) % accum == 0`)",
         "O4",
@@ -71,9 +73,6 @@ RULES = (
     ),
 )
 
-CE = ("CrossEntropyLoss", "cross_entropy")
-NLL = ("NLLLoss", "nll_loss")
-BCE_LOGITS = ("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")
 SOFTMAX = ("torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax")
 SIGMOID = ("torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit")
 LOSS_NAMES = {CE[1], NLL[1], BCE_LOGITS[1]}  # functional losses; loss objects are bindings
@@ -144,27 +143,6 @@ def _is_adam(name: str) -> bool:
     return name.endswith((".Adam", "optim.Adam")) or name == "Adam"
 
 
-# Methods that reshape or move a tensor and keep what it holds (``y_pred.view(-1, n)``).
-SHAPES = {"view", "reshape", "resize", "squeeze", "unsqueeze", "flatten", "contiguous",
-          "transpose", "permute", "float", "double", "to", "cuda", "cpu", "type"}  # fmt: skip
-# The same as functions: ``torch.squeeze(pred)``.
-SHAPE_FUNCTIONS = {f"torch.{name}" for name in ("squeeze", "unsqueeze", "flatten", "reshape")}
-
-
-def unshaped(node: ast.AST) -> ast.AST:
-    """``y_pred.resize(1, n).float()`` and ``torch.squeeze(y_pred)`` are ``y_pred``."""
-    while isinstance(node, ast.Call):
-        if dotted(node.func) in SHAPE_FUNCTIONS:
-            if not node.args:
-                break
-            node = node.args[0]
-        elif method(node) in SHAPES:
-            node = node.func.value  # type: ignore[attr-defined]  # a method: an Attribute
-        else:
-            break
-    return node
-
-
 def _loss_input(facts: Facts, probs: _Probabilities, call: ast.Call, kind: str) -> Iterator[Hit]:
     first = unshaped(first_arg(call))  # type: ignore[arg-type]  # a loss call has one
     if kind in ("ce", "nll") and probs.of(first, "softmax"):
@@ -176,61 +154,6 @@ def _loss_input(facts: Facts, probs: _Probabilities, call: ast.Call, kind: str) 
         yield Hit("RGT103", call)
 
 
-def _loss_kind(facts: Facts, call: ast.Call) -> str | None:
-    kind = _named_kind(facts, call)
-    if kind is None:
-        kind = _referenced_kind(facts, call)
-    return kind if kind is not None else _default_kind(facts, call)
-
-
-def _referenced_kind(facts: Facts, call: ast.Call) -> str | None:
-    """A loss function kept by reference: ``self.loss_func = F.binary_cross_entropy_with_logits``
-    then ``self.loss_func(input=logits, target=y)`` (every binding the same kind)."""
-    values = facts.bindings.get(dotted(call.func) or "", [])
-    kinds = set()
-    for value in values:
-        name = (facts.qualname(value) or "") if isinstance(value, ast.Attribute | ast.Name) else ""
-        head, _, last = name.rpartition(".")
-        found = [k for k, (_c, f) in (("ce", CE), ("nll", NLL), ("bce", BCE_LOGITS)) if f == last]
-        kinds.add(found[0] if found and head.startswith("torch") else None)
-    return kinds.pop() if len(kinds) == 1 else None
-
-
-def _default_kind(facts: Facts, call: ast.Call) -> str | None:
-    """A loss object kept from a parameter's default: ``def __init__(self,
-    loss_func=CrossEntropyLoss())`` then ``self.loss_func = loss_func``."""
-    values = facts.bindings.get(dotted(call.func) or "", [])
-    if len(values) != 1 or not isinstance(values[0], ast.Name):
-        return None
-    for func in facts.functions_around(values[0])[:1]:
-        args = func.args.posonlyargs + func.args.args
-        defaults = dict(
-            zip(
-                [a.arg for a in args[len(args) - len(func.args.defaults) :]],
-                func.args.defaults,
-                strict=True,
-            )
-        )
-        default = defaults.get(values[0].id)
-        made = (facts.call_name(default) if default is not None else None) or ""
-        for kind, (cls, _function) in (("ce", CE), ("nll", NLL), ("bce", BCE_LOGITS)):
-            if made.rsplit(".", 1)[-1] == cls:
-                return kind
-    return None
-
-
-def _named_kind(facts: Facts, call: ast.Call) -> str | None:
-    name = facts.call_name(call) or ""
-    head, _, last = name.rpartition(".")
-    some_loss = facts.is_instance_of(call.func, (CE[0], NLL[0], BCE_LOGITS[0]))  # asked once
-    for kind, (cls, function) in (("ce", CE), ("nll", NLL), ("bce", BCE_LOGITS)):
-        if last == function and head.endswith(("functional", "F")):
-            return kind
-        if some_loss and facts.is_instance_of(call.func, (cls,)):
-            return kind
-    return None
-
-
 class _Probabilities:
     """Is a value probabilities (softmax/sigmoid output), seen whole in this module?"""
 
@@ -239,16 +162,17 @@ class _Probabilities:
         # class name → which outputs of its forward are probabilities (WHOLE, or tuple positions)
         self.models = {k: self._returns(k) for k in ("softmax", "sigmoid")}
 
-    def of(self, node: ast.AST, kind: str, depth: int = 0) -> bool:
+    def of(self, node: ast.AST, kind: str, own: str | None = None, depth: int = 0) -> bool:
+        """``own``: the class ``self`` is (a subclass of the one whose method holds ``node``)."""
         if isinstance(node, ast.Call):
-            return self._direct(node, kind) or self._model_output(node, WHOLE, kind)
+            return self._direct(node, kind) or self._model_output(node, WHOLE, kind, own)
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call):
             index = constant(node.slice)
-            return isinstance(index, int) and self._model_output(node.value, index, kind)
+            return isinstance(index, int) and self._model_output(node.value, index, kind, own)
         if isinstance(node, ast.Name) and depth < 3:
             value = self.facts.last_value(self.facts.scope_of(node), node.id, node.lineno)
             value = value if value is not None else self._iterated(node)
-            return value is not None and self.of(unshaped(value), kind, depth + 1)
+            return value is not None and self.of(unshaped(value), kind, own, depth + 1)
         return False
 
     def _iterated(self, node: ast.Name) -> ast.AST | None:
@@ -281,9 +205,9 @@ class _Probabilities:
             return last.rsplit(".", 1)[-1] == cls
         return False
 
-    def _model_output(self, call: ast.Call, position: int, kind: str) -> bool:
+    def _model_output(self, call: ast.Call, position: int, kind: str, own: str | None) -> bool:
         if _calls_self(call):  # ``self(x)`` in a method: this class's own forward
-            own = self._own_class(call)
+            own = own or self._own_class(call)
             return own is not None and position in self.models[kind].get(own, ())
         for cls, positions in self.models[kind].items():
             if position in positions and self.facts.is_instance_of(call.func, (cls,)):
@@ -292,9 +216,8 @@ class _Probabilities:
 
     def _own_class(self, node: ast.AST) -> str | None:
         """The innermost class defined here whose body holds ``node``."""
-        line = getattr(node, "lineno", 0)
-        around = [c for c in self.facts.classes if c.lineno <= line <= (c.end_lineno or 0)]
-        return around[-1].name if around else None
+        cls = holder(self.facts, getattr(node, "lineno", 0))
+        return cls.name if cls else None
 
     def _returns(self, kind: str) -> dict[str, set[int]]:
         """Classes defined here whose ``forward`` always returns ``kind`` output (or a tuple
@@ -317,14 +240,45 @@ class _Probabilities:
             return {i for i, elt in enumerate(node.elts) if self._plain(elt, kind)}
         return {WHOLE} if self._plain(node, kind) else set()
 
-    def _plain(self, node: ast.AST, kind: str) -> bool:
+    def _plain(self, node: ast.AST, kind: str, depth: int = 0) -> bool:
+        node = unshaped(node)
+        name = node.id if isinstance(node, ast.Name) else None
         if isinstance(node, ast.Name):
             node = self.facts.last_value(self.facts.scope_of(node), node.id, node.lineno) or node
         node = unshaped(node)  # ``self.sigmoid(logits).squeeze()``
-        return isinstance(node, ast.Call) and self._direct(node, kind)
+        if not isinstance(node, ast.Call):
+            return False
+        if self._direct(node, kind) or self._joined(node, kind, name, depth):
+            return True
+        return self._held_output(node, kind, depth)
+
+    def _held_output(self, call: ast.Call, kind: str, depth: int) -> bool:
+        """``self.head(x)`` with ``self.head = Head(...)``, a class here whose ``forward``
+        always returns ``kind`` output (a model returning its heads' outputs in a tuple)."""
+        key = dotted(call.func) or ""
+        values = self.facts.bindings.get(key, []) if key.startswith("self.") and depth < 2 else []
+        made = {(self.facts.construction(v) or "").rpartition(".")[2] for v in values}
+        found = [c for c in self.facts.classes if made == {c.name}]
+        body = found[0].body if len(found) == 1 else []
+        forward = next((f for f in body if getattr(f, "name", "") == "forward"), None)
+        if not isinstance(forward, ast.FunctionDef):
+            return False
+        returns = [r.value for r in self.facts.returns_in(forward)]
+        return bool(returns) and all(
+            r is not None and self._plain(r, kind, depth + 1) for r in returns
+        )
+
+    def _joined(self, call: ast.Call, kind: str, name: str | None, depth: int) -> bool:
+        """``out = torch.cat((out, p), dim=-1)`` in a loop, each ``p`` a softmax output: the
+        parts joined are all ``kind`` output (the name being built aside)."""
+        joined = self.facts.call_name(call) in JOINS and call.args and depth < 2
+        parts = getattr(call.args[0], "elts", None) if joined else None
+        others = [p for p in parts or () if not (isinstance(p, ast.Name) and p.id == name)]
+        return bool(others) and all(self._plain(p, kind, depth + 1) for p in others)
 
 
 WHOLE = -1  # the whole output, not a tuple position
+JOINS = ("torch.cat", "torch.stack", "torch.concat", "torch.concatenate")
 
 
 def _calls_self(call: ast.Call) -> bool:

@@ -11,7 +11,9 @@ import re
 from collections.abc import Iterator
 
 from rgt.lint._facts import Facts
+from rgt.lint._kept_evals import added_in_place, kept_eval_losses
 from rgt.lint._kept_losses import kept_losses
+from rgt.lint._kept_steps import kept_steps
 from rgt.lint._mode_grads import NO_GRAD as NO_GRAD  # re-exported: ``_flow_modes``
 from rgt.lint._mode_grads import eval_loops_with_grad, guarded, phase_loops
 from rgt.lint._mode_grads import mentions as mentions
@@ -24,10 +26,14 @@ from rgt.lint._mode_loops import (
     left_in_eval,
     train_after_eval,
     train_false,
+    within,
 )
 from rgt.lint._mode_models import BELOW as BELOW  # re-exported: the words ask for it
 from rgt.lint._mode_models import TORCHVISION_NORMED as TORCHVISION_NORMED
 from rgt.lint._mode_models import framework_driven, may_change, zoo_model
+from rgt.lint._mode_restore import one_way_switch, repeated_switch
+from rgt.lint._mode_shared import late_guards, looped_evaluations
+from rgt.lint._mode_siblings import forgotten_modes
 from rgt.lint._model import Hit, Rule, Severity
 from rgt.lint._nodes import dotted, method
 
@@ -85,18 +91,24 @@ EVAL_DEF = re.compile(
 LAYER_WORDS = frozenset({"Dropout", "dropout", "Dropout1d", "Dropout2d", "Dropout3d",
                          "AlphaDropout", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
                          "SyncBatchNorm"})  # fmt: skip
-FUNCTION_NAME = re.compile(r"(?i)(^|_)(fn|func|function|callback|hook|metric)s?$")
+# A parameter named for a function, not a model (an optimizer's ``closure``: line searches
+# call it).
+FUNCTION_NAME = re.compile(r"(?i)(^|_)(fn|func|function|callback|hook|metric|closure)s?$")
 
 
 def may_find(text: str) -> bool:
     """False only when no rule here can fire in ``text`` (``_run.worth_parsing``): every one
     needs a ``.backward()``, an evaluation function defined in the file, or an ``.eval()``
     before a function of the file runs the model (``_graphs_after_eval``)."""
-    return "backward" in text or ".eval()" in text or EVAL_DEF.search(text) is not None
+    needs = ("backward", ".eval()", "training_step")  # a Lightning step keeping its loss too
+    return any(w in text for w in needs) or EVAL_DEF.search(text) is not None
 
 
 def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     yield from kept_losses(facts)  # a framework sets the modes, not what a loop keeps
+    yield from kept_steps(facts)
+    yield from kept_eval_losses(facts)
+    yield from added_in_place(facts)
     if framework_driven(facts):
         return
     evals = [f for f in facts.functions if _is_eval(facts, f)]
@@ -111,13 +123,21 @@ def check(facts: Facts, words: set[str]) -> Iterator[Hit]:
     for hit in phase_loops(facts):
         if hit.code == "RGT203" or may_change(facts, hit.node, words):
             yield hit
+    yield from late_guards(facts)
+    yield from looped_evaluations(facts, EVAL_NAME)
     for hit in eval_loops_with_grad(facts, evals):
         around = facts.functions_around(hit.node)
         if not (around and _under_no_grad(facts, around[0])):
             yield hit
-    for hit in (*train_after_eval(facts), *left_in_eval(facts)):
+    for hit in (
+        *train_after_eval(facts),
+        *left_in_eval(facts),
+        *repeated_switch(facts),
+        *one_way_switch(facts),
+    ):
         if may_change(facts, hit.node, words):
             yield hit
+    yield from forgotten_modes(facts)
     # Layers the modes change, seen here or in the files around; or an ``.eval()`` here: its
     # author knows the model has some (MultiBench's encoders come from its callers).
     if words & LAYER_WORDS or facts.methods_called("eval"):
@@ -170,7 +190,22 @@ def _is_eval(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool
     if not facts.loops_in(func):
         return False
     params = _params(func)
-    return any(_runs_a_model(facts, c, params) for c in body)
+    return any(_runs_a_model(facts, c, params) or _infers(c, params, body) for c in body)
+
+
+# A model's own prediction method (SAM-Adapter's ``model.infer(inp)``)
+INFER = ("infer", "inference", "predict")
+
+
+def _infers(call: ast.Call, params: set[str], body: list[ast.Call]) -> bool:
+    """``model.infer(x)`` on a parameter the function puts in eval mode itself."""
+    if method(call) not in INFER or not isinstance(call.func.value, ast.Name):  # type: ignore[attr-defined]
+        return False
+    owner = call.func.value.id  # type: ignore[attr-defined]
+    return owner in params and any(
+        method(c) == "eval" and dotted(c.func.value) == owner  # type: ignore[attr-defined]
+        for c in body
+    )
 
 
 def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
@@ -269,6 +304,22 @@ def held_module(facts: Facts, key: str) -> bool:
     )
 
 
+def _runs_outside_guard(facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Does every model call of ``func`` run outside the ``with torch.no_grad()`` blocks it
+    has (AlwaysBeDreaming's ``validation`` moves the batch to the GPU under ``no_grad`` and
+    runs ``model.forward`` after the block: every batch builds a graph)?"""
+    guards = [w for w in facts.withs if within(w, func) and mentions_head(w)]
+    if not guards or any(mentions(d, NO_GRAD) for d in func.decorator_list):
+        return False
+    params = _params(func)
+    runs = [c for c in facts.calls_in(func) if _runs_a_model(facts, c, params)]
+    if not runs or any(within(c, w) for c in runs for w in guards):
+        return False
+    # the author switches recording on and off (``set_grad_enabled``): chosen (one walk, asked
+    # last, of the rare function found so far)
+    return not mentions(func, ("set_grad_enabled", "enable_grad"))
+
+
 def _under_no_grad(
     facts: Facts, func: ast.FunctionDef | ast.AsyncFunctionDef, depth: int = 0
 ) -> bool:
@@ -276,7 +327,7 @@ def _under_no_grad(
     call of the function that calls it, a few calls up (KAIR's ``test`` wraps ``_test_video``,
     which calls ``_test_clip``)?"""
     if mentions(func, NO_GRAD):
-        return True
+        return not _runs_outside_guard(facts, func)
     for call in facts.callers(func.name):
         for outer in facts.around(call):
             if isinstance(outer, ast.With | ast.FunctionDef) and mentions_head(outer):

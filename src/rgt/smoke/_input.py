@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rgt.probes import input_wait
+from rgt.agent.probes import input_wait
 
 T = TypeVar("T")
 SKIP = 1  # the first batch includes the workers' start-up, which training pays once

@@ -117,12 +117,18 @@ def control_dir() -> Path:
     if len(text) <= MAX_SOCKET_DIR and not any(c.isspace() or c in "\"'%\\" for c in text):
         preferred.mkdir(mode=0o700, exist_ok=True)
         return preferred
-    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:12]
-    short = Path(tempfile.gettempdir()) / f"rgt-{os.getuid()}-{digest}"
+    short = short_control_dir(preferred)
     short.mkdir(mode=0o700, exist_ok=True)
     if short.stat().st_uid != os.getuid():
         raise TransportError(f"{short} belongs to another user", fix="set a shorter RGT_HOME")
     return short
+
+
+def short_control_dir(preferred: Path) -> Path:
+    """Where the control sockets go when ``preferred`` is too long for a socket path: a
+    folder in the temp dir named after it (empty once every master has exited)."""
+    digest = hashlib.sha256(str(preferred).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"rgt-{os.getuid()}-{digest}"
 
 
 def option_value(value: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 from rgt.triage.exception import Uncaught, uncaught_exception
 from rgt.triage.launchers import focus
 from rgt.triage.nearest import Nearest, nearest, suspects
-from rgt.triage.prefilter import Haystack, Requirement, requirements
+from rgt.triage.prefilter import Haystack, anchors_for, required
 from rgt.triage.rules import Rule, load_rules
 
 DEFAULT_TAIL_BYTES = 256 * 1024
@@ -35,7 +35,6 @@ _TRACEBACK = re.compile(
     re.MULTILINE,
 )
 
-_REQUIREMENTS: dict[Pattern[str], list[Requirement]] = {}
 
 UNKNOWN_CAUSE = "no rule in the triage rule base matched this failure"
 UNKNOWN_REMEDY = (
@@ -123,7 +122,8 @@ def fired_rules(
 ) -> list[tuple[Rule, list[str]]]:
     """Every rule whose conditions hold, highest priority first, with the lines it matched."""
     exit_code, signal = normalize_status(exit_code, signal)
-    facts = _Facts(log_tail, exit_code, signal, context)
+    anchors = anchors_for([pattern for rule in ranked for pattern in rule.patterns])
+    facts = _Facts(log_tail, exit_code, signal, context, anchors)
     found = ((rule, facts.fire(rule)) for rule in ranked)
     return [(rule, lines) for rule, lines in found if lines is not None]
 
@@ -215,14 +215,19 @@ class _Facts:
     """What one classification knows; caches pattern searches shared by several rules."""
 
     def __init__(
-        self, text: str, exit_code: int | None, signal: int | None, context: dict[str, Any]
+        self,
+        text: str,
+        exit_code: int | None,
+        signal: int | None,
+        context: dict[str, Any],
+        anchors: dict[str, str] | None = None,
     ) -> None:
         self.text = text
         self.exit_code = exit_code
         self.signal = signal
         self.context = context
         self.has_traceback = _TRACEBACK.search(text) is not None
-        self.haystack = Haystack(text)
+        self.haystack = Haystack(text, anchors)
         self._uncaught: Uncaught | bool | None = False  # False: not looked for yet
         self._lines: dict[tuple[Pattern[str], Pattern[str] | None], list[tuple[int, str]]] = {}
         self._gates: dict[Pattern[str], list[tuple[int, int]]] = {}
@@ -293,9 +298,7 @@ class _Facts:
         if gate is not None:
             spans: list[tuple[int, int]] | None = self._gate_spans(gate)
         else:
-            if pattern not in _REQUIREMENTS:
-                _REQUIREMENTS[pattern] = requirements(pattern)
-            spans = self.haystack.candidate_lines(pattern, _REQUIREMENTS[pattern])
+            spans = self.haystack.candidate_lines(pattern, required(pattern))
         if spans is None:
             return list(pattern.finditer(self.text))
         return [m for start, end in spans for m in pattern.finditer(self.text, start, end)]

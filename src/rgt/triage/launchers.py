@@ -38,8 +38,10 @@ _DEEPSPEED = re.compile(r"process (\d+) exits with return code = (-?\d+)")
 # its pid is on the "process N spawned with command: [..., '--local_rank=1']" line.
 _DEEPSPEED_CMD = re.compile(r"--local_rank=(\d+)'\] exits with return code = (-?\d+)")
 _DEEPSPEED_SPAWN = re.compile(r"process (\d+) spawned with command: .*--local_rank=(\d+)'\]")
-# torchrun's own SIGTERM to the surviving ranks once one has failed.
-_CLOSING = re.compile(r"Sending process \d+ closing signal SIG\w+")
+# torchrun's own SIGTERM to the surviving ranks once one has failed. Any other signal on that
+# line (SIGHUP, SIGINT) is one the elastic agent itself received and forwards to its ranks:
+# the cause, not the cascade (a SIGHUP is the ssh session that went away).
+_CLOSING = re.compile(r"Sending process \d+ closing signal SIGTERM\b")
 _BLOCK_END = re.compile(r"^\s*={5,}\s*$", re.MULTILINE)
 # "[rank1]:" (torchrun's prefix as rgt's agent asks for it), torch's own "[rank1]: " before
 # a traceback, or both; torchrun's default "[default1]:" (role and local rank).

@@ -1,7 +1,7 @@
 """Load-verify a tree of artifacts against the manifest: the check ``pull`` and ``down`` trust.
 
 Invariant 2: trust the artifact you loaded, not the log line that claims success. The verdicts
-come from ``rgt.verdicts``, the same stdlib verifier the agent runs on the machine when a job
+come from ``rgt.agent.verdicts``, the same stdlib verifier the agent runs on the machine when a job
 ends, so "N ok" in ``rgt watch`` and in ``pull`` mean the same: ``ok`` (loaded, content checked),
 ``hash_only`` (bytes match the manifest; the format cannot be checked without running the
 machine's code, e.g. a pickle naming a class), ``bad``. This module adapts them to the report
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rgt._fs import read_json
+from rgt.agent.verdicts import BAD, FileVerdict, UnitVerdict, check_file, check_tree
 from rgt.errors import VerifyError
-from rgt.verdicts import BAD, FileVerdict, UnitVerdict, check_file, check_tree
 
 MANIFEST_SCHEMA = "rgt.manifest/1"
 MANIFEST_NAME = "manifest.json"

@@ -1,5 +1,5 @@
 """Durable monitoring on the CLI side: patrol every machine, derive what the agent cannot
-see, render it. The readings themselves are taken on the machine (``rgt.probes``, run by the
+see, render it. The readings themselves are taken on the machine (``rgt.agent.probes``, run by the
 agent); this package asks for them in one round trip per machine.
 
     remote.py    one agent call per machine (installs the agent when it is missing)
