@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +43,22 @@ def ok(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     doc: dict[str, Any] = json.loads(proc.stdout)
     return doc
+
+
+def started(status: Path, timeout: float = 60.0) -> dict[str, Any]:
+    """Wait until the agent has written ``status`` past ``queued`` and return it.
+
+    `rgt run` returns once the agent is launched, before the agent's first write: a test that
+    kills the agent or reads the job's pid right away must wait for this (an agent killed before
+    its first write leaves a job that never ran, a different story).
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            doc = json.loads(status.read_text())
+        except (OSError, ValueError):
+            doc = {}
+        if isinstance(doc, dict) and doc.get("state") not in (None, "queued"):
+            return doc
+        time.sleep(0.1)
+    raise AssertionError(f"{status} never said the job started")

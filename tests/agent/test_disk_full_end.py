@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -136,7 +135,7 @@ def test_resume_on_a_full_disk_tells_the_truth(
     assert run.returncode == 0, run.stderr
     job_id = json.loads(run.stdout)["job_id"]
     job_dir = disk / ".rgt" / "jobs" / job_id
-    running(job_dir / "status.json")
+    assert clirun.started(job_dir / "status.json")["state"] == "running"
     os.kill(int((job_dir / "agent.pid").read_text()), 9)
     fill(disk)
     resumed = rgt("resume", job_id, "--json")
@@ -146,15 +145,3 @@ def test_resume_on_a_full_disk_tells_the_truth(
     assert "ended the job: failed (disk_full)" in doc["reason"]
     after = json.loads(rgt("status", job_id, "--json", "--full").stdout)["jobs"][0]
     assert after["state"] == "failed" and after["heartbeat_lost"] is None
-
-
-def running(status: Path, timeout: float = 30.0) -> None:
-    """Wait until the agent has written status.json as running: an agent killed before its
-    first write leaves nothing that shows a job ever ran (``queued``), a different story."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(status.read_text()).get("state") == "running":
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"{status} never said running")

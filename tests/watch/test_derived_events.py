@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.clirun import rgt
+from tests.clirun import rgt, started
 
 LONG = (
     "import time\nfor i in range(600):\n    print('step', i, 'loss', 1.0, flush=True)\n"
@@ -35,6 +35,7 @@ def launch(tmp_path: Path, script: str) -> str:
     )
     assert proc.returncode == 0, proc.stderr
     job_id: str = json.loads(proc.stdout)["job_id"]
+    started(tmp_path / "root" / ".rgt" / "jobs" / job_id / "status.json")
     return job_id
 
 
