@@ -9,11 +9,15 @@ step loaded equals the newest manifest on disk and the agent's own choice), and 
 every rank's per-step losses and the final weights equal an uninterrupted run's.
 
 The figures (RELIABILITY.md) are printed as one JSON line, ``rank-kill tally: {...}``.
+They come from the whole draw, ``RGT_FAULTS_FULL=1``. Without it (CI, `bash dev.sh test`) the
+test runs two of the draw's jobs (one of 2 ranks, one of 4), 6 trials: the same seeded kills with
+the same assertions, a fifth of the CPU (the whole draw alone is a sixth of the suite's CPU).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,7 +30,11 @@ pytest.importorskip("torch")
 
 STEPS = 10
 KILLS_PER_JOB = 3
-JOBS = (2, 2, 2, 2, 4, 4, 4)  # world size of each job: 21 kills in all
+ALL_JOBS = (2, 2, 2, 2, 4, 4, 4)  # world size of each job: 21 kills in all
+FULL = os.environ.get("RGT_FAULTS_FULL") == "1"
+# Job numbers seed the draw: the sample is the whole draw's jobs 3 and 4, which kill ranks 0, 1
+# and 3, before a save and while one is written.
+JOBS = dict(enumerate(ALL_JOBS)) if FULL else {3: 2, 4: 4}
 PARALLEL = 3  # jobs at once: most of a job's time is interpreter starts and retry backoff
 
 
@@ -61,27 +69,32 @@ def tally_job(run: JobRun, reference: JobRun, kills: list[Kill], world: int) -> 
     }
 
 
-@pytest.mark.early  # ~6 min: started last it would end the run alone
+@pytest.mark.early  # ~2 min (the whole draw ~7): started last it would end the run alone
 @pytest.mark.timeout(1800)
 def test_rank_kills_at_seeded_steps_lose_nothing_and_resume_exactly(tmp_path: Path) -> None:
     where = machine(tmp_path)
-    worlds = sorted(set(JOBS))
+    worlds = sorted(set(JOBS.values()))
     with ThreadPoolExecutor(PARALLEL) as pool:
         refs = dict(
             zip(worlds, pool.map(lambda w: run_job(where, w, STEPS, []), worlds), strict=True)
         )
-        plans = [draw(job, world) for job, world in enumerate(JOBS)]
+        worlds_run = list(JOBS.values())
+        plans = [draw(job, world) for job, world in JOBS.items()]
         runs = list(
-            pool.map(lambda jp: run_job(where, jp[0], STEPS, jp[1]), zip(JOBS, plans, strict=True))
+            pool.map(
+                lambda jp: run_job(where, jp[0], STEPS, jp[1]),
+                zip(worlds_run, plans, strict=True),
+            )
         )
-    rows = [tally_job(r, refs[w], k, w) for r, w, k in zip(runs, JOBS, plans, strict=True)]
+    rows = [tally_job(r, refs[w], k, w) for r, w, k in zip(runs, worlds_run, plans, strict=True)]
     total = {key: sum(row[key] for row in rows) for key in rows[0]}
     total["killed_rank_0"] = sum(k.rank == 0 for p in plans for k in p)
     total["killed_rank_1"] = sum(k.rank == 1 for p in plans for k in p)
     print("rank-kill tally:", json.dumps(total, sort_keys=True))
     for row, plan in zip(rows, plans, strict=True):
         print("  job:", json.dumps(row, sort_keys=True), [k.spec() for k in plan])
-    assert total["trials"] >= 20 and total["killed_rank_0"] and total["killed_rank_1"]
+    assert total["trials"] == KILLS_PER_JOB * len(JOBS) >= (20 if FULL else 6)
+    assert total["killed_rank_0"] and total["killed_rank_1"], total
     assert total["lost_committed_steps"] == 0 and total["agent_disagrees"] == 0, total
     assert total["labelled_oom"] == 0, total
     assert total["retryable"] == total["resumed"] == total["trials"], total
