@@ -184,3 +184,12 @@ def test_a_file_no_rule_can_speak_in_gets_no_entry(tmp_path: Path) -> None:
     first = _rows([str(tmp_path)])
     assert _names() == ["train.py"]
     assert _rows([str(tmp_path)]) == first
+
+
+def test_paths_may_be_pathlib_paths(tmp_path: Path) -> None:
+    """A library caller passes what it has: a ``Path`` lints as its string does."""
+    (tmp_path / "train.py").write_text(SCRIPT)
+    as_text = lint_paths([str(tmp_path)], cache=False).to_json()
+    assert as_text["findings"]
+    assert lint_paths([tmp_path], cache=False).to_json() == as_text
+    assert lint_paths([tmp_path / "train.py"], cache=False).to_json()["findings"]

@@ -29,20 +29,20 @@ __all__ = ["RULES", "FileNote", "Finding", "LintReport", "Rule", "Severity", "li
 
 
 def lint_paths(
-    paths: Iterable[str],
+    paths: Iterable[str | os.PathLike[str]],
     select: Iterable[str] = (),
     ignore: Iterable[str] = (),
     cache: bool = True,
 ) -> LintReport:
-    """Lint files and folders; ``select``/``ignore`` take codes or prefixes (``RGT1``);
-    ``cache``: reuse per-file results from ``$RGT_HOME/cache/lint`` (rgt.lint._cache). The
-    cyclic garbage collector is off meanwhile: what a run builds is freed by reference
-    counting, and the collector's passes over the texts, syntax trees and summaries held would
-    cost more than all it could find (``_run._spread``)."""
+    """Lint files and folders (``str`` or ``pathlib.Path``); ``select``/``ignore`` take codes
+    or prefixes (``RGT1``); ``cache``: reuse per-file results from ``$RGT_HOME/cache/lint``
+    (rgt.lint._cache). The cyclic garbage collector is off meanwhile: what a run builds is
+    freed by reference counting, and the collector's passes over the texts, syntax trees and
+    summaries held would cost more than all it could find (``_run._spread``)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _lint(list(paths), select, ignore, cache)
+        return _lint([os.fspath(p) for p in paths], select, ignore, cache)
     finally:
         if was_enabled:
             gc.enable()

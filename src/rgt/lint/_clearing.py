@@ -27,7 +27,7 @@ def uncleared(facts: Facts, steps: list[ast.Call]) -> Hit | None:
         return None
     for step in steps:
         key = dotted(step.func.value)  # type: ignore[attr-defined]
-        if key and key not in cleared and not sets_grad_none(facts.tree):
+        if key and key not in cleared and not module_sets_grad_none(facts):
             shown = ", ".join(f"`{k}.zero_grad()`" for k in sorted(k for k in cleared if k))
             return Hit("RGT105", step, f"`{key}` is stepped but only {shown} is called")
     return None
@@ -144,11 +144,20 @@ def _only_reports(branch: ast.If) -> bool:
 
 
 def sets_grad_none(tree: ast.AST) -> bool:
-    return any(
-        isinstance(node, ast.Assign)
-        and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets)
-        for node in walk(tree)
-    )
+    """``p.grad = None`` (or any ``….grad = …``) somewhere under ``tree``."""
+    return any(isinstance(node, ast.Assign) and _sets_grad(node) for node in walk(tree))
+
+
+def module_sets_grad_none(facts: Facts) -> bool:
+    """:func:`sets_grad_none` of the whole module, from its noted assignments (no walk)."""
+    said = facts.memo.get("sets_grad_none")
+    if said is None:
+        said = facts.memo["sets_grad_none"] = any(map(_sets_grad, facts.assignment_statements()))
+    return bool(said)
+
+
+def _sets_grad(node: ast.Assign) -> bool:
+    return any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets)
 
 
 def cleared_before_step(facts: Facts, loop: ast.AST, step: ast.Call) -> Hit | None:

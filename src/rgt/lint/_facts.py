@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from operator import attrgetter
 
 from rgt.lint._facts_index import Binding, bindings_by_name, call_names
@@ -114,6 +114,10 @@ class Facts:
             if kind in bind_types:
                 bind(node)  # type: ignore[arg-type]  # BIND_TYPES are statements
         return binds
+
+    def assignment_statements(self) -> Iterable[ast.Assign]:
+        """Every ``=`` statement of the module, at any depth (no walk: noted when built)."""
+        return self._assignments.values()
 
     def calls_ending(self, last: Callable[[str], bool]) -> list[ast.Call]:
         """The calls whose full name's last part passes ``last`` (``DataLoader``,

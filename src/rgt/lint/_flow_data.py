@@ -290,7 +290,7 @@ def steppers(facts: Facts) -> dict[str, list[Any]]:
     loop is the single-file rule's): ``qualname -> [line, col, optimizer]``."""
     steps = [c for c in facts.methods_called("step") if not c.args and not c.keywords]
     steps = [c for c in steps if _optimizer_like(facts, c)]
-    if not steps or live_zero_grads(facts) or _clearing.sets_grad_none(facts.tree):
+    if not steps or live_zero_grads(facts) or _clearing.module_sets_grad_none(facts):
         return {}
     bodies = {f.name: f for f in facts.functions}
     out: dict[str, list[Any]] = {}

@@ -13,7 +13,8 @@ from typing import Any
 from rgt.lint._facts import Facts
 from rgt.lint._flow import params
 from rgt.lint._flow_data import qualname, ref
-from rgt.lint._mode_loops import Function, freezes, train_false
+from rgt.lint._mode_helpers import freezes, train_false
+from rgt.lint._mode_loops import Function
 from rgt.lint._nodes import dotted, method
 
 DEPTH = 4  # calls followed within a module, from the loop's callee to the ``.eval()``

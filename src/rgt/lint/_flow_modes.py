@@ -12,7 +12,7 @@ from rgt.lint import modes
 from rgt.lint._facts import LOOPS, Facts
 from rgt.lint._flow import Function, _callee, built_from, models, params
 from rgt.lint._flow_data import qualname, ref
-from rgt.lint._mode_loops import train_false
+from rgt.lint._mode_helpers import train_false
 from rgt.lint._nodes import dotted, method
 
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 
 from rgt.lint._facts import LOOPS, Facts
-from rgt.lint._mode_loops import freezes
+from rgt.lint._mode_helpers import freezes
 from rgt.lint._model import Hit
 from rgt.lint._nodes import dotted, method
 from rgt.lint._tree import walk

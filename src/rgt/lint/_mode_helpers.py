@@ -1,7 +1,9 @@
 """Functions of a module that set the mode they are told (clevr-iep's ``set_mode(mode,
 models)``: ``m.train()`` if ``mode == 'train'``, ``m.eval()`` if ``mode == 'eval'``): a call
 ``set_mode('eval', [...])`` is an ``.eval()`` of its models, ``set_mode('train', [...])`` a
-``.train()``. ``_mode_loops.left_in_eval`` reads them so, and not the calls inside them."""
+``.train()``. ``_mode_loops.left_in_eval`` reads them so, and not the calls inside them.
+Also what every mode rule asks of a module: ``.train(False)`` is an ``.eval()``, and whether
+the module freezes parameters (answered once per module)."""
 
 from __future__ import annotations
 
@@ -50,3 +52,30 @@ def mode_of(call: ast.Call, helpers: dict[str, ast.FunctionDef]) -> str | None:
         return None
     word = call.args[0]
     return word.value if isinstance(word, ast.Constant) and word.value in MODES else None
+
+
+def freezes(facts: Facts) -> bool:
+    """Parameters frozen (``p.requires_grad = False``, ``requires_grad_(False)``): a linear
+    probe on a frozen backbone keeps it in eval mode on purpose (moco's main_lincls). Asked by
+    several rules of one module: answered once, from the module's assignments."""
+    said = facts.memo.get("freezes")
+    if said is None:
+        said = facts.memo["freezes"] = _freezes(facts)
+    return bool(said)
+
+
+def _freezes(facts: Facts) -> bool:
+    if any(train_false(c) for c in facts.methods_called("requires_grad_")):
+        return True
+    return any(
+        isinstance(node.value, ast.Constant) and node.value.value is False and _requires_grad(node)
+        for node in facts.assignment_statements()
+    )
+
+
+def _requires_grad(node: ast.Assign) -> bool:
+    return any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets)
+
+
+def train_false(call: ast.Call) -> bool:
+    return bool(call.args) and isinstance(call.args[0], ast.Constant) and not call.args[0].value

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 
 from rgt.lint._facts import LOOPS, Facts
-from rgt.lint._mode_helpers import HELPED, mode_helpers, mode_of
+from rgt.lint._mode_helpers import HELPED, freezes, mode_helpers, mode_of, train_false
 from rgt.lint._model import Hit
 from rgt.lint._nodes import dotted, method
 from rgt.lint._tree import walk
@@ -160,7 +160,7 @@ def train_after_eval(facts: Facts) -> Iterator[Hit]:
         evals = [c for c in reach if method(c) == "eval" and not c.args]
         evals = [c for c in evals if not made_there(facts, c, loop)]
         if trains and evals:
-            if not freezes(facts):  # walked only here: rare
+            if not freezes(facts):
                 yield Hit("RGT202", evals[0])
             return
 
@@ -300,22 +300,3 @@ def _ends_loop(facts: Facts, call: ast.Call, loop: ast.AST) -> bool:
 def _callee(call: ast.Call) -> str:
     name = dotted(call.func) or ""
     return name.removeprefix("self.")
-
-
-def freezes(facts: Facts) -> bool:
-    """Parameters frozen (``p.requires_grad = False``, ``requires_grad_(False)``): a linear
-    probe on a frozen backbone keeps it in eval mode on purpose (moco's main_lincls)."""
-    if any(train_false(c) for c in facts.methods_called("requires_grad_")):
-        return True
-    for node in walk(facts.tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-            frozen = node.value.value is False
-            if frozen and any(
-                isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets
-            ):
-                return True
-    return False
-
-
-def train_false(call: ast.Call) -> bool:
-    return bool(call.args) and isinstance(call.args[0], ast.Constant) and not call.args[0].value

@@ -11,7 +11,8 @@ import ast
 from collections.abc import Iterator
 
 from rgt.lint._facts import Facts
-from rgt.lint._mode_loops import freezes, train_false, within
+from rgt.lint._mode_helpers import freezes, train_false
+from rgt.lint._mode_loops import within
 from rgt.lint._model import Hit
 from rgt.lint._nodes import dotted, method, methods_of
 

@@ -12,7 +12,8 @@ import re
 from collections.abc import Iterator
 
 from rgt.lint._facts import Facts
-from rgt.lint._mode_loops import Function, train_false, within
+from rgt.lint._mode_helpers import train_false
+from rgt.lint._mode_loops import Function, within
 from rgt.lint._model import Hit
 from rgt.lint._nodes import dotted, method, methods_of
 

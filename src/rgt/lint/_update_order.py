@@ -37,7 +37,7 @@ def update_order(facts: Facts) -> Iterator[Hit]:
         if not opt:
             continue
         if zero is None and any(method(c) == "backward" for c in inside):
-            zero = bool(facts.methods_called("zero_grad")) or _clearing.sets_grad_none(facts.tree)
+            zero = bool(facts.methods_called("zero_grad")) or _clearing.module_sets_grad_none(facts)
             zero = zero or _clearing.attached_privacy_engine(facts)
         if zero is False and not _clearing.accumulates(facts, loop, opt[0]):
             yield Hit("RGT105", opt[0])

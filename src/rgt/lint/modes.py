@@ -18,6 +18,7 @@ from rgt.lint._mode_grads import NO_GRAD as NO_GRAD  # re-exported: ``_flow_mode
 from rgt.lint._mode_grads import eval_loops_with_grad, guarded, phase_loops
 from rgt.lint._mode_grads import mentions as mentions
 from rgt.lint._mode_grads import mentions_head as mentions_head
+from rgt.lint._mode_helpers import train_false
 from rgt.lint._mode_loops import (
     BUILTINS,
     Function,
@@ -25,7 +26,6 @@ from rgt.lint._mode_loops import (
     inline_evaluation,
     left_in_eval,
     train_after_eval,
-    train_false,
     within,
 )
 from rgt.lint._mode_models import BELOW as BELOW  # re-exported: the words ask for it
