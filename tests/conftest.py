@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -109,10 +110,12 @@ def _suffix_groups(items: list[pytest.Item]) -> None:
 # ("unix_listener: path ... too long"). A parallel run without --basetemp gets a short one,
 # removed again when every test passed.
 _SHORT_BASETEMP = pytest.StashKey[str]()
+_STARTED = pytest.StashKey[float]()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_STARTED] = time.time()
     parallel = getattr(config.option, "numprocesses", None)
     if parallel and config.option.basetemp is None and not hasattr(config, "workerinput"):
         config.option.basetemp = config.stash[_SHORT_BASETEMP] = tempfile.mkdtemp(prefix="rgt-t.")
@@ -122,6 +125,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     short = session.config.stash.get(_SHORT_BASETEMP, None)
     if short and exitstatus == 0:
         session.config.add_cleanup(lambda: shutil.rmtree(short, ignore_errors=True))
+    if not hasattr(session.config, "workerinput"):
+        _remove_empty_control_dirs(session.config.stash.get(_STARTED, time.time()))
+
+
+def _remove_empty_control_dirs(since: float) -> None:
+    """The short ssh control folders (``/tmp/rgt-UID-*``) that this run's tests made through
+    an RGT_HOME of their own (a subprocess's, not the fixture's): the empty ones made since the
+    run started. A folder with a live master's socket is not empty and stays."""
+    for folder in Path(tempfile.gettempdir()).glob(f"rgt-{os.getuid()}-*"):
+        with contextlib.suppress(OSError):
+            if folder.stat().st_mtime >= since - 1:
+                folder.rmdir()
 
 
 @pytest.fixture(autouse=True)
