@@ -77,6 +77,33 @@ def test_a_quiet_live_process_is_a_stalled_log(make_job: Any) -> None:
     _finish(job)
 
 
+# srun's lines while the allocation's nodes cannot take the step, as Slurm prints them
+# (llnl/smith#688, eth-cscs/DLA-Future#337): printed for as long as the wait lasts.
+SRUN_WAITING = (
+    "for i in range(8):\n"
+    "    print('step', i, 'loss 0.5', flush=True); time.sleep(0.1)\n"
+    "go = os.path.join(os.environ['RGT_OUTPUT_DIR'], 'go')\n"
+    "print('srun: Job 41 step creation temporarily disabled, retrying (Requested nodes are "
+    "busy)', flush=True)\n"
+    "while not os.path.exists(go):\n"
+    "    print('srun: Job 41 step creation still disabled, retrying (Requested nodes are "
+    "busy)', flush=True); time.sleep(0.2)"
+)
+
+
+@pytest.mark.slow  # > 1 s on two cores
+def test_srun_waiting_for_its_step_is_a_stall_not_progress(make_job: Any) -> None:
+    """The log grows five times a second, but only with srun's retries: no step runs."""
+    job = _job(make_job, SRUN_WAITING)
+    job.start(RGT_WATCH_STALL_S="2", **FAST)
+    event = _wait_event(job, "log_stalled")
+    assert "still disabled, retrying" in event["detail"]["srun_waiting"], event
+    assert event["detail"]["quiet_s"] >= 2 and "sacct -j" in event["next"], event
+    assert "py-spy" not in event["next"]  # no rank started: nothing to dump
+    _finish(job)
+    assert len(job.events("log_stalled")) == 1
+
+
 @pytest.fixture
 def tmpfs_durable(tmp_path: Path) -> Iterator[Path]:
     point = tmp_path / "small durable disk"

@@ -6,7 +6,9 @@ about a NaN at hour 9 once, not every second:
 
     nan_loss           the loss in the log or metrics.jsonl is NaN or Inf
     log_stalled        the process lives but its log has not grown for RGT_WATCH_STALL_S
-                       (RGT_WATCH_HANG_S, shorter, for a job started by a launcher)
+                       (RGT_WATCH_HANG_S, shorter, for a job started by a launcher); srun's
+                       own "step creation … disabled, retrying" lines are not growth (a step
+                       that cannot start prints them for ever), and the event names them
     ranks_hung         the same for a launched job, with each rank's Python stack (py-spy):
                        the rank(s) not inside a collective, and where the others wait
     disk_nearly_full   bytes or inodes of a job mount >= RGT_WATCH_DISK_PCT
@@ -25,6 +27,7 @@ machine's price): a machine with no price has no idle meter to worry about.
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Callable, Dict, Optional
 
@@ -51,6 +54,10 @@ DEFAULTS = {
 }
 HANG_LOOK_S = 5.0
 MAX_READ = 1 << 20  # bytes of new log scanned per tick; a flood is sampled, not all read
+# srun waiting for the allocation's nodes to take a new step (the previous step's processes
+# have not ended): "srun: Job 9479148 step creation still disabled, retrying (Requested nodes
+# are busy)" (llnl/smith#688, eth-cscs/DLA-Future#337), older Slurm without the job id.
+SRUN_WAITING = re.compile(r"step creation (?:temporarily|still) disabled, retrying")
 
 
 def thresholds(spec: Dict[str, Any]) -> Dict[str, float]:
@@ -76,6 +83,8 @@ class Sentinel(object):
         self.offsets = {self.log_path: 0, self.metrics_path: _size(self.metrics_path)}
         self.log_size = -1
         self.log_grew = time.monotonic()
+        self.log_news = True  # the newest log text holds more than srun's waiting lines
+        self.srun_waiting = None  # type: Optional[str]  # the last such line, while no other
         self.next_probe = 0.0
         self.idle_since = None  # type: Optional[float]
         self.active = set()  # type: set[str]
@@ -132,6 +141,8 @@ class Sentinel(object):
         text, self.offsets[path] = progress.read_new(path, self.offsets[path])
         if len(text) > MAX_READ:
             text = text[-MAX_READ:]
+        if source == "log":
+            self._note_srun(text)
         found = scan(text)
         if found["nonfinite"]:
             detail = {"source": source, "line": found["nonfinite"][0], "step": found["step"]}
@@ -140,6 +151,15 @@ class Sentinel(object):
         for spike in self.spikes.feed(text, source):
             next_step = _spikes.next_step(spike, self.paths.job_id)
             self.rec.event("loss_spike", spike.detail(source), next_step, spike.severity)
+
+    def _note_srun(self, text: str) -> None:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        waiting = [line for line in lines if SRUN_WAITING.search(line)]
+        self.log_news = len(waiting) < len(lines) or not lines
+        if waiting and lines[-1] == waiting[-1]:
+            self.srun_waiting = waiting[-1][:300]
+        elif self.log_news:
+            self.srun_waiting = None
 
     def _input_wait(self, text: str, source: str) -> None:
         lines = text.splitlines()
@@ -157,10 +177,12 @@ class Sentinel(object):
     def _stall(self, pid: int, now: float) -> None:
         size = _size(self.log_path)
         if size != self.log_size:
-            self.log_size, self.log_grew = size, now
-            self._clear("stall")
-            self._clear("hang")
-            return
+            self.log_size = size
+            if self.log_news:
+                self.log_grew = now
+                self._clear("stall")
+                self._clear("hang")
+                return
         quiet = now - self.log_grew
         limit = self.limits["RGT_WATCH_STALL_S"]
         if self.launcher is not None:
@@ -172,7 +194,11 @@ class Sentinel(object):
                 "quiet_s": round(quiet, 1),
                 "pid": pid,
                 "ckpt_age_s": _newest_age(self.paths.ckpt_dir),
-            }
+            }  # type: Dict[str, Any]
+            if self.srun_waiting is not None:
+                detail["srun_waiting"] = self.srun_waiting
+                self._raise("stall", "log_stalled", detail, NEXT_SRUN % self.paths.job_id)
+                return  # no rank has started: nothing to dump
             self._raise("stall", "log_stalled", detail, NEXT_STALL % (pid, self.paths.job_id))
             if self.launcher is not None and "hang" not in self.active and now >= self.hang_look:
                 self.hang_look = now + HANG_LOOK_S  # no rank yet: look again a little later
@@ -264,6 +290,12 @@ NEXT_STALL = (
     "the process lives but prints nothing: if checkpoints still advance it is only quiet; "
     "otherwise it hangs (DataLoader, NCCL): `py-spy dump --pid %d` on the machine, then "
     "`rgt cancel %s`"
+)
+NEXT_SRUN = (
+    "srun is still waiting for the allocation's nodes to start the step (a previous step's "
+    "processes have not ended, or the step asks for more than the job holds): `squeue -s` "
+    "and `sacct -j $SLURM_JOB_ID` on the cluster show the steps; `scancel` the stuck step, or "
+    "`rgt cancel %s` and run again"
 )
 NEXT_DISK = (
     "free space on %s (old checkpoints, caches, per-sample outputs) or move to a bigger disk "
