@@ -153,6 +153,11 @@ class Sentinel(object):
             self.rec.event("loss_spike", spike.detail(source), next_step, spike.severity)
 
     def _note_srun(self, text: str) -> None:
+        if "disabled, retrying" not in text:  # the common case: no per-line work
+            self.log_news = True
+            if text.strip():
+                self.srun_waiting = None
+            return
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         waiting = [line for line in lines if SRUN_WAITING.search(line)]
         self.log_news = len(waiting) < len(lines) or not lines
