@@ -219,6 +219,36 @@ def test_scancel_shows_as_cancelled_not_failed(cluster: SlurmCluster, tmp_path: 
     assert "unrecorded_end" not in status_doc(backend, "doomed")
 
 
+# A second step while the first holds every CPU of the allocation: srun waits for it. The Slurm
+# of the test cluster writes its "step creation temporarily disabled, retrying" only when srun
+# ends, so while it waits the log is silent.
+BLOCKED_STEP = (
+    'n="${SLURM_JOB_CPUS_PER_NODE%%(*}"; srun -n1 -c "$n" sleep 60 & sleep 2; '
+    "srun -n1 echo second-step; wait"
+)
+
+
+def test_a_step_that_cannot_start_is_a_stall_that_says_so(
+    cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job whose srun waits for busy nodes is reported stalled within the bound, with what
+    to look at on the cluster (real srun, real step scheduling)."""
+    monkeypatch.setenv("RGT_WATCH_STALL_S", "8")
+    backend = backend_at(tmp_path / "durable")
+    spec = JobSpec(job_id="blocked", machine="cluster", command=("sh", "-c", BLOCKED_STEP))
+    job = backend.submit(spec)
+    slurm_id = backend.slurm_id("blocked")
+    assert slurm_id
+    try:
+        _wait_for(lambda: "log_stalled" in kinds(backend, "blocked"), 120)
+    finally:
+        events = backend.events("blocked")
+        cluster.run("scancel", slurm_id, check=False)
+    stalled = next(e for e in events if e["kind"] == "log_stalled")
+    assert stalled["detail"]["quiet_s"] >= 8 and "squeue -s" in stalled["next"], stalled
+    _wait_for(lambda: "disabled, retrying" in Path(job.log(1)).read_text(), 60)
+
+
 def test_a_real_bug_fails_once_and_is_not_requeued(cluster: SlurmCluster, tmp_path: Path) -> None:
     backend = backend_at(tmp_path / "durable")
     spec = JobSpec(job_id="buggy", machine="cluster", command=(PY, "-c", "import torchvison_typo"))

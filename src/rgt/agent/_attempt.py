@@ -106,7 +106,8 @@ class AttemptRunner(object):
         env.update(self.nodes.env() if self.nodes else {})
         self.rank_logs = _ranklogs.RankLogs(log_path, ranks_dir, self.launcher)
         if self.sentinel is not None:
-            self.sentinel.launched(self.launcher, ranks_dir, env.get("PATH", ""))
+            srun = self.nodes is not None or self.launcher == _launch.SRUN
+            self.sentinel.launched(self.launcher, ranks_dir, env.get("PATH", ""), srun)
         with open(log_path, "ab") as log_file:
             if choice.kind == "resuming":  # the attempt's own log says where it started
                 log_file.write(("rgt-agent: %s\n" % choice.detail["said"]).encode("utf-8"))

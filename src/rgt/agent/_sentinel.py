@@ -95,13 +95,18 @@ class Sentinel(object):
         )
         self.session = SessionClock(spec, rec)  # notebook VMs: warn before the platform's cap
         self.launcher = None  # type: Optional[str]
+        self.srun = False
         self.hang_look = 0.0
         self.ranks_dir = ""
         self.job_path = ""
 
-    def launched(self, launcher: Optional[str], ranks_dir: str, job_path: str) -> None:
-        """The attempt's launcher (None: a plain process) and where its rank files go."""
+    def launched(
+        self, launcher: Optional[str], ranks_dir: str, job_path: str, srun: bool = False
+    ) -> None:
+        """The attempt's launcher (None: a plain process), where its rank files go, and whether
+        the command runs under ``srun`` (the user's or the agent's, one launcher per node)."""
         self.launcher, self.ranks_dir, self.job_path = launcher, ranks_dir, job_path
+        self.srun = srun
 
     def tick(self, pid: int) -> None:
         """Called by the attempt's wait loop; never raises (a probe must not kill the job)."""
@@ -204,7 +209,10 @@ class Sentinel(object):
                 detail["srun_waiting"] = self.srun_waiting
                 self._raise("stall", "log_stalled", detail, NEXT_SRUN % self.paths.job_id)
                 return  # no rank has started: nothing to dump
-            self._raise("stall", "log_stalled", detail, NEXT_STALL % (pid, self.paths.job_id))
+            next_step = NEXT_STALL % (pid, self.paths.job_id)
+            if self.srun:  # srun may print its waiting lines only when it exits
+                next_step += "; " + NEXT_SRUN_MAYBE
+            self._raise("stall", "log_stalled", detail, next_step)
             if self.launcher is not None and "hang" not in self.active and now >= self.hang_look:
                 self.hang_look = now + HANG_LOOK_S  # no rank yet: look again a little later
                 self._ranks_hung(pid, quiet)
@@ -301,6 +309,10 @@ NEXT_SRUN = (
     "processes have not ended, or the step asks for more than the job holds): `squeue -s` "
     "and `sacct -j $SLURM_JOB_ID` on the cluster show the steps; `scancel` the stuck step, or "
     "`rgt cancel %s` and run again"
+)
+NEXT_SRUN_MAYBE = (
+    "under srun, `squeue -s -j $SLURM_JOB_ID` shows whether the step started at all (a step "
+    "that waits for busy nodes prints nothing until srun ends)"
 )
 NEXT_DISK = (
     "free space on %s (old checkpoints, caches, per-sample outputs) or move to a bigger disk "
