@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -42,3 +44,15 @@ def project_found(root: Path) -> list[tuple[str, str, int]]:
     """(relative path, code, line) of every finding of the project at ``root``, uncached."""
     report = lint_paths([str(root)], cache=False)
     return [(str(Path(f.path).relative_to(root)), f.code, f.line) for f in report.findings]
+
+
+def corpus_trees(half: str) -> Iterator[tuple[Path, ast.Module]]:
+    """Each script of one half of the single-file corpus (tests/lint/corpus) that parses, with
+    its syntax tree."""
+    from tests.lint.measure import CORPUS
+
+    for script in sorted((CORPUS / half).glob("*.py.txt")):
+        try:
+            yield script, ast.parse(script.read_text())
+        except SyntaxError:
+            continue

@@ -23,6 +23,7 @@ from rgt.lint._project import Project
 from rgt.lint._run import LOCAL, SPELLED
 from rgt.lint._tree import BIND_TYPES, nodes
 from rgt.lint._words import CUDA_STRING, NOT_CODE, identifiers
+from tests.lint._lint import corpus_trees
 from tests.lint.measure import CORPUS
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -58,11 +59,7 @@ def _expected(tree: ast.Module) -> dict[tuple[int, str], list[tuple[int, str]]]:
 @pytest.mark.parametrize("half", ["dev", "heldout"])
 def test_last_value_is_the_last_binding_before_the_line_in_its_scope(half: str) -> None:
     checked = 0
-    for script in sorted((CORPUS / half).glob("*.py.txt")):
-        try:
-            tree = ast.parse(script.read_text())
-        except SyntaxError:
-            continue
+    for script, tree in corpus_trees(half):
         facts = Facts.build(tree)
         for (scope, name), bindings in _expected(tree).items():
             owner = next(s for s in [tree, *facts.functions] if id(s) == scope)

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from rgt.lint._facts import Facts
-from tests.lint.measure import CORPUS
+from tests.lint._lint import corpus_trees
 
 BLOCKS = (ast.For, ast.AsyncFor, ast.While, ast.With, ast.FunctionDef, ast.AsyncFunctionDef)
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -89,11 +89,7 @@ def test_spans_give_what_parent_links_give_on_awkward_code() -> None:
 @pytest.mark.parametrize("half", ["dev", "heldout"])
 def test_spans_give_what_parent_links_give_on_the_corpus(half: str) -> None:
     checked = 0
-    for script in sorted((CORPUS / half).glob("*.py.txt")):
-        try:
-            tree = ast.parse(script.read_text())
-        except SyntaxError:
-            continue
+    for _script, tree in corpus_trees(half):
         checked += _check(tree)
     assert checked > 5000
 
