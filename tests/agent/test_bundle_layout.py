@@ -153,13 +153,7 @@ print(sorted(m for m in sys.modules if m == "rgt" or m.startswith("rgt.")))
 
 @pytest.mark.skipif(not PY38, reason="no Python 3.8 interpreter on this machine")
 def test_every_module_the_agent_may_import_imports_on_python_3_8(tmp_path: Path) -> None:
-    agent = build.build_agent(tmp_path)
-    done = subprocess.run(
-        [str(PY38[-1]), "-I", "-S", "-c", IMPORT_ALL, str(agent)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = _on_python38(tmp_path, IMPORT_ALL)
     assert done.returncode == 0, done.stderr
     assert "rgt.agent.verdicts._tree" in done.stdout and "rgt.agent.probes.gpu" in done.stdout
     assert "'rgt.ckpt" not in done.stdout and "'rgt.errors'" not in done.stdout
@@ -186,12 +180,18 @@ print(failed, "torch" in sys.modules, "rgt.errors" in sys.modules)
 
 @pytest.mark.skipif(not PY38, reason="no Python 3.8 interpreter on this machine")
 def test_the_jobs_rgt_ckpt_imports_on_python_3_8(tmp_path: Path) -> None:
+    done = _on_python38(tmp_path, IMPORT_CKPT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "False", "True"], done.stdout
+
+
+def _on_python38(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by Python 3.8, isolated and without site-packages, with the agent archive
+    built here as its ``sys.argv[1]``."""
     agent = build.build_agent(tmp_path)
-    done = subprocess.run(
-        [str(PY38[-1]), "-I", "-S", "-c", IMPORT_CKPT, str(agent)],
+    return subprocess.run(
+        [str(PY38[-1]), "-I", "-S", "-c", code, str(agent)],
         capture_output=True,
         text=True,
         check=False,
     )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[]", "False", "True"], done.stdout
