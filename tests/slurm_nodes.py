@@ -32,8 +32,11 @@ Fixture: ``slurm_two_nodes`` (one per session), a ``SlurmNodes``.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -44,7 +47,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.netns_nodes import NodeNetwork
+from tests.netns_nodes import NodeNetwork, ip
 from tests.netns_nodes import skip_reason as netns_skip_reason
 from tests.slurm import SETTINGS, SlurmCluster, _skip_reason, _stop, _wait_for, free_port
 
@@ -78,6 +81,41 @@ class SlurmNodes(SlurmCluster):
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def power_off(self, index: int) -> int:
+        """Node ``index`` loses power: every process on it (its slurmd, the steps' slurmstepd,
+        the jobs' processes) is SIGKILLed at once; how many there were. Slurm learns of it only
+        when the controller marks the node DOWN (``SlurmdTimeout`` later, or ``scontrol``)."""
+        node = self.network.nodes[index]
+        killed = 0
+        for _ in range(20):  # a process forked while the list was read is caught next round
+            pids = [int(pid) for pid in ip("netns", "pids", node.netns).stdout.split()]
+            if not pids:
+                return killed
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+            time.sleep(0.1)
+        raise AssertionError(f"processes still run on {node.name}: {pids}")
+
+    def power_on(self, index: int, timeout: float = 60) -> None:
+        """Node ``index`` boots again: its slurmd starts and registers, the controller returns
+        it to service (``ReturnToService=2``) and delivers what it held for the node while it
+        was down (a job's terminate request). On a real cluster that is minutes before a
+        requeued job may start (its BeginTime); a test that then starts the job at once must
+        not start it sooner: Slurm 22.05 delivers the old terminate to the job's new incarnation
+        (same job id) and no step of it can ever start on that node again."""
+        node = self.network.nodes[index]
+        argv = self.network.command(node, ["slurmd", "-f", str(self.conf), "-N", node.name])
+        subprocess.run(argv, check=True, timeout=30, env=self.env())
+
+        def settled() -> bool:
+            state = self.run("sinfo", "-h", "-n", node.name, "-o", "%T", check=False).strip()
+            agents = re.search(r"^Agent count:\s*(\d+)", self.run("sdiag"), re.MULTILINE)
+            return state == "idle" and agents is not None and agents.group(1) == "0"
+
+        _wait_for(settled, timeout, f"{node.name} never came back:\n{self.logs()}")
 
     def logs(self) -> str:
         tail = []

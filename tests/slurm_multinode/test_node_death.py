@@ -11,10 +11,14 @@ every rank resumes from the committed step, and the per-step history and final w
 those of an uninterrupted run (computed here). `rgt pull` verifies the artifacts and the
 machine's gate counts the job as pulled and verified.
 
-A whole node lost: the controller marks node 1 DOWN mid-run (``scontrol update State=DOWN``, as
-when its slurmd stops answering), Slurm ends the allocation and requeues the batch job
-(``--requeue``), the agent records the interruption as a preemption, and its next run on the
-new allocation resumes from the committed step.
+A whole node lost: node 1 loses power mid-run (every process on it SIGKILLed, its slurmd too),
+the controller marks it DOWN (``scontrol update State=DOWN``: what it does itself once
+``SlurmdTimeout`` passes without an answer), Slurm ends the allocation and requeues the batch
+job (``--requeue``), the agent records the interruption as a preemption; the node boots again
+(its slurmd registers), and the agent's next run on the new allocation resumes from the
+committed step. (Marking a node DOWN while its slurmd and the step's processes live on is not
+a lost node: ``ReturnToService=2`` returns it within a second, and the requeued job, started at
+once, met the old incarnation's terminate there; see ``SlurmNodes.power_on``.)
 """
 
 from __future__ import annotations
@@ -155,14 +159,14 @@ def test_a_node_lost_whole_requeues_the_job_and_it_resumes(cluster: Cluster) -> 
     slurm_id = json.loads((job_dir / "slurm.json").read_text())["slurm_job_id"]
     lost = cluster.nodes.names[1]
     try:
+        assert cluster.nodes.power_off(1) >= 3  # its slurmd, the step's slurmstepd, torchrun …
         cluster.nodes.run("scontrol", "update", f"NodeName={lost}", "State=DOWN",
                           "Reason=rgt-test-node-lost")  # fmt: skip
         requeued = cluster.nodes.wait(
             slurm_id, lambda j: j.restarts >= 1 and j.state == "PENDING", 180
         )
     finally:
-        # ReturnToService=2 may have returned the node already (RESUME is refused then)
-        cluster.nodes.run("scontrol", "update", f"NodeName={lost}", "State=RESUME", check=False)
+        cluster.nodes.power_on(1)  # it boots and is back in service (ReturnToService=2)
     assert requeued.restarts == 1, requeued
     cluster.nodes.release(slurm_id)
     job = wait_ended(job_id, 400)
