@@ -22,6 +22,7 @@ from rgt.agent._fleet import group_restart
 from rgt.agent._record import JobRecorder
 from rgt.agent._sentinel import Sentinel
 from rgt.agent._slurm_nodes import NodeGroup, group_for, settle
+from rgt.agent._step_start import StepStart, watch_for
 from rgt.agent.paths import JobPaths
 
 LOG_TAIL_BYTES = 64 * 1024
@@ -53,6 +54,7 @@ class AttemptRunner(object):
         self.orphans: List[int] = []  # ranks that outlived their launcher, killed
         self.gpus = _gpus.GpuClaim(paths, spec)  # `--gpus N` on a box (rgt.agent._gpus)
         self.nodes: Optional[NodeGroup] = None  # a multi-node Slurm job (srun per node)
+        self.step_start: Optional[StepStart] = None  # an srun's step, bounded
 
     def run(self, attempt: int) -> Optional[Decision]:
         """Run attempt ``attempt``; None when it exited 0, else the verdict on its failure."""
@@ -105,9 +107,11 @@ class AttemptRunner(object):
         command = self.nodes.argv(choice.command, self.launcher) if self.nodes else choice.command
         env.update(self.nodes.env() if self.nodes else {})
         self.rank_logs = _ranklogs.RankLogs(log_path, ranks_dir, self.launcher)
+        srun = self.nodes is not None or self.launcher == _launch.SRUN
         if self.sentinel is not None:
-            srun = self.nodes is not None or self.launcher == _launch.SRUN
             self.sentinel.launched(self.launcher, ranks_dir, env.get("PATH", ""), srun)
+        limit = _system.env_float("RGT_AGENT_STEP_START_S", 600.0)
+        self.step_start = watch_for(os.environ, limit) if srun else None
         with open(log_path, "ab") as log_file:
             if choice.kind == "resuming":  # the attempt's own log says where it started
                 log_file.write(("rgt-agent: %s\n" % choice.detail["said"]).encode("utf-8"))
@@ -222,6 +226,9 @@ class AttemptRunner(object):
                 self.rank_logs.follow()
             if self.sentinel is not None:
                 self.sentinel.tick(proc.pid)
+            if not sent and self.step_start is not None and self.step_start.check(self.rec):
+                sent = True  # Slurm refused the requeue: the step cannot run, stop waiting
+                _system.terminate_group(proc.pid, self.grace_s, proc.poll)
             if time.monotonic() >= next_beat:
                 self._note_ranks(proc.pid)
                 self.rec.heartbeat()
@@ -299,6 +306,9 @@ class AttemptRunner(object):
             why = "SIGTERM" if self.stop_requested else "SIGUSR1 (the platform's warning)"
             cause = "the agent got %s: platform stop or preemption ended the job" % why
             decision = Decision("preempted", True, cause, REMEDY_PREEMPTED, ["agent got " + why])
+        blocked = self.step_start is not None and self.step_start.blocked is not None
+        if decision is not None and blocked and not decision.cancelled:
+            decision = self.step_start.decision()  # type: ignore[union-attr]
         detail = {
             "exit_code": facts.exit_code,
             "signal": facts.signal_num,

@@ -33,6 +33,7 @@ NOTIFY_KINDS = frozenset(
         "cancelled",
         "nan_loss",
         "log_stalled",
+        "step_blocked",
         "ranks_hung",
         "loss_spike",
         "disk_nearly_full",

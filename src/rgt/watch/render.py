@@ -123,6 +123,7 @@ ALARMS = frozenset(
         "failed",
         "nan_loss",
         "log_stalled",
+        "step_blocked",
         "disk_nearly_full",
         "memory_near_limit",
         "gpu_idle",
