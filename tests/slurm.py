@@ -108,9 +108,19 @@ class SlurmCluster:
 
     def release(self, slurm_id: str, **updates: str) -> None:
         """Start a requeued job now: Slurm holds a requeued job back for about two minutes
-        (its BeginTime); a test does not wait that out."""
+        (its BeginTime); a test does not wait that out. Not sooner than slurmd allows,
+        though: it revokes the credential of the job's last run when that run ends on the
+        node, and refuses a new run's credential issued within the same second ("Killing
+        non-startable batch JobId=N: Job credential revoked", the job then FAILED). So the
+        last run must have left every node (none completing), and a second more pass."""
+        _wait_for(self._none_completing, 60, f"a node still completing:\n{self.logs()}")
+        time.sleep(1.5)
         extra = [f"{key}={value}" for key, value in updates.items()]
         self.run("scontrol", "update", f"JobId={slurm_id}", "StartTime=now", *extra)
+
+    def _none_completing(self) -> bool:
+        states = self.run("sinfo", "-h", "-N", "-o", "%T", check=False).split()
+        return bool(states) and not any("completing" in state for state in states)
 
     def logs(self) -> str:
         tail = []

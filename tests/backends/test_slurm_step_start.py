@@ -12,7 +12,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +44,29 @@ def cluster(slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> Slu
     return slurm_cluster
 
 
-def held_job(cluster: SlurmCluster, tmp_path: Path, *flags: str) -> str:
-    """A running batch job whose step 0 holds all its CPUs."""
-    out = tmp_path / "held.out"
-    slurm_id = cluster.run("sbatch", "--parsable", "-o", str(out), *flags, "--wrap", HOLD).strip()
-    cluster.wait(slurm_id, lambda j: j.state == "RUNNING", 60)
-    deadline = time.monotonic() + 60
-    while steps(slurm_id, _env()) != {"0"}:
-        assert time.monotonic() < deadline, cluster.run("squeue", "-s", check=False)
-        time.sleep(0.3)
-    return slurm_id
+@pytest.fixture
+def held(cluster: SlurmCluster, tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Starts running batch jobs whose step 0 holds all their CPUs; cancels them all at the
+    end (a requeued one would otherwise come back and hold the cluster for the next test)."""
+    started: list[str] = []
+
+    def start(*flags: str) -> str:
+        out = tmp_path / f"held-{len(started)}.out"
+        argv = ["sbatch", "--parsable", "-o", str(out), *flags, "--wrap", HOLD]
+        slurm_id = cluster.run(*argv).strip()
+        started.append(slurm_id)
+        cluster.wait(slurm_id, lambda j: j.state == "RUNNING", 60)
+        deadline = time.monotonic() + 60
+        while steps(slurm_id, _env()) != {"0"}:
+            assert time.monotonic() < deadline, cluster.run("squeue", "-s", check=False)
+            time.sleep(0.3)
+        return slurm_id
+
+    yield start
+    for slurm_id in started:
+        cluster.run("scancel", slurm_id, check=False)
+    for slurm_id in started:
+        cluster.wait(slurm_id, lambda j: j.state not in ("PENDING", "RUNNING", "COMPLETING"), 60)
 
 
 def _env() -> dict[str, str]:
@@ -78,9 +91,11 @@ def blocked_srun(slurm_id: str) -> subprocess.Popen[bytes]:
 
 
 def test_a_step_that_never_starts_is_bounded_and_the_job_requeued(
-    cluster: SlurmCluster, tmp_path: Path, second_step: list[subprocess.Popen[bytes]]
+    cluster: SlurmCluster,
+    held: Callable[..., str],
+    second_step: list[subprocess.Popen[bytes]],
 ) -> None:
-    slurm_id = held_job(cluster, tmp_path, "--requeue")
+    slurm_id = held("--requeue")
     watch = StepStart(slurm_id, _env(), limit_s=4)
     assert watch.before == {"0"}  # a step already there is not the attempt's
     second_step.append(blocked_srun(slurm_id))
@@ -102,10 +117,8 @@ def test_a_step_that_never_starts_is_bounded_and_the_job_requeued(
     assert any("requeued Slurm job" in line for line in verdict.evidence), verdict.evidence
 
 
-def test_a_step_that_starts_is_seen_once_and_never_blocked(
-    cluster: SlurmCluster, tmp_path: Path
-) -> None:
-    slurm_id = held_job(cluster, tmp_path)
+def test_a_step_that_starts_is_seen_once_and_never_blocked(held: Callable[..., str]) -> None:
+    slurm_id = held()
     watch = StepStart(slurm_id, _env(), limit_s=0.5)
     # --overlap: a step that may share the held CPUs, so it starts at once
     proc = subprocess.Popen(["srun", f"--jobid={slurm_id}", "--overlap", "-n1", "sleep", "20"])
@@ -118,23 +131,19 @@ def test_a_step_that_starts_is_seen_once_and_never_blocked(
     finally:
         proc.kill()
         proc.wait(timeout=30)
-        cluster.run("scancel", slurm_id, check=False)
 
 
 def test_a_job_slurm_will_not_requeue_stops_the_attempt_and_says_why(
-    cluster: SlurmCluster, tmp_path: Path, second_step: list[subprocess.Popen[bytes]]
+    held: Callable[..., str], second_step: list[subprocess.Popen[bytes]]
 ) -> None:
-    slurm_id = held_job(cluster, tmp_path, "--no-requeue")
-    try:
-        watch = StepStart(slurm_id, _env(), limit_s=2)
-        second_step.append(blocked_srun(slurm_id))
-        rec = Events()
-        deadline = time.monotonic() + 60
-        while not watch.check(rec):
-            assert time.monotonic() < deadline, watch.__dict__
-            time.sleep(0.5)
-    finally:
-        cluster.run("scancel", slurm_id, check=False)
+    slurm_id = held("--no-requeue")
+    watch = StepStart(slurm_id, _env(), limit_s=2)
+    second_step.append(blocked_srun(slurm_id))
+    rec = Events()
+    deadline = time.monotonic() + 60
+    while not watch.check(rec):
+        assert time.monotonic() < deadline, watch.__dict__
+        time.sleep(0.5)
     ((kind, detail, next_step, _severity),) = rec.got
     assert kind == "step_blocked" and detail["requeued"] is False, detail
     assert detail["requeue_refused"] and f"squeue -s -j {slurm_id}" in next_step
@@ -143,11 +152,12 @@ def test_a_job_slurm_will_not_requeue_stops_the_attempt_and_says_why(
     assert "refused to requeue" in verdict.cause
 
 
-# Attempt 1 dies (SIGTERM from outside: retryable); in the retry's backoff the test takes every
-# CPU of the job with a step of its own, so attempt 2's srun cannot start: the agent requeues
-# the job, and attempt 3, on the new allocation, trains.
+# Attempt 1's task dies of SIGKILL (srun: "task 0: Killed"; no OOM evidence: a kill from
+# outside, retryable); in the retry's backoff the test takes every CPU of the job with a step
+# of its own, so attempt 2's srun cannot start: the agent requeues the job, and attempt 3, on
+# the new allocation, trains.
 COMMAND = (
-    'srun -n1 sh -c \'if [ "$RGT_ATTEMPT" = 1 ]; then kill -TERM $$; fi; '
+    'srun -n1 sh -c \'if [ "$RGT_ATTEMPT" = 1 ]; then kill -9 $$; fi; '
     'echo "trained in attempt $RGT_ATTEMPT" > "$RGT_OUTPUT_DIR/done"\''
 )
 
@@ -183,13 +193,16 @@ def test_the_agent_requeues_a_job_whose_step_cannot_start_and_it_resumes(
     finally:
         cluster.run("scancel", slurm_id, check=False)
     events = backend.events("blocked")
-    assert status["state"] == "succeeded", (status, [e["kind"] for e in events])
+    said = [(e["kind"], e["detail"].get("label"), e["detail"].get("cause")) for e in events]
+    assert status["state"] == "succeeded", (status, said)
     (blocked,) = [e for e in events if e["kind"] == "step_blocked"]
     assert blocked["detail"]["requeued"] is True and blocked["detail"]["waited_s"] >= 6
     ended = [e["detail"] for e in events if e["kind"] == "attempt_ended"]
     assert [e["label"] for e in ended] == ended_labels(backend, "blocked")
     assert ended[1]["label"] == "preempted" and "never started" in ended[1]["cause"], ended[1]
     assert len(ended) == 3 and ended[2]["label"] is None
+    assert (ended[0]["label"], ended[0]["retryable"]) == ("preempted", True), ended[0]
+    assert ended[0]["evidence"][0].startswith("srun: first failing rank 0, killed by SIGKILL on ")
     done = Path(job.root) / "outputs" / "done"
     assert done.read_text().strip() == "trained in attempt 3"
 

@@ -132,23 +132,27 @@ def decide(facts: AttemptFacts) -> Decision:
     if rank is None or facts.agent_sent_signal:
         return triage(facts)
     if rank.signal in EXTERNAL_KILLS:
-        oom = _oom_evidence(facts, rank.pid)
+        oom = _oom_evidence(facts, rank.pid, anywhere=rank.launcher == "srun")
         return _host_oom([rank.describe(), *oom]) if oom else _rank_killed(rank, facts)
     return _rank_failed(rank, facts)
 
 
-def _oom_evidence(facts: AttemptFacts, pid: Optional[int]) -> List[str]:
+def _oom_evidence(facts: AttemptFacts, pid: Optional[int], anywhere: bool = False) -> List[str]:
     """Evidence beyond the cgroup counter (``decide`` read that first) that the OOM killer
     took ``pid``: the kernel log naming it, or, where the cgroup counter cannot be read,
-    the host's counter rising during the attempt. Empty: no evidence of an OOM kill."""
-    named = [line for victim, line in facts.kernel_oom if pid is not None and victim == pid]
+    the host's counter rising during the attempt. ``anywhere``: the process is not in the
+    agent's tree or cgroup (srun's task, started by slurmstepd), so any OOM kill on the host
+    during the attempt counts. Empty: no evidence of an OOM kill."""
+    named = [line for victim, line in facts.kernel_oom if anywhere or victim == pid]
     if named:
         return ["kernel log: " + named[-1]]
     unreadable = facts.oom_before is None or facts.oom_after is None
-    if unreadable and facts.host_oom_delta:
+    if (unreadable or anywhere) and facts.host_oom_delta:
+        why = "srun's tasks are outside the agent's cgroup" if anywhere else (
+            "the cgroup counter is unreadable here")  # fmt: skip
         return [
-            "host oom_kill (/proc/vmstat) rose by %d during the attempt; the cgroup "
-            "counter is unreadable here" % facts.host_oom_delta
+            "host oom_kill (/proc/vmstat) rose by %d during the attempt; %s"
+            % (facts.host_oom_delta, why)
         ]
     return []
 
@@ -188,7 +192,9 @@ def _rank_killed(rank: "RankFailure", facts: AttemptFacts) -> Decision:
         _rank_words(rank),
         name,
     )
-    if facts.oom_before is None or facts.oom_after is None:
+    if rank.launcher == "srun":  # its task is not in the agent's cgroup
+        reading = "no kernel OOM line and no host oom_kill during the attempt"
+    elif facts.oom_before is None or facts.oom_after is None:
         reading = "no cgroup oom_kill counter readable here"
     else:
         reading = "cgroup oom_kill unchanged (%d) during the attempt" % facts.oom_after

@@ -11,7 +11,8 @@ whole tail sees the survivors' SIGTERM first and calls the job "preempted" altho
 SIGKILLed; ``focus`` removes the cascade so the rules read the first failure, and ``root_cause``
 hands the agent the failed rank so it can decide from its own evidence (the cgroup OOM counter).
 
-Deepspeed's launcher reports each child as "process N exits with return code = C".
+Deepspeed's launcher reports each child as "process N exits with return code = C"; srun a task
+that a signal ended as "srun: error: NODE: task N: Killed".
 
 This module is bundled into the agent zipapp: stdlib only, Python >= 3.8.
 """
@@ -38,6 +39,12 @@ _DEEPSPEED = re.compile(r"process (\d+) exits with return code = (-?\d+)")
 # its pid is on the "process N spawned with command: [..., '--local_rank=1']" line.
 _DEEPSPEED_CMD = re.compile(r"--local_rank=(\d+)'\] exits with return code = (-?\d+)")
 _DEEPSPEED_SPAWN = re.compile(r"process (\d+) spawned with command: .*--local_rank=(\d+)'\]")
+# srun's line for tasks that SIGKILL ended ("tasks 0-3" for several). An OOM kill in the step's
+# cgroup reads otherwise ("task 0: Out Of Memory", slurmstepd's "Detected 1 oom-kill event(s)").
+_SRUN_KILLED = re.compile(
+    r"^srun: error: (\S+): tasks? (\d+)(?:[-,][\d,-]*)?: Killed[ \t]*$", re.MULTILINE
+)
+_STEPD_OOM = re.compile(r"Detected \d+ oom[-_ ]kill event", re.IGNORECASE)
 # torchrun's own SIGTERM to the surviving ranks once one has failed. Any other signal on that
 # line (SIGHUP, SIGINT) is one the elastic agent itself received and forwards to its ranks:
 # the cause, not the cascade (a SIGHUP is the ssh session that went away).
@@ -134,7 +141,7 @@ def root_cause(text: str) -> RankFailure | None:
     if line is not None:
         code, local, pid = (int(group) for group in line.groups())
         return RankFailure("torchrun", None, local, code, pid)
-    return _from_deepspeed(text)
+    return _from_deepspeed(text) or _from_srun(text)
 
 
 def _from_summary(text: str) -> RankFailure | None:
@@ -238,6 +245,16 @@ def _from_deepspeed(text: str) -> RankFailure | None:
             pids = {int(m.group(2)): int(m.group(1)) for m in _DEEPSPEED_SPAWN.finditer(text)}
             return RankFailure("deepspeed", local, local, code, pids.get(local))
     return None
+
+
+def _from_srun(text: str) -> RankFailure | None:
+    """srun's task killed by SIGKILL (its pid is on another process tree: not known here)."""
+    match = _SRUN_KILLED.search(text)
+    if match is None or _STEPD_OOM.search(text):
+        return None
+    found = RankFailure("srun", int(match.group(2)), None, -int(signals.SIGKILL), None)
+    found.note = f" on {match.group(1)}"
+    return found
 
 
 def focus(text: str) -> str:
