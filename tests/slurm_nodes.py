@@ -99,7 +99,7 @@ class SlurmNodes(SlurmCluster):
             time.sleep(0.1)
         raise AssertionError(f"processes still run on {node.name}: {pids}")
 
-    def power_on(self, index: int, timeout: float = 60, settle: bool = True) -> None:
+    def power_on(self, index: int, timeout: float = 60) -> None:
         """Node ``index`` boots again: its slurmd starts and registers, the controller returns
         it to service (``ReturnToService=2``) and delivers what it held for the node while it
         was down (a job's terminate request). On a real cluster that is minutes before a
@@ -109,8 +109,6 @@ class SlurmNodes(SlurmCluster):
         node = self.network.nodes[index]
         argv = self.network.command(node, ["slurmd", "-f", str(self.conf), "-N", node.name])
         subprocess.run(argv, check=True, timeout=30, env=self.env())
-        if not settle:
-            return
 
         def settled() -> bool:
             state = self.run("sinfo", "-h", "-n", node.name, "-o", "%T", check=False).strip()

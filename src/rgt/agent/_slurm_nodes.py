@@ -37,7 +37,6 @@ A node that is lost whole (NODE_FAIL) ends the allocation: Slurm requeues the ba
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -169,8 +168,6 @@ NOT_VISIBLE = (
     "node %d (%s)'s OOM counters and kernel log are not visible to the agent on node 0: an OOM "
     "kill there reads the same as a kill -9 from here (`dmesg` on %s tells them apart)"
 )
-# slurmstepd tells srun (so the merged log) of an OOM kill in the step's cgroup on any node.
-STEPD_OOM = re.compile(r"Detected \d+ oom[-_ ]kill event\(s\)[^\n]*")
 QUIET = ("unknown", "preempted")  # what a node that was only stopped by srun reads as
 
 
@@ -192,6 +189,8 @@ def settle(
     group: Optional[NodeGroup], decision: Optional[Decision], facts: AttemptFacts
 ) -> Optional[Decision]:
     """``decision`` (read from the merged log) again, from each node's own log and status."""
+    from rgt.triage.launchers import STEPD_OOM
+
     if group is None or decision is None or decision.cancelled:
         return decision
     ends = node_ends(group, facts)

@@ -44,7 +44,8 @@ _DEEPSPEED_SPAWN = re.compile(r"process (\d+) spawned with command: .*--local_ra
 _SRUN_KILLED = re.compile(
     r"^srun: error: (\S+): tasks? (\d+)(?:[-,][\d,-]*)?: Killed[ \t]*$", re.MULTILINE
 )
-_STEPD_OOM = re.compile(r"Detected \d+ oom[-_ ]kill event", re.IGNORECASE)
+# slurmstepd tells srun (so the merged log) of an OOM kill in the step's cgroup on any node.
+STEPD_OOM = re.compile(r"Detected \d+ oom[-_ ]kill event\(s\)[^\n]*")
 # torchrun's own SIGTERM to the surviving ranks once one has failed. Any other signal on that
 # line (SIGHUP, SIGINT) is one the elastic agent itself received and forwards to its ranks:
 # the cause, not the cascade (a SIGHUP is the ssh session that went away).
@@ -250,7 +251,7 @@ def _from_deepspeed(text: str) -> RankFailure | None:
 def _from_srun(text: str) -> RankFailure | None:
     """srun's task killed by SIGKILL (its pid is on another process tree: not known here)."""
     match = _SRUN_KILLED.search(text)
-    if match is None or _STEPD_OOM.search(text):
+    if match is None or STEPD_OOM.search(text):
         return None
     found = RankFailure("srun", int(match.group(2)), None, -int(signals.SIGKILL), None)
     found.note = f" on {match.group(1)}"
